@@ -1,0 +1,194 @@
+"""The ``steptrace`` command: thin click wrappers over the library functions."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+
+from engine import __version__
+from engine.corpus import CorpusError, demo_corpus_path
+from engine.formats import FORMATS, render
+from engine.show import load_run
+from engine.store import DEFAULT_DB, StoreError, query, status_counts
+from engine.tracing import TraceOptions, TraceSummary, trace_corpus
+from wasm_sandbox.build import BuildError, cache_dir, ensure_component
+from wasm_sandbox.limits import Limits
+from wasm_sandbox.pool import PoolError
+from wasm_sandbox.runtime import ISOLATIONS, Sandbox
+
+EXPECTED_ERRORS = (StoreError, CorpusError, BuildError, PoolError, ValueError, OSError)
+
+db_option = click.option("--db", default=DEFAULT_DB, show_default=True,
+                         type=click.Path(dir_okay=False), help="DuckDB trace store.")
+format_option = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
+                             show_default=True, help="Output format.")
+
+
+class SteptraceGroup(click.Group):
+    """Turns the errors a user can cause into one line and exit status 1, never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except EXPECTED_ERRORS as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=SteptraceGroup)
+@click.version_option(__version__, prog_name="steptrace")
+def main() -> None:
+    """steptrace: sandboxed, step-traced execution of Python functions, stored in DuckDB."""
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Rebuild even if the cache is valid.")
+@format_option
+def build(force: bool, fmt: str) -> None:
+    """Build (or verify) the guest component and its compiled cache."""
+    found = ensure_component(force=force)
+    with Sandbox(Limits()) as sandbox:
+        modules = sandbox.preloaded_modules()
+    rows = [("cache_dir", str(cache_dir())), ("component", str(found.wasm)),
+            ("component_bytes", found.wasm.stat().st_size),
+            ("preloaded_modules", len(modules["imported"])),
+            ("unavailable", ", ".join(sorted(modules["failed"])) or "-")]
+    click.echo(render(["item", "value"], rows, fmt))
+
+
+def _progress_callback(progress: Progress):
+    task = progress.add_task("tracing", total=None, rate="")
+    started = time.perf_counter()
+
+    def update(done: int, total: int) -> None:
+        elapsed = time.perf_counter() - started
+        rate = f"{done / elapsed:.0f} runs/s" if done and elapsed > 0 else ""
+        progress.update(task, completed=done, total=total, rate=rate)
+    return update
+
+
+def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str, object]]:
+    rows: list[tuple[str, object]] = [
+        ("corpus", summary.corpus), ("db", summary.db), ("jobs in corpus", summary.jobs),
+        ("already stored (skipped)", summary.skipped), ("traced now", summary.traced)]
+    rows += [(f"  status {status}", count) for status, count in sorted(summary.by_status.items())]
+    if summary.with_expected:
+        rows.append(("outputs matching expected", f"{summary.matched} / {summary.with_expected}"))
+    rows += [("line steps", summary.line_steps), ("instruction steps", summary.instruction_steps),
+             ("trace steps", summary.steps), ("seconds", f"{summary.seconds:.2f}"),
+             ("runs/s", f"{summary.runs_per_second:.1f}"),
+             ("corpus records skipped as bad", len(summary.corpus_errors)),
+             ("runs in store", sum(store.values()))]
+    rows += [(f"  store status {status}", count) for status, count in store.items()]
+    return rows
+
+
+@main.command()
+@click.argument("corpus", required=False, type=click.Path(path_type=Path))
+@click.option("--demo", is_flag=True, help="Trace the demo corpus bundled with steptrace.")
+@db_option
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes (default: CPU count; 0 runs in this process).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=Limits.timeout_s,
+              show_default=True, help="Seconds per job (wall clock).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=Limits.max_steps,
+              show_default=True, help="Trace steps per job.")
+@click.option("--memory-mb", type=click.IntRange(min=16), default=Limits.memory_mb,
+              show_default=True, help="Guest linear memory per job, MiB.")
+@click.option("--max-repr", type=click.IntRange(min=1), default=Limits.max_repr,
+              show_default=True, help="Characters kept of each variable's repr.")
+@click.option("--isolation", type=click.Choice(ISOLATIONS), default="job", show_default=True,
+              help="job: a fresh interpreter per job; batch: reuse one per chunk (trusted code).")
+@click.option("--force", is_flag=True, help="Trace again jobs already in the store.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout: float,
+          max_steps: int, memory_mb: int, max_repr: int, isolation: str, force: bool,
+          quiet: bool, fmt: str) -> None:
+    """Trace every job of CORPUS (JSONL file or directory of .py files) into the store."""
+    if demo == (corpus is not None):
+        raise click.UsageError("give a CORPUS path or --demo (not both)")
+    path = demo_corpus_path() if demo else corpus
+    limits = Limits(timeout_s=timeout, max_steps=max_steps, memory_mb=memory_mb, max_repr=max_repr)
+    options = TraceOptions(limits=limits, isolation=isolation, force=force,
+                           **({} if workers is None else {"workers": workers}))
+    console = Console(stderr=True)
+    show_bar = not quiet and console.is_terminal
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=console, disable=not show_bar) as progress:
+        summary = trace_corpus(path, db, options, progress=_progress_callback(progress),
+                               corpus_name="demo" if demo else str(corpus))
+    for error in summary.corpus_errors:
+        click.echo(f"warning: {error}", err=True)
+    if fmt == "json":
+        click.echo(json.dumps({**summary.as_dict(), "store": status_counts(db)}, indent=2))
+    else:
+        click.echo(render(["item", "value"], summary_rows(summary, status_counts(db)), fmt,
+                          title="steptrace trace"))
+    if summary.corpus_errors:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("sql", required=False)
+@click.option("-f", "--file", "sql_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Read the query from a .sql file.")
+@db_option
+@format_option
+def sql(sql: str | None, sql_file: Path | None, db: str, fmt: str) -> None:
+    """Run a SQL query against the store (read-only)."""
+    if (sql is None) == (sql_file is None):
+        raise click.UsageError("give a query or -f FILE (not both)")
+    text = sql_file.read_text() if sql_file else sql
+    result = query(db, text)
+    click.echo(render(result.columns, result.rows, fmt))
+
+
+@main.command()
+@click.argument("run_id", required=False, type=int)
+@click.option("--sample-id", help="Show the run of this sample id instead.")
+@click.option("--input-index", type=int, default=0, show_default=True,
+              help="With --sample-id: which of the sample's inputs.")
+@db_option
+@format_option
+def show(run_id: int | None, sample_id: str | None, input_index: int, db: str, fmt: str) -> None:
+    """Show one run: the program and its trace step by step."""
+    if (run_id is None) == (sample_id is None):
+        raise click.UsageError("give a RUN_ID or --sample-id (not both)")
+    view = load_run(db, run_id=run_id, sample_id=sample_id, input_index=input_index)
+    columns = ["step", "event", "func", "line", "depth", "frame", "code", "changed"]
+    rows = [(s.step, s.event, s.func, s.line, s.depth, s.frame,
+             ("  " * s.depth) + s.source, s.changes_text()) for s in view.steps]
+    if fmt == "json":
+        run = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
+               for k, v in view.run.items()}
+        steps = [{**dict(zip(columns[:6], row[:6])), "code": s.source,
+                  "changes": [{"var": n, "value": v, "type": t, "truncated": tr}
+                              for n, v, t, tr in s.changes]}
+                 for row, s in zip(rows, view.steps)]
+        click.echo(json.dumps({"run": run, "code": view.code, "steps": steps}, indent=2,
+                              ensure_ascii=False))
+        return
+    if fmt == "csv":
+        click.echo(render(columns, rows, "csv"))
+        return
+    r = view.run
+    header = [f"run {r['run_id']}  sample {r['sample_id']}  {r['entry']}({r['input']})",
+              f"status {r['status']}" + (f"  output {r['output']}" if r['output'] is not None else "")
+              + (f"  {r['exception_type']}: {r['exception_message']}" if r['exception_message'] else "")
+              + ("" if r["output_matches"] is None else f"  matches expected: {r['output_matches']}"),
+              ""]
+    header += [f"{i:>3}  {line}" for i, line in enumerate(view.code.splitlines(), start=1)]
+    click.echo("\n".join(header))
+    click.echo(render(columns, rows, "table"))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,192 @@
+"""Corpus loading: turn a file or directory into jobs (one program called on one input).
+
+Accepted corpora:
+
+* **CRUXEval JSONL**: one object a line with ``id``, ``code``, ``input``, ``output``.
+* **Generic JSONL**: ``code``; optional ``entry`` (default ``f``); one ``input`` (the text
+  inside ``f(...)``) or a list ``inputs``; optional expected ``output`` (with ``input``) or
+  ``outputs`` (a list as long as ``inputs``, entries may be null); optional ``id``.
+  CRUXEval lines are a special case of this format.
+* **A directory of ``.py`` files**: each ``NAME.py`` is a program; its inputs are in
+  ``NAME.json`` beside it, an object with the generic keys except ``code``
+  (``{"entry": "f", "inputs": ["1, 2", "'abc'"], "outputs": ["3", null]}``).
+
+A bad line or file is reported (``CorpusError`` with file and line number) and skipped;
+the rest of the corpus still loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Iterator
+
+DEFAULT_ENTRY = "f"
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be read at all, or one bad record in it."""
+
+
+@dataclass(frozen=True)
+class Program:
+    source: str
+    sample_id: str
+    code: str
+    entry: str = DEFAULT_ENTRY
+
+    @property
+    def code_sha256(self) -> str:
+        return hashlib.sha256(self.code.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @property
+    def key(self) -> str:
+        """Identity of the program in a store: where it came from and what it is."""
+        text = "\0".join((self.source, self.sample_id, self.entry, self.code_sha256))
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Job:
+    program: Program
+    input: str
+    expected: str | None = None
+    input_index: int = 0
+
+    @property
+    def key(self) -> str:
+        """Identity of the run: resume skips a job whose key is already stored."""
+        text = "\0".join((self.program.key, str(self.input_index), self.input,
+                          "\1" if self.expected is None else self.expected))
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def request(self) -> dict:
+        """What the guest needs (see tracer/job.py)."""
+        return {"code": self.program.code, "entry": self.program.entry,
+                "input": self.input, "expected": self.expected}
+
+
+@dataclass
+class Corpus:
+    """The jobs of a corpus and the records that could not be read."""
+
+    jobs: list[Job] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def demo_corpus_path() -> Path:
+    return Path(str(resources.files("engine") / "data" / "demo.jsonl"))
+
+
+def load_corpus(path: str | Path) -> Corpus:
+    """Load a JSONL file or a directory of ``.py`` files; see the module docstring."""
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"corpus not found: {path}")
+    corpus = Corpus()
+    if path.is_dir():
+        for job_or_error in _iter_directory(path):
+            _collect(corpus, job_or_error)
+        if not corpus.jobs and not corpus.errors:
+            raise CorpusError(f"no .py files in corpus directory {path}")
+        return corpus
+    try:
+        handle = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from exc
+    with handle:
+        try:
+            for job_or_error in _iter_jsonl(handle, path):
+                _collect(corpus, job_or_error)
+        except UnicodeDecodeError as exc:
+            raise CorpusError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    return corpus
+
+
+def _collect(corpus: Corpus, item: Job | str) -> None:
+    if isinstance(item, str):
+        corpus.errors.append(item)
+    else:
+        corpus.jobs.append(item)
+
+
+def _iter_jsonl(lines, path: Path) -> Iterator[Job | str]:
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
+            continue
+        try:
+            sample_id = str(record.get("id", lineno)) if isinstance(record, dict) else ""
+            yield from jobs_from_record(record, source=path.name, default_id=sample_id)
+        except CorpusError as exc:
+            yield f"{path}:{lineno}: {exc}"
+
+
+def _iter_directory(root: Path) -> Iterator[Job | str]:
+    for file in sorted(root.glob("*.py")):
+        sidecar = file.with_suffix(".json")
+        try:
+            code = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            yield f"{file}: cannot read ({exc})"
+            continue
+        if not sidecar.exists():
+            yield f"{file}: no inputs (write them in {sidecar.name})"
+            continue
+        try:
+            record = json.loads(sidecar.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            yield f"{sidecar}: not readable JSON ({exc})"
+            continue
+        if not isinstance(record, dict):
+            yield f"{sidecar}: expected a JSON object"
+            continue
+        try:
+            yield from jobs_from_record({**record, "code": code}, source=root.name,
+                                        default_id=file.stem)
+        except CorpusError as exc:
+            yield f"{sidecar}: {exc}"
+
+
+def _text(record: dict, key: str) -> str | None:
+    value = record.get(key)
+    if value is not None and not isinstance(value, str):
+        raise CorpusError(f"'{key}' must be a string, got {type(value).__name__}")
+    return value
+
+
+def jobs_from_record(record: object, source: str, default_id: str) -> list[Job]:
+    """The jobs of one generic/CRUXEval record; raises CorpusError naming the problem."""
+    if not isinstance(record, dict):
+        raise CorpusError(f"expected a JSON object, got {type(record).__name__}")
+    code = _text(record, "code")
+    if code is None:
+        raise CorpusError("missing 'code'")
+    entry = _text(record, "entry") or DEFAULT_ENTRY
+    if not entry.isidentifier():
+        raise CorpusError(f"'entry' must be a Python identifier, got {entry!r}")
+    if "inputs" in record:
+        inputs = record["inputs"]
+        if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+            raise CorpusError("'inputs' must be a list of strings")
+        outputs = record.get("outputs", [None] * len(inputs))
+        if not isinstance(outputs, list) or len(outputs) != len(inputs):
+            raise CorpusError("'outputs' must be a list as long as 'inputs'")
+        if not all(o is None or isinstance(o, str) for o in outputs):
+            raise CorpusError("'outputs' entries must be strings or null")
+    elif "input" in record:
+        inputs = [_text(record, "input")]
+        outputs = [_text(record, "output")]
+    else:
+        raise CorpusError("missing 'input' or 'inputs'")
+    program = Program(source=source, sample_id=str(record.get("id", default_id)),
+                      code=code, entry=entry)
+    return [Job(program, text, expected, index)
+            for index, (text, expected) in enumerate(zip(inputs, outputs))]

@@ -1,0 +1,331 @@
+"""The trace store: a DuckDB file whose schema is a public contract (see README, "Schema").
+
+Runs are written in batches through Arrow tables (never row-by-row INSERT), one
+transaction per batch: a run's row, steps and states are committed together or not at
+all, so a store never holds part of a run. ``run_key`` identifies a job (program, input
+index, input and expected output): tracing the same corpus again skips stored keys, and
+``force`` replaces them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import duckdb
+import pyarrow as pa
+
+from engine.corpus import Job
+
+SCHEMA_VERSION = "1"
+DEFAULT_DB = "steptrace.duckdb"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS programs (
+    program_id   BIGINT PRIMARY KEY,
+    source       VARCHAR NOT NULL,
+    sample_id    VARCHAR NOT NULL,
+    code         VARCHAR NOT NULL,
+    entry        VARCHAR NOT NULL,
+    code_sha256  VARCHAR NOT NULL,
+    program_key  VARCHAR NOT NULL UNIQUE
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id             BIGINT PRIMARY KEY,
+    program_id         BIGINT NOT NULL,
+    sample_id          VARCHAR NOT NULL,
+    input_index        INTEGER NOT NULL,
+    input              VARCHAR NOT NULL,
+    status             VARCHAR NOT NULL,
+    output             VARCHAR,
+    output_type        VARCHAR,
+    output_truncated   BOOLEAN,
+    exception_type     VARCHAR,
+    exception_message  VARCHAR,
+    expected           VARCHAR,
+    output_matches     BOOLEAN,
+    note               VARCHAR,
+    stdout             VARCHAR,
+    line_steps         BIGINT,
+    instruction_steps  BIGINT,
+    calls              BIGINT,
+    max_depth          INTEGER,
+    n_steps            BIGINT,
+    duration_us        BIGINT,
+    call_us            BIGINT,
+    isolation          VARCHAR,
+    run_key            VARCHAR NOT NULL UNIQUE,
+    traced_at          TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS steps (
+    run_id  BIGINT NOT NULL,
+    step    INTEGER NOT NULL,
+    event   VARCHAR NOT NULL,
+    func    VARCHAR NOT NULL,
+    line    INTEGER NOT NULL,
+    depth   INTEGER NOT NULL,
+    frame   INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS states (
+    run_id     BIGINT NOT NULL,
+    step       INTEGER NOT NULL,
+    var        VARCHAR NOT NULL,
+    value      VARCHAR,
+    type       VARCHAR,
+    truncated  BOOLEAN NOT NULL
+);
+"""
+
+RUN_COLUMNS = (
+    "run_id", "program_id", "sample_id", "input_index", "input", "status", "output",
+    "output_type", "output_truncated", "exception_type", "exception_message", "expected",
+    "output_matches", "note", "stdout", "line_steps", "instruction_steps", "calls",
+    "max_depth", "n_steps", "duration_us", "call_us", "isolation", "run_key", "traced_at",
+)
+STEP_COLUMNS = ("run_id", "step", "event", "func", "line", "depth", "frame")
+STATE_COLUMNS = ("run_id", "step", "var", "value", "type", "truncated")
+
+
+class StoreError(RuntimeError):
+    """The DB file cannot be opened, read or written; the message names the file."""
+
+
+@dataclass
+class TracedRun:
+    """One finished job as the store receives it: the job and the guest/host result."""
+
+    job: Job
+    result: dict
+    duration_us: int
+    isolation: str
+
+
+def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) a store, with a one-line error for every failure."""
+    path = Path(path)
+    if read_only and not path.exists():
+        raise StoreError(f"database not found: {path}")
+    if not read_only and not path.parent.exists():
+        raise StoreError(f"cannot create database {path}: directory {path.parent} does not exist")
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open database {path}: {_first_line(exc)}") from exc
+    if not read_only:
+        try:
+            con.execute(SCHEMA)
+            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+        except duckdb.Error as exc:
+            con.close()
+            raise StoreError(f"cannot initialise database {path}: {_first_line(exc)}") from exc
+    return con
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class TraceWriter:
+    """Appends batches of traced runs to a store; assigns run and program ids."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, force: bool = False) -> None:
+        self.con = con
+        self.force = force
+        self.next_run_id = con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
+        self.next_program_id = con.execute(
+            "SELECT coalesce(max(program_id), 0) + 1 FROM programs").fetchone()[0]
+        self.program_ids: dict[str, int] = dict(
+            con.execute("SELECT program_key, program_id FROM programs").fetchall())
+
+    def stored_keys(self, keys: Iterable[str]) -> set[str]:
+        """The subset of ``keys`` already stored as runs."""
+        table = pa.table({"run_key": pa.array(list(keys), pa.string())})
+        self.con.register("wanted_keys", table)
+        try:
+            found = self.con.execute(
+                "SELECT r.run_key FROM runs r JOIN wanted_keys w USING (run_key)").fetchall()
+        finally:
+            self.con.unregister("wanted_keys")
+        return {key for (key,) in found}
+
+    def write(self, batch: list[TracedRun]) -> list[int]:
+        """Commit ``batch`` in one transaction; return the run ids given."""
+        if not batch:
+            return []
+        runs, steps, states, programs, run_ids = self._tables(batch)
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            if self.force:
+                con.register("replaced", pa.table({"run_key": runs.column("run_key")}))
+                for table in ("steps", "states"):
+                    con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
+                                "WHERE run_key IN (SELECT run_key FROM replaced))")
+                con.execute("DELETE FROM runs WHERE run_key IN (SELECT run_key FROM replaced)")
+                con.unregister("replaced")
+            for name, table in (("programs", programs), ("runs", runs),
+                                ("steps", steps), ("states", states)):
+                if table.num_rows:
+                    con.register("incoming", table)
+                    con.execute(f"INSERT INTO {name} SELECT * FROM incoming")
+                    con.unregister("incoming")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return run_ids
+
+    # ------------------------------------------------------------------ arrow building
+    def _program_rows(self, batch: list[TracedRun]) -> tuple[dict, list[int]]:
+        new = {name: [] for name in ("program_id", "source", "sample_id", "code", "entry",
+                                     "code_sha256", "program_key")}
+        ids = []
+        for traced in batch:
+            program = traced.job.program
+            key = program.key
+            pid = self.program_ids.get(key)
+            if pid is None:
+                pid = self.program_ids[key] = self.next_program_id
+                self.next_program_id += 1
+                for name, value in (("program_id", pid), ("source", program.source),
+                                    ("sample_id", program.sample_id), ("code", program.code),
+                                    ("entry", program.entry),
+                                    ("code_sha256", program.code_sha256), ("program_key", key)):
+                    new[name].append(value)
+            ids.append(pid)
+        return new, ids
+
+    def _tables(self, batch: list[TracedRun]):
+        programs, program_ids = self._program_rows(batch)
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        runs = {name: [] for name in RUN_COLUMNS}
+        steps = {name: [] for name in STEP_COLUMNS}
+        states = {name: [] for name in STATE_COLUMNS}
+        run_ids = []
+        for traced, program_id in zip(batch, program_ids):
+            run_id = self.next_run_id
+            self.next_run_id += 1
+            run_ids.append(run_id)
+            _append_run(runs, traced, run_id, program_id, now)
+            _append_trace(steps, states, traced.result, run_id)
+        return (_arrow(runs, RUN_TYPES), _arrow(steps, STEP_TYPES),
+                _arrow(states, STATE_TYPES), _arrow(programs, PROGRAM_TYPES), run_ids)
+
+
+def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now) -> None:
+    r = traced.result
+    job = traced.job
+    n_steps = len((r.get("steps") or {}).get("event") or ())
+    values = {
+        "run_id": run_id, "program_id": program_id, "sample_id": job.program.sample_id,
+        "input_index": job.input_index, "input": job.input, "status": r.get("status") or "crashed",
+        "output": r.get("output"), "output_type": r.get("output_type"),
+        "output_truncated": r.get("output_truncated"), "exception_type": r.get("exception_type"),
+        "exception_message": r.get("exception_message"), "expected": job.expected,
+        "output_matches": _matches(r, job), "note": r.get("note"), "stdout": r.get("stdout"),
+        "line_steps": r.get("line_steps"), "instruction_steps": r.get("instruction_steps"),
+        "calls": r.get("calls"), "max_depth": r.get("max_depth"), "n_steps": n_steps,
+        "duration_us": traced.duration_us, "call_us": r.get("call_us"),
+        "isolation": traced.isolation, "run_key": job.key, "traced_at": now,
+    }
+    for name in RUN_COLUMNS:
+        runs[name].append(values[name])
+
+
+def _matches(result: dict, job: Job) -> bool | None:
+    """NULL without an expected output; False for every run that did not return."""
+    if job.expected is None:
+        return None
+    return bool(result.get("output_matches"))
+
+
+def _append_trace(steps: dict, states: dict, result: dict, run_id: int) -> None:
+    trace = result.get("steps") or {}
+    events = trace.get("event") or []
+    if events:
+        names = result.get("events") or []
+        funcs = result.get("funcs") or []
+        count = len(events)
+        steps["run_id"].extend([run_id] * count)
+        steps["step"].extend(range(count))
+        steps["event"].extend([names[e] for e in events])
+        steps["func"].extend([funcs[f] for f in trace["func"]])
+        steps["line"].extend(trace["line"])
+        steps["depth"].extend(trace["depth"])
+        steps["frame"].extend(trace["frame"])
+    rows = result.get("states") or {}
+    if rows.get("step"):
+        count = len(rows["step"])
+        states["run_id"].extend([run_id] * count)
+        for name in ("step", "var", "value", "type", "truncated"):
+            states[name].extend(rows[name])
+
+
+RUN_TYPES = {
+    "run_id": pa.int64(), "program_id": pa.int64(), "sample_id": pa.string(),
+    "input_index": pa.int32(), "input": pa.string(), "status": pa.string(),
+    "output": pa.string(), "output_type": pa.string(), "output_truncated": pa.bool_(),
+    "exception_type": pa.string(), "exception_message": pa.string(),
+    "expected": pa.string(), "output_matches": pa.bool_(), "note": pa.string(),
+    "stdout": pa.string(), "line_steps": pa.int64(), "instruction_steps": pa.int64(),
+    "calls": pa.int64(), "max_depth": pa.int32(), "n_steps": pa.int64(),
+    "duration_us": pa.int64(), "call_us": pa.int64(), "isolation": pa.string(),
+    "run_key": pa.string(), "traced_at": pa.timestamp("us"),
+}
+STEP_TYPES = {"run_id": pa.int64(), "step": pa.int32(), "event": pa.string(),
+              "func": pa.string(), "line": pa.int32(), "depth": pa.int32(), "frame": pa.int32()}
+STATE_TYPES = {"run_id": pa.int64(), "step": pa.int32(), "var": pa.string(),
+               "value": pa.string(), "type": pa.string(), "truncated": pa.bool_()}
+PROGRAM_TYPES = {"program_id": pa.int64(), "source": pa.string(), "sample_id": pa.string(),
+                 "code": pa.string(), "entry": pa.string(), "code_sha256": pa.string(),
+                 "program_key": pa.string()}
+
+
+def _arrow(columns: dict, types: dict) -> pa.Table:
+    arrays = []
+    for name, kind in types.items():
+        values = columns[name]
+        try:
+            arrays.append(pa.array(values, kind))
+        except (pa.ArrowException, UnicodeEncodeError, TypeError):
+            arrays.append(pa.array([_clean(v, kind) for v in values], kind))
+    return pa.Table.from_arrays(arrays, names=list(types))
+
+
+def _clean(value, kind):
+    """Text from the guest may hold lone surrogates or non-strings (a program can make
+    both); store them escaped rather than lose the run."""
+    if value is None or kind != pa.string():
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple]
+
+
+def query(db: str | Path, sql: str, params: list | None = None) -> QueryResult:
+    """Run one SQL statement read-only against a store."""
+    con = connect(db, read_only=True)
+    try:
+        cursor = con.execute(sql, params or [])
+        if cursor.description is None:
+            return QueryResult([], [])
+        return QueryResult([d[0] for d in cursor.description], cursor.fetchall())
+    except duckdb.Error as exc:
+        raise StoreError(f"query failed: {_first_line(exc)}") from exc
+    finally:
+        con.close()
+
+
+def status_counts(db: str | Path) -> dict[str, int]:
+    """Runs in the store by status."""
+    result = query(db, "SELECT status, count(*) FROM runs GROUP BY status ORDER BY status")
+    return dict(result.rows)

@@ -1,0 +1,153 @@
+"""Job orchestration: corpus → sandbox workers → store.
+
+``trace_corpus`` loads a corpus, leaves out jobs the store already holds (resume), runs
+the rest in chunks across worker processes (or in this process with ``workers=0``) and
+commits finished runs in batches, so an interrupted run keeps every committed batch and a
+re-run finishes the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from engine.corpus import Corpus, Job, load_corpus
+from engine.store import TracedRun, TraceWriter, connect
+from wasm_sandbox.limits import Limits
+from wasm_sandbox.pool import WorkerPool, prepare
+from wasm_sandbox.runtime import JobOutcome, Sandbox
+
+STATUSES = ("ok", "exception", "invalid", "timeout", "step_limit", "memory_limit",
+            "output_limit", "crashed")
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    limits: Limits = field(default_factory=Limits)
+    isolation: str = "job"
+    force: bool = False
+    chunk_size: int = 16
+    commit_every: int = 1000
+    commit_seconds: float = 2.0
+
+
+@dataclass
+class TraceSummary:
+    corpus: str
+    db: str
+    jobs: int = 0
+    skipped: int = 0
+    traced: int = 0
+    by_status: Counter = field(default_factory=Counter)
+    with_expected: int = 0
+    matched: int = 0
+    line_steps: int = 0
+    instruction_steps: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+    corpus_errors: list[str] = field(default_factory=list)
+
+    @property
+    def runs_per_second(self) -> float:
+        return self.traced / self.seconds if self.seconds > 0 else 0.0
+
+    def add(self, traced: TracedRun) -> None:
+        result = traced.result
+        self.traced += 1
+        self.by_status[result.get("status") or "crashed"] += 1
+        if traced.job.expected is not None:
+            self.with_expected += 1
+            self.matched += bool(result.get("output_matches"))
+        self.line_steps += result.get("line_steps") or 0
+        self.instruction_steps += result.get("instruction_steps") or 0
+        self.steps += len((result.get("steps") or {}).get("event") or ())
+
+    def as_dict(self) -> dict:
+        return {"corpus": self.corpus, "db": self.db, "jobs": self.jobs,
+                "skipped": self.skipped, "traced": self.traced,
+                "by_status": dict(sorted(self.by_status.items())),
+                "with_expected": self.with_expected, "matched": self.matched,
+                "line_steps": self.line_steps, "instruction_steps": self.instruction_steps,
+                "steps": self.steps, "seconds": round(self.seconds, 3),
+                "runs_per_second": round(self.runs_per_second, 1),
+                "corpus_errors": self.corpus_errors}
+
+
+def _chunks(jobs: list[Job], size: int) -> list[list[Job]]:
+    return [jobs[i:i + size] for i in range(0, len(jobs), size)]
+
+
+def run_jobs(jobs: list[Job], options: TraceOptions) -> Iterator[list[TracedRun]]:
+    """Run ``jobs`` in the sandbox; yield finished runs chunk by chunk (any order)."""
+    chunks = _chunks(jobs, options.chunk_size)
+    if options.workers == 0:
+        with Sandbox(options.limits, prepare(options.limits)) as sandbox:
+            for chunk in chunks:
+                yield [TracedRun(job, *_unpack(sandbox.run(job.request(), options.isolation)),
+                                 options.isolation) for job in chunk]
+        return
+    with WorkerPool(min(options.workers, max(1, len(chunks))), options.limits,
+                    options.isolation) as pool:
+        for index, outcomes in pool.run([[job.request() for job in chunk] for chunk in chunks]):
+            yield [TracedRun(job, *_unpack(outcome), options.isolation)
+                   for job, outcome in zip(chunks[index], outcomes)]
+
+
+def _unpack(outcome: JobOutcome) -> tuple[dict, int]:
+    return outcome.result, outcome.duration_us
+
+
+def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
+                 progress: Callable[[int, int], None] | None = None,
+                 corpus_name: str | None = None) -> TraceSummary:
+    """Trace every job of ``corpus`` not yet in ``db``; ``progress(done, total)``."""
+    started = time.perf_counter()
+    loaded = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+    summary = TraceSummary(corpus=corpus_name or str(corpus), db=str(db),
+                           jobs=len(loaded.jobs), corpus_errors=list(loaded.errors))
+    con = connect(db)
+    try:
+        writer = TraceWriter(con, force=options.force)
+        jobs = _deduplicated(loaded.jobs)
+        if not options.force:
+            stored = writer.stored_keys(job.key for job in jobs)
+            jobs = [job for job in jobs if job.key not in stored]
+        summary.skipped = summary.jobs - len(jobs)
+        if progress:
+            progress(0, len(jobs))
+        pending: list[TracedRun] = []
+        last_commit = time.perf_counter()
+        done = 0
+        for finished in run_jobs(jobs, options) if jobs else ():
+            pending.extend(finished)
+            for traced in finished:
+                summary.add(traced)
+            done += len(finished)
+            if progress:
+                progress(done, len(jobs))
+            if (len(pending) >= options.commit_every
+                    or time.perf_counter() - last_commit >= options.commit_seconds):
+                writer.write(pending)
+                pending, last_commit = [], time.perf_counter()
+        writer.write(pending)
+    finally:
+        con.close()
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _deduplicated(jobs: list[Job]) -> list[Job]:
+    """A corpus may list the same job twice; it is one run."""
+    seen: set[str] = set()
+    unique = []
+    for job in jobs:
+        key = job.key
+        if key not in seen:
+            seen.add(key)
+            unique.append(job)
+    return unique

@@ -1,0 +1,131 @@
+"""``repr`` with a character budget, exact up to the cut.
+
+``repr`` of a large value costs time and memory in proportion to the whole value; the
+tracer only keeps the first ``max_repr`` characters, and does so at every step. For the
+built-in containers and ``str`` this module builds just that prefix, producing the same
+characters CPython's ``repr`` would (same element order, same quoting rules, ``[...]`` for
+self-reference). Other objects use their own ``__repr__``.
+"""
+
+from __future__ import annotations
+
+from sys import getsizeof
+
+_SCALARS = frozenset({int, float, complex, bool, type(None), bytes, range, type(...)})
+_SEQUENCES = {list: ("[", "]"), tuple: ("(", ")")}
+
+
+# Elements of a "flat" container: their repr is at most ~10 characters per byte of size
+# (the worst case is a \U0001xxxx escape), so the shallow size bounds the repr's length.
+_FLAT = frozenset(_SCALARS | {str})
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
+
+
+def _fits(value, limit: int) -> bool:
+    """True for a flat built-in container small enough that C ``repr`` is cheap: the
+    common case, done at C speed without building the repr piece by piece."""
+    parts = (value.keys(), value.values()) if type(value) is dict else (value,)
+    size = 0
+    for part in parts:
+        if not _FLAT.issuperset(map(type, part)):
+            return False
+        size += sum(map(getsizeof, part))
+    return size <= 8 * limit + 1024
+
+
+class _Budget(Exception):
+    """Raised internally when the prefix is long enough."""
+
+
+def str_prefix_repr(text: str, chars: int) -> str:
+    """The first characters of ``repr(text)`` from only ``text[:chars]``: the quote is the one
+    CPython picks for the whole string (``"`` only when it has ``'`` and no ``"``)."""
+    head = text[:chars]
+    if "'" in text and '"' not in text:
+        return repr(head + "'")[:-2]
+    return repr(head + '"')[:-2]
+
+
+def bounded_repr(value, limit: int) -> tuple[str, bool]:
+    """``(repr(value)[:limit], truncated)``, computed in O(limit) for built-in containers."""
+    kind = type(value)
+    if kind in _SCALARS:
+        text = repr(value)
+    elif kind is str:
+        text = repr(value) if len(value) <= limit else str_prefix_repr(value, limit)
+    elif kind in _CONTAINERS and _fits(value, limit):
+        text = repr(value)
+    elif kind in _CONTAINERS:
+        parts: list[str] = []
+        try:
+            _emit(value, parts, [0, limit + 1], set())
+        except _Budget:
+            pass
+        text = "".join(parts)
+    else:
+        text = repr(value)
+    if len(text) > limit:
+        return text[:limit], True
+    return text, False
+
+
+def _add(parts: list[str], budget: list[int], piece: str) -> None:
+    parts.append(piece)
+    budget[0] += len(piece)
+    if budget[0] >= budget[1]:
+        raise _Budget
+
+
+def _emit(value, parts: list[str], budget: list[int], active: set) -> None:
+    kind = type(value)
+    if kind is str:
+        room = budget[1] - budget[0]
+        _add(parts, budget, repr(value) if len(value) <= room else str_prefix_repr(value, room))
+        return
+    if kind in _SCALARS:
+        _add(parts, budget, repr(value))
+        return
+    if kind in _CONTAINERS and _fits(value, budget[1] - budget[0]):
+        _add(parts, budget, repr(value))
+        return
+    if kind in _SEQUENCES:
+        open_, close = _SEQUENCES[kind]
+        if id(value) in active:
+            _add(parts, budget, open_ + "..." + close)
+            return
+        active.add(id(value))
+        _add(parts, budget, open_)
+        for index, item in enumerate(value):
+            if index:
+                _add(parts, budget, ", ")
+            _emit(item, parts, budget, active)
+        _add(parts, budget, ",)" if kind is tuple and len(value) == 1 else close)
+        active.discard(id(value))
+        return
+    if kind is dict:
+        if id(value) in active:
+            _add(parts, budget, "{...}")
+            return
+        active.add(id(value))
+        _add(parts, budget, "{")
+        for index, (key, item) in enumerate(value.items()):
+            if index:
+                _add(parts, budget, ", ")
+            _emit(key, parts, budget, active)
+            _add(parts, budget, ": ")
+            _emit(item, parts, budget, active)
+        _add(parts, budget, "}")
+        active.discard(id(value))
+        return
+    if kind is set or kind is frozenset:
+        if not value:
+            _add(parts, budget, "set()" if kind is set else "frozenset()")
+            return
+        _add(parts, budget, "{" if kind is set else "frozenset({")
+        for index, item in enumerate(value):
+            if index:
+                _add(parts, budget, ", ")
+            _emit(item, parts, budget, active)
+        _add(parts, budget, "}" if kind is set else "})")
+        return
+    _add(parts, budget, repr(value))

@@ -1,0 +1,71 @@
+"""The guest component's entry point: the WIT export ``run`` (see wit/steptrace.wit).
+
+Imported once at build time (componentize-py pre-initialises the interpreter with it), so
+the tracer and the preloaded standard library are part of the snapshot every instance
+starts from.
+"""
+
+import gc
+import json
+
+import stdlib_preload  # noqa: F401  (imported for its side effect: the preloaded stdlib)
+import wit_world
+from job import TRACER, run_job
+
+# Built at init time so it needs no allocation when memory is exhausted.
+_OUT_OF_MEMORY = json.dumps({"status": "memory_limit", "exception_type": "MemoryError",
+                             "exception_message": "the guest ran out of memory building the result"})
+
+
+def preloaded() -> dict:
+    return {"imported": stdlib_preload.imported, "failed": stdlib_preload.failed}
+
+
+class WitWorld(wit_world.WitWorld):
+    def run(self, request: str) -> str:
+        try:
+            req = json.loads(request)
+            if req.get("command") == "noop":
+                return "{}"
+            if req.get("command") == "preloaded":
+                return json.dumps(preloaded())
+            return json.dumps(run_job(req), ensure_ascii=True)
+        except MemoryError:
+            return _OUT_OF_MEMORY
+        except BaseException as exc:  # never trap on a guest bug: report it
+            return json.dumps({"status": "crashed", "exception_type": type(exc).__name__,
+                               "exception_message": f"guest error: {exc}"})
+
+
+WARM_UP_PROGRAM = """
+def g(n):
+    for i in range(n):
+        yield {i: [i, (i,), {i}, 'x' * i]}
+
+def f(a, b=2):
+    c = [a, b]
+    for i in c:
+        a += i
+    try:
+        raise ValueError(a)
+    except ValueError as e:
+        print('caught', e)
+    items = list(g(3))
+    return a, items
+"""
+
+
+def _warm_up() -> None:
+    """Run jobs at build time, so the snapshot already holds what a first job would
+    otherwise initialise lazily, and the runner's own code has answered DISABLE."""
+    run_job({"code": WARM_UP_PROGRAM, "input": "1, b=3", "expected": "(7, [])"})
+    run_job({"code": WARM_UP_PROGRAM, "input": "x", "expected": None})
+    run_job({"code": "def f(:", "input": "", "expected": None})
+
+
+TRACER.install()
+_warm_up()
+# Objects of the snapshot are never garbage: keep the collector off them, so a fresh
+# instance does not touch (and copy-on-write fault) the whole heap on its first collection.
+gc.collect()
+gc.freeze()

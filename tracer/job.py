@@ -1,0 +1,284 @@
+"""One traced job inside the sandbox: compile, evaluate the call's arguments, run, report.
+
+The request and the result are plain dicts (JSON on the wire). Everything the program can
+get wrong becomes a status with a message, never an exception out of ``run_job``:
+
+``ok``            the call returned
+``exception``     the call raised (``exception_type``/``exception_message`` say what)
+``invalid``       syntax error, import-time failure, missing entry, input that does not parse
+                  or evaluate, bad request
+``step_limit``    more steps than ``max_steps``
+``memory_limit``  ``MemoryError`` (the host caps linear memory; a trap is classified there)
+``output_limit``  stdout/stderr above ``max_stdout`` characters, or variable states above
+                  ``max_trace_chars``
+(``timeout`` and ``crashed`` are decided by the host: the guest cannot see its own trap.)
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import sys
+import time
+
+from sysmon_tracer import EVENT_NAMES, StopTracing, Tracer
+
+PROGRAM_FILE = "<program>"
+INPUT_FILE = "<input>"
+EXPECTED_FILE = "<expected>"
+ARGS_HELPER = "__steptrace_args__"
+
+DEFAULT_LIMITS = {
+    "max_steps": 100_000,
+    "max_repr": 1_000,
+    "max_stdout": 65_536,
+    "max_output": 100_000,
+    "max_trace_chars": 32_000_000,
+}
+# One tracer for the life of the interpreter, installed when the guest is pre-initialised
+# (see Tracer.install); each job resets its recording state.
+TRACER = Tracer(PROGRAM_FILE)
+
+# The tracer's callbacks add a few Python frames on top of the program's deepest one;
+# this headroom keeps the program's own recursion depth equal to plain CPython's.
+RECURSION_HEADROOM = 30
+
+
+class BoundedWriter:
+    """A text stream for ``sys.stdout``/``sys.stderr`` that keeps at most ``limit``
+    characters and stops the run (``output_limit``) when the program writes more."""
+
+    def __init__(self, limit: int, name: str) -> None:
+        self.limit = limit
+        self.name = name
+        self.parts: list[str] = []
+        self.size = 0
+        self.tracer: Tracer | None = None
+
+    def write(self, text: str) -> int:
+        if type(text) is not str:
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        room = self.limit - self.size
+        if len(text) > room:
+            self.parts.append(text[:room])
+            self.size = self.limit
+            message = f"{self.name} exceeds {self.limit} characters"
+            if self.tracer is not None and self.tracer.stop is None:
+                self.tracer._halt("output_limit", message)
+            raise StopTracing("output_limit", message)
+        self.parts.append(text)
+        self.size += len(text)
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+    def getvalue(self) -> str:
+        return "".join(self.parts)
+
+
+def _invalid(result: dict, message: str) -> dict:
+    result["status"] = "invalid"
+    result["exception_message"] = message
+    return result
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except BaseException:  # a program exception whose __str__ fails
+        return f"<{type(exc).__name__}: str() failed>"
+
+
+def parse_call_arguments(input_text: str) -> ast.Expression:
+    """Parse ``input_text`` as the inside of a call, exactly as ``f(<input>)`` would read it
+    (trailing commas, keywords, ``*args``, comments). Raises SyntaxError or ValueError."""
+    tree = ast.parse(f"{ARGS_HELPER}({input_text}\n)", INPUT_FILE, mode="eval")
+    call = tree.body
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            and call.func.id == ARGS_HELPER):
+        raise ValueError("input is not a plain argument list")
+    return tree
+
+
+def new_result() -> dict:
+    return {
+        "status": None, "exception_type": None, "exception_message": None,
+        "output": None, "output_type": None, "output_truncated": False,
+        "output_matches": None, "note": None, "stdout": "",
+        "line_steps": 0, "instruction_steps": 0, "calls": 0, "max_depth": -1,
+        "call_us": 0, "events": list(EVENT_NAMES), "funcs": [],
+        "steps": {"event": [], "line": [], "depth": [], "frame": [], "func": []},
+        "states": {"step": [], "var": [], "value": [], "type": [], "truncated": []},
+    }
+
+
+def run_job(request: dict) -> dict:
+    """Run one job; return the result dict. Never raises (but MemoryError may escape if the
+    guest cannot even build a result; the host turns the trap into ``memory_limit``)."""
+    result = new_result()
+    limits = dict(DEFAULT_LIMITS)
+    limits.update(request.get("limits") or {})
+    code_text = request.get("code")
+    input_text = request.get("input", "")
+    entry = request.get("entry") or "f"
+    if not isinstance(code_text, str) or not isinstance(input_text, str):
+        return _invalid(result, "request needs string 'code' and 'input'")
+    stdout = BoundedWriter(limits["max_stdout"], "stdout")
+    stderr = BoundedWriter(limits["max_stdout"], "stderr")
+    saved = (sys.stdout, sys.stderr, sys.getrecursionlimit(), dict(builtins.__dict__))
+    sys.stdout, sys.stderr = stdout, stderr
+    try:
+        _run(request, result, limits, code_text, input_text, entry, stdout, stderr)
+    finally:
+        sys.stdout, sys.stderr = saved[0], saved[1]
+        sys.setrecursionlimit(saved[2])
+        builtins.__dict__.clear()
+        builtins.__dict__.update(saved[3])
+        result["stdout"] = stdout.getvalue()
+    return result
+
+
+def _run(request, result, limits, code_text, input_text, entry, stdout, stderr) -> None:
+    try:
+        program = compile(code_text, PROGRAM_FILE, "exec")
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        where = f" (line {line})" if line else ""
+        _invalid(result, f"syntax error: {getattr(exc, 'msg', None) or exc}{where}")
+        result["exception_type"] = type(exc).__name__
+        return
+    namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(program, namespace)
+    except MemoryError:
+        result["status"] = "memory_limit"
+        result["exception_message"] = "MemoryError while running the program's top level"
+        return
+    except StopTracing as stop:
+        result["status"], result["exception_message"] = stop.status, stop.message
+        return
+    except BaseException as exc:
+        _invalid(result, f"program failed at top level: {type(exc).__name__}: {_describe(exc)}")
+        result["exception_type"] = type(exc).__name__
+        return
+    function = namespace.get(entry)
+    if function is None:
+        _invalid(result, f"entry function {entry!r} is not defined by the program")
+        return
+    if not callable(function):
+        _invalid(result, f"entry {entry!r} is not callable")
+        return
+    try:
+        arg_tree = parse_call_arguments(input_text)
+    except (SyntaxError, ValueError) as exc:
+        _invalid(result, f"input does not parse as call arguments: {getattr(exc, 'msg', exc)}")
+        return
+    namespace[ARGS_HELPER] = lambda *args, **kwargs: (args, kwargs)
+    try:
+        args, kwargs = eval(compile(arg_tree, INPUT_FILE, "eval"), namespace)
+    except MemoryError:
+        result["status"] = "memory_limit"
+        result["exception_message"] = "MemoryError while evaluating the input"
+        return
+    except BaseException as exc:
+        _invalid(result, f"input does not evaluate: {type(exc).__name__}: {_describe(exc)}")
+        return
+    finally:
+        namespace.pop(ARGS_HELPER, None)
+    _traced_call(request, result, limits, function, args, kwargs, namespace, stdout, stderr)
+
+
+def _traced_call(request, result, limits, function, args, kwargs, namespace,
+                 stdout, stderr) -> None:
+    options = request.get("options") or {}
+    tracer = TRACER
+    if not tracer.installed or not tracer.intact():
+        tracer.install()  # first use, or a previous job (batch isolation) freed the tool
+    stdout.tracer = stderr.tracer = tracer
+    value = None
+    raised: BaseException | None = None
+    sys.setrecursionlimit(sys.getrecursionlimit() + RECURSION_HEADROOM)
+    started = time.perf_counter_ns()
+    tracer.begin_state(limits["max_steps"], limits["max_repr"], limits["max_trace_chars"],
+                       count_instructions=options.get("instructions", True),
+                       full_locals=options.get("full_locals", False))
+    try:
+        value = function(*args, **kwargs)
+    except BaseException as exc:  # everything the program can raise, SystemExit included
+        raised = exc
+    finally:
+        tracer.finish()
+        result["call_us"] = (time.perf_counter_ns() - started) // 1000
+        stdout.tracer = stderr.tracer = None
+    tampered = tracer.tamper_report()
+    args = kwargs = None
+    if tampered is not None:
+        result["status"] = "tampered"
+        result["exception_message"] = tampered
+    elif tracer.stop is not None:
+        result["status"] = tracer.stop.status
+        result["exception_message"] = tracer.stop.message
+    elif isinstance(raised, MemoryError):
+        result["status"] = "memory_limit"
+        result["exception_type"] = "MemoryError"
+        result["exception_message"] = "MemoryError: the program ran out of memory"
+    elif raised is not None:
+        result["status"] = "exception"
+        result["exception_type"] = type(raised).__name__
+        result["exception_message"] = _describe(raised)
+    else:
+        result["status"] = "ok"
+        text, truncated = _bounded(tracer, value, limits["max_output"])
+        result["output"], result["output_truncated"] = text, truncated
+        result["output_type"] = type(value).__name__
+    raised = None
+    _fill_trace(result, tracer)
+    expected = request.get("expected")
+    if expected is not None:
+        _compare(result, value, expected, namespace)
+
+
+def _bounded(tracer: Tracer, value, limit: int) -> tuple[str, bool]:
+    saved = tracer.max_repr
+    tracer.max_repr = limit
+    try:
+        return tracer.bounded_repr(value)
+    finally:
+        tracer.max_repr = saved
+
+
+def _fill_trace(result: dict, tracer: Tracer) -> None:
+    result["line_steps"] = tracer.line_steps
+    result["instruction_steps"] = tracer.instructions
+    result["calls"] = tracer.calls
+    result["max_depth"] = tracer.max_depth
+    result["funcs"] = tracer.funcs
+    result["steps"] = {"event": tracer.ev, "line": tracer.ln, "depth": tracer.dp,
+                       "frame": tracer.fr, "func": tracer.fn}
+    columns = list(zip(*tracer.states)) if tracer.states else [(), (), (), (), ()]
+    result["states"] = {name: list(col) for name, col in
+                        zip(("step", "var", "value", "type", "truncated"), columns)}
+    if tracer.full_locals:
+        result["snapshots"] = tracer.snapshots
+
+
+def _compare(result: dict, value, expected_text: str, namespace: dict) -> None:
+    """``output_matches``: ``value == <expected>`` evaluated as the benchmark's assert does."""
+    if result["status"] != "ok":
+        result["output_matches"] = False
+        return
+    try:
+        expected = eval(compile(expected_text, EXPECTED_FILE, "eval"), namespace)
+    except BaseException as exc:
+        result["output_matches"] = False
+        result["note"] = f"expected output does not evaluate: {type(exc).__name__}: {_describe(exc)}"
+        return
+    try:
+        result["output_matches"] = bool(value == expected)
+    except BaseException as exc:
+        result["output_matches"] = False
+        result["note"] = f"comparing with the expected output raised {type(exc).__name__}"

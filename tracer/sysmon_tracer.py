@@ -1,0 +1,377 @@
+"""The step tracer: a PEP 669 (``sys.monitoring``) tool that records what a program did.
+
+Runs inside the sandbox (CPython 3.12+ for WASI); pure standard library.
+
+Design, after coverage.py's ``sysmon.py``:
+
+* ``PY_START`` is the only global local-event. Its callback decides once per code object
+  whether the code belongs to the traced program (by its ``co_filename``). Foreign code
+  (the standard library, this tracer, the job runner) gets ``DISABLE`` back and never
+  fires again; program code gets its local events switched on with
+  ``sys.monitoring.set_local_events``. Untraced code therefore pays nothing.
+* Exception events (RAISE, RERAISE, EXCEPTION_HANDLED, PY_UNWIND, PY_THROW) cannot be set
+  per code object, so they are global and filtered by a set lookup; exceptions are rare.
+* Callbacks are small: append to flat column lists, one dict lookup for the frame id.
+
+Step kinds (the ``event`` column of the ``steps`` table):
+
+=============  ============================================================================
+``call``       a program function starts a new activation (PY_START); line = ``def`` line
+``line``       a line is about to run (LINE); the state recorded is the one *before* it runs
+``return``     the activation returns (PY_RETURN); carries ``<return>``
+``yield``      a generator/coroutine suspends (PY_YIELD); carries ``<yield>``
+``resume``     a suspended generator/coroutine resumes (PY_RESUME)
+``throw``      an exception is thrown into a suspended generator (PY_THROW)
+``raise``      an exception is raised in, or propagates into, the frame (RAISE); ``<exception>``
+``reraise``    an exception is re-raised (bare ``raise``, end of ``finally``) (RERAISE)
+``handled``    an ``except`` clause catches an exception in the frame (EXCEPTION_HANDLED)
+``unwind``     the activation ends by an exception (PY_UNWIND); carries ``<exception>``
+=============  ============================================================================
+
+Variable states are delta-encoded per frame: a step lists the locals of its frame whose
+value (``repr`` and type) differs from that frame's previous step, and names that became
+unbound (value ``None``). Names in angle brackets are event values, not locals.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bounded_repr import bounded_repr
+
+TOOL_ID = 3  # not one of the reserved ids (debugger 0, coverage 1, profiler 2, optimizer 5)
+TOOL_NAME = "steptrace"
+
+EVENT_NAMES = (
+    "call", "line", "return", "yield", "resume", "throw",
+    "raise", "reraise", "handled", "unwind",
+)
+CALL, LINE, RETURN, YIELD, RESUME, THROW, RAISE, RERAISE, HANDLED, UNWIND = range(10)
+
+# Objects of these types never change while the same object is bound: if a local still
+# holds the very same object, its repr cannot have changed and is not recomputed.
+_ATOMIC_TYPES = frozenset(
+    {int, float, complex, str, bytes, bool, type(None), range, type(...)}
+)
+
+
+def GLOBAL_EVENTS() -> int:  # noqa: N802 (a constant, computed when monitoring exists)
+    ev = sys.monitoring.events
+    return (ev.PY_START | ev.PY_THROW | ev.RAISE | ev.RERAISE | ev.EXCEPTION_HANDLED
+            | ev.PY_UNWIND)
+
+
+class StopTracing(BaseException):
+    """Raised into the program when a limit is hit; BaseException so ``except Exception``
+    in the program does not swallow it. The tracer keeps raising it at every later event,
+    so even ``except BaseException`` cannot keep the program going."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Tracer:
+    """Records steps and delta-encoded locals for code compiled under ``filename``."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+        self.active = False
+        self.installed = False
+        self.begin_state(max_steps=0, max_repr=0, max_trace_chars=0)
+        self.active = False
+
+    def begin_state(self, max_steps: int, max_repr: int, max_trace_chars: int,
+                    count_instructions: bool = True, full_locals: bool = False) -> None:
+        """Forget the previous job and record from now on."""
+        self.max_steps = max_steps
+        self.max_repr = max_repr
+        self.trace_chars_left = max_trace_chars
+        self.count_instructions = count_instructions
+        self.full_locals = full_locals  # tests: also record complete locals per step
+        # step columns
+        self.ev: list[int] = []
+        self.ln: list[int] = []
+        self.dp: list[int] = []
+        self.fr: list[int] = []
+        self.fn: list[int] = []
+        # state rows: (step, name, repr or None, type name or None, truncated)
+        self.states: list[tuple] = []
+        self.snapshots: list[tuple] = []  # full_locals mode: (step, {name: repr})
+        self.funcs: list[str] = []
+        self.code_index: dict = {}      # traced code object -> index into funcs
+        self.offset_lines: dict = {}    # code object -> {offset: line}
+        self.frame_ids: dict = {}       # live frame object -> frame id
+        self.prev: dict = {}            # frame id -> {name: (obj, repr, type)}
+        self.stack: list[int] = []      # frame ids of active program frames
+        self.next_frame = 0
+        self.line_steps = 0
+        self.instructions = 0
+        self.calls = 0
+        self.max_depth = -1
+        self.quiet = 0  # > 0 while the tracer itself runs program code (a __repr__)
+        self.stop: StopTracing | None = None
+        self.active = True
+
+    # ------------------------------------------------------------------ lifecycle
+    def install(self) -> None:
+        """Register the tool and its global events once, for the life of the interpreter.
+
+        Done while the guest is pre-initialised, so the snapshot already has it: foreign
+        code run during the warm-up job has answered ``DISABLE`` and stays disabled in
+        every instance. Switching events on and off per job instead would make CPython
+        re-instrument every code object twice per job."""
+        mon = sys.monitoring
+        ev = mon.events
+        if mon.get_tool(TOOL_ID) is not None:
+            mon.free_tool_id(TOOL_ID)
+        mon.use_tool_id(TOOL_ID, TOOL_NAME)
+        reg = mon.register_callback
+        reg(TOOL_ID, ev.PY_START, self._on_start)
+        reg(TOOL_ID, ev.PY_RESUME, self._on_resume)
+        reg(TOOL_ID, ev.PY_THROW, self._on_throw)
+        reg(TOOL_ID, ev.LINE, self._on_line)
+        reg(TOOL_ID, ev.PY_RETURN, self._on_return)
+        reg(TOOL_ID, ev.PY_YIELD, self._on_yield)
+        reg(TOOL_ID, ev.RAISE, self._on_raise)
+        reg(TOOL_ID, ev.RERAISE, self._on_reraise)
+        reg(TOOL_ID, ev.EXCEPTION_HANDLED, self._on_handled)
+        reg(TOOL_ID, ev.PY_UNWIND, self._on_unwind)
+        reg(TOOL_ID, ev.INSTRUCTION, self._on_instruction)
+        mon.set_events(TOOL_ID, GLOBAL_EVENTS())
+        self.installed = True
+
+    def local_events(self) -> int:
+        ev = sys.monitoring.events
+        return (ev.PY_RESUME | ev.LINE | ev.PY_RETURN | ev.PY_YIELD
+                | (ev.INSTRUCTION if self.count_instructions else 0))
+
+    def intact(self) -> bool:
+        """Is the tool still registered as installed (a program may free it)?"""
+        return sys.monitoring.get_tool(TOOL_ID) == TOOL_NAME
+
+    def tamper_report(self) -> str | None:
+        """After a job: why its trace cannot be trusted, or None. A program that frees
+        the tool id or changes its global events has silenced the tracer."""
+        mon = sys.monitoring
+        if mon.get_tool(TOOL_ID) != TOOL_NAME:
+            self.installed = False
+            return "the program freed or took over the tracer's sys.monitoring tool id"
+        if mon.get_events(TOOL_ID) != GLOBAL_EVENTS():
+            self.installed = False
+            mon.free_tool_id(TOOL_ID)
+            return "the program changed the tracer's sys.monitoring events"
+        return None
+
+    def finish(self) -> None:
+        """Stop recording; drop references to the program's frames and values."""
+        self.active = False
+        self.frame_ids.clear()
+        self.prev.clear()
+        self.stack.clear()
+
+    # ------------------------------------------------------------------ recording
+    def _record(self, kind: int, code, line: int, frame, fid: int) -> int:
+        """Append one step; enforce the step limit. Returns the step index."""
+        index = len(self.ev)
+        if index >= self.max_steps:
+            self._halt("step_limit", f"trace exceeds {self.max_steps} steps")
+        depth = len(self.stack) - 1
+        if depth > self.max_depth:
+            self.max_depth = depth
+        self.ev.append(kind)
+        self.ln.append(line)
+        self.dp.append(depth)
+        self.fr.append(fid)
+        self.fn.append(self.code_index[code])
+        self._delta(frame, fid, index)
+        return index
+
+    def _delta(self, frame, fid: int, index: int) -> None:
+        """Record the locals of ``frame`` that changed since its previous step."""
+        prev = self.prev[fid]
+        local_vars = frame.f_locals
+        seen = 0
+        for name, value in local_vars.items():
+            seen += 1
+            old = prev.get(name)
+            kind = type(value)
+            if old is not None and old[0] is value and kind in _ATOMIC_TYPES:
+                continue
+            text, truncated = self.bounded_repr(value)
+            if old is not None and old[1] == text and old[2] is kind:
+                prev[name] = (value, text, kind)
+                continue
+            prev[name] = (value, text, kind)
+            self._state(index, name, text, kind.__name__, truncated)
+        if seen != len(prev):
+            for name in [n for n in prev if n not in local_vars]:
+                del prev[name]
+                self.states.append((index, name, None, None, False))
+        if self.full_locals:
+            self.snapshots.append((index, {n: v[1] for n, v in prev.items()}))
+
+    def _state(self, index: int, name: str, text: str, type_name: str,
+               truncated: bool) -> None:
+        self.trace_chars_left -= len(text) + len(name)
+        if self.trace_chars_left < 0:
+            self._halt("output_limit", "trace exceeds its size limit (variable states)")
+        self.states.append((index, name, text, type_name, truncated))
+
+    def bounded_repr(self, value) -> tuple[str, bool]:
+        """``repr`` cut to ``max_repr`` characters, computed within that budget for
+        built-in types; a program's ``__repr__`` runs untraced (``quiet``)."""
+        self.quiet += 1
+        try:
+            text, truncated = bounded_repr(value, self.max_repr)
+        except StopTracing:
+            raise
+        except BaseException as exc:  # a program's __repr__ may raise anything
+            text, truncated = f"<repr failed: {type(exc).__name__}>", False
+        finally:
+            self.quiet -= 1
+        if type(text) is not str:
+            return "<repr returned a non-string>", False
+        return text, truncated
+
+    def _halt(self, status: str, message: str):
+        self.stop = StopTracing(status, message)
+        raise self.stop
+
+    def line_of(self, code, offset: int) -> int:
+        table = self.offset_lines.get(code)
+        if table is None:
+            table = {}
+            for start, end, line in code.co_lines():
+                if line is not None:
+                    for off in range(start, end, 2):
+                        table[off] = line
+            self.offset_lines[code] = table
+        return table.get(offset, code.co_firstlineno)
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_start(self, code, offset):
+        if code.co_filename != self.filename:
+            return sys.monitoring.DISABLE
+        if self.quiet or not self.active:
+            return None
+        if self.stop is not None:
+            raise self.stop
+        if code not in self.code_index:
+            self.code_index[code] = len(self.funcs)
+            self.funcs.append(code.co_qualname)
+            sys.monitoring.set_local_events(TOOL_ID, code, self.local_events())
+        frame = sys._getframe(1)
+        fid = self.next_frame
+        self.next_frame += 1
+        self.frame_ids[frame] = fid
+        self.prev[fid] = {}
+        self.stack.append(fid)
+        self.calls += 1
+        self._record(CALL, code, code.co_firstlineno, frame, fid)
+        return None
+
+    def _enter(self, kind: int, code, offset: int) -> None:
+        frame = sys._getframe(2)
+        fid = self.frame_ids.get(frame)
+        if fid is None:  # a generator started before tracing began: adopt it
+            fid = self.next_frame
+            self.next_frame += 1
+            self.frame_ids[frame] = fid
+            self.prev[fid] = {}
+        self.stack.append(fid)
+        self._record(kind, code, self.line_of(code, offset), frame, fid)
+
+    def _on_resume(self, code, offset):
+        if self.quiet or not self.active:
+            return None
+        if self.stop is not None:
+            raise self.stop
+        self._enter(RESUME, code, offset)
+        return None
+
+    def _on_throw(self, code, offset, exc):
+        if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
+            return None
+        self._enter(THROW, code, offset)
+        return None
+
+    def _on_line(self, code, line):
+        if self.quiet or not self.active:
+            return None
+        if self.stop is not None:
+            raise self.stop
+        self.line_steps += 1
+        frame = sys._getframe(1)
+        fid = self.frame_ids.get(frame)
+        if fid is not None:  # None only for a frame begun inside a quiet section
+            self._record(LINE, code, line, frame, fid)
+        return None
+
+    def _on_instruction(self, code, offset):
+        if self.active and not self.quiet:
+            self.instructions += 1
+        return None
+
+    def _leave(self, kind: int, code, offset: int, key: str, value) -> None:
+        frame = sys._getframe(2)
+        fid = self.frame_ids.get(frame)
+        if fid is None:  # a frame begun inside a quiet section
+            return
+        index = self._record(kind, code, self.line_of(code, offset), frame, fid)
+        text, truncated = self.bounded_repr(value)
+        self._state(index, key, text, type(value).__name__, truncated)
+        self.stack.pop()
+        if kind != YIELD:
+            del self.frame_ids[frame]
+            del self.prev[fid]
+
+    def _on_return(self, code, offset, value):
+        if self.quiet or not self.active:
+            return None
+        if self.stop is not None:
+            raise self.stop
+        self._leave(RETURN, code, offset, "<return>", value)
+        return None
+
+    def _on_yield(self, code, offset, value):
+        if self.quiet or not self.active:
+            return None
+        if self.stop is not None:
+            raise self.stop
+        self._leave(YIELD, code, offset, "<yield>", value)
+        return None
+
+    def _on_unwind(self, code, offset, exc):
+        if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
+            return None
+        self._leave(UNWIND, code, offset, "<exception>", exc)
+        return None
+
+    def _exception_step(self, kind: int, code, offset: int, exc) -> None:
+        frame = sys._getframe(2)
+        fid = self.frame_ids.get(frame)
+        if fid is None:
+            return
+        index = self._record(kind, code, self.line_of(code, offset), frame, fid)
+        text, truncated = self.bounded_repr(exc)
+        self._state(index, "<exception>", text, type(exc).__name__, truncated)
+
+    def _on_raise(self, code, offset, exc):
+        if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
+            return None
+        self._exception_step(RAISE, code, offset, exc)
+        return None
+
+    def _on_reraise(self, code, offset, exc):
+        if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
+            return None
+        self._exception_step(RERAISE, code, offset, exc)
+        return None
+
+    def _on_handled(self, code, offset, exc):
+        if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
+            return None
+        self._exception_step(HANDLED, code, offset, exc)
+        return None

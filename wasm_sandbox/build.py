@@ -1,0 +1,151 @@
+"""Build the guest component from ``tracer/`` with componentize-py, and cache it.
+
+The cache key is a SHA-256 over the guest sources (every ``.py`` and ``.wit`` file under
+``tracer/``), the componentize-py and wasmtime versions and the machine: a changed tracer
+source rebuilds automatically. Two artifacts live under the cache directory:
+
+* ``guest-<key>.wasm``   the component, as componentize-py wrote it;
+* ``guest-<key>.cwasm``  the same compiled to native code by wasmtime (``serialize``), so a
+  warm start deserialises it in milliseconds instead of compiling for seconds.
+
+Each artifact has a ``.sha256`` sidecar written after it; a file whose digest does not
+match (truncated or corrupted) is rebuilt. Deserialising an unverified ``.cwasm`` would be
+unsafe: wasmtime trusts its bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import tracer
+
+WORLD = "tracer"
+APP_MODULE = "guest"
+CACHE_ENV = "STEPTRACE_CACHE_DIR"
+
+
+class BuildError(RuntimeError):
+    """componentize-py failed, or the cache directory is unusable."""
+
+
+@dataclass(frozen=True)
+class GuestArtifacts:
+    key: str
+    wasm: Path
+    cwasm: Path
+
+
+def tracer_dir() -> Path:
+    return Path(tracer.__file__).resolve().parent
+
+
+def cache_dir() -> Path:
+    """``$STEPTRACE_CACHE_DIR``, else ``$XDG_CACHE_HOME/steptrace``, else ``~/.cache/steptrace``."""
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "steptrace"
+
+
+def guest_sources() -> list[Path]:
+    root = tracer_dir()
+    files = [p for p in root.rglob("*") if p.suffix in (".py", ".wit") and "__pycache__" not in p.parts]
+    return sorted(files)
+
+
+def cache_key() -> str:
+    digest = hashlib.sha256()
+    root = tracer_dir()
+    for path in guest_sources():
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    for dist in ("componentize-py", "wasmtime"):
+        digest.update(f"{dist}={importlib.metadata.version(dist)}\0".encode())
+    digest.update(f"{platform.machine()}-{sys.platform}".encode())
+    return digest.hexdigest()[:24]
+
+
+def artifacts(key: str | None = None) -> GuestArtifacts:
+    key = key or cache_key()
+    root = cache_dir()
+    return GuestArtifacts(key, root / f"guest-{key}.wasm", root / f"guest-{key}.cwasm")
+
+
+def file_digest(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def write_verified(path: Path, data: bytes) -> None:
+    """Write ``data`` and its digest sidecar atomically (rename), digest last."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for target, payload in ((path, data),
+                            (sidecar(path), hashlib.sha256(data).hexdigest().encode())):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(tmp, target)
+
+
+def sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def is_verified(path: Path) -> bool:
+    """True when ``path`` exists and matches the digest in its sidecar."""
+    try:
+        expected = sidecar(path).read_text().strip()
+        return bool(expected) and file_digest(path) == expected
+    except OSError:
+        return False
+
+
+def componentize(output: Path) -> None:
+    """Run componentize-py on a private copy of ``tracer/`` (so nothing else is on the
+    guest's module path) and write the component to ``output``."""
+    with tempfile.TemporaryDirectory(prefix="steptrace-build-") as tmp:
+        src = Path(tmp) / "guest"
+        src.mkdir()
+        root = tracer_dir()
+        for path in guest_sources():
+            target = src / path.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        command = [sys.executable, "-c",
+                   "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()",
+                   "-q", "-d", str(src / "wit"), "-w", WORLD, "componentize", APP_MODULE,
+                   "-p", str(src), "-o", str(output)]
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BuildError(f"componentize-py failed ({proc.returncode}): "
+                             f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
+
+
+def ensure_component(force: bool = False) -> GuestArtifacts:
+    """Return verified artifacts for the current sources, building what is missing."""
+    found = artifacts()
+    try:
+        found.wasm.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"cannot create cache directory {found.wasm.parent}: {exc}") from exc
+    if force or not is_verified(found.wasm):
+        with tempfile.TemporaryDirectory(prefix="steptrace-out-") as tmp:
+            out = Path(tmp) / "guest.wasm"
+            componentize(out)
+            write_verified(found.wasm, out.read_bytes())
+        for stale in (found.cwasm, sidecar(found.cwasm)):
+            stale.unlink(missing_ok=True)
+    return found

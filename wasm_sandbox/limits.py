@@ -1,0 +1,46 @@
+"""Per-job limits: what the sandbox enforces and where.
+
+=====================  ==========  ================================================  ==============
+limit                  default     enforced by                                       status when hit
+=====================  ==========  ================================================  ==============
+``timeout_s``          5.0 s       wasmtime epoch interruption (host ticker thread)  ``timeout``
+``max_steps``          100,000     the tracer (steps recorded, all kinds)            ``step_limit``
+``memory_mb``          512 MiB     wasmtime store limit on linear memory             ``memory_limit``
+``max_stdout``         65,536      the guest's bounded stdout/stderr (characters)    ``output_limit``
+``max_repr``           1,000       the tracer: one variable's repr (characters)      truncated flag
+``max_output``         100,000     the guest: the return value's repr (characters)   truncated flag
+``max_trace_chars``    32,000,000  the tracer: all recorded reprs together           ``output_limit``
+``max_result_bytes``   128 MiB     the host: the guest's JSON result                 ``output_limit``
+=====================  ==========  ================================================  ==============
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float = 5.0
+    max_steps: int = 100_000
+    memory_mb: int = 512
+    max_stdout: int = 65_536
+    max_repr: int = 1_000
+    max_output: int = 100_000
+    max_trace_chars: int = 32_000_000
+    max_result_bytes: int = 128 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value <= 0:
+                raise ValueError(f"limit {name} must be positive, got {value}")
+
+    def guest(self) -> dict:
+        """The part of the limits the guest enforces itself."""
+        return {"max_steps": self.max_steps, "max_repr": self.max_repr,
+                "max_stdout": self.max_stdout, "max_output": self.max_output,
+                "max_trace_chars": self.max_trace_chars}
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mb * 1024 * 1024

@@ -1,0 +1,206 @@
+"""Host the guest component with wasmtime and run jobs in it.
+
+One :class:`Sandbox` per process: a wasmtime engine (epoch interruption on, the pooling
+instance allocator so a fresh instance is cheap), the compiled component loaded once, and
+a ticker thread that advances the engine's epoch every ``TICK_S`` seconds, which is what
+turns a runaway job into a ``timeout`` trap.
+
+Isolation:
+
+* ``job`` (default): every job gets a new store and a new instance of the pre-initialised
+  component, so nothing can pass from one job to the next.
+* ``batch``: one instance runs job after job (faster, for trusted corpora). The guest
+  restores ``builtins``, ``sys.stdout``/``sys.stderr`` and the recursion limit after each
+  job, but module state a program mutates stays. An instance that traps is discarded and
+  the next job gets a fresh one.
+
+The guest sees WASI with no preopened directories, no environment variables, no
+arguments, an empty stdin, and stdout/stderr that go nowhere; it has no sockets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import wasmtime
+import wasmtime._bindings as wasmtime_ffi
+from wasmtime import component as wc
+
+from wasm_sandbox.build import GuestArtifacts, ensure_component, is_verified, write_verified
+from wasm_sandbox.limits import Limits
+
+TICK_S = 0.01
+ISOLATIONS = ("job", "batch")
+
+
+@dataclass
+class JobOutcome:
+    """The guest's result dict plus what only the host knows."""
+
+    result: dict
+    duration_us: int
+    fresh_instance: bool = field(default=True)
+
+
+def engine_fingerprint(limits: Limits) -> str:
+    """Compiled code depends on the engine's settings: keep one ``.cwasm`` per setting."""
+    return hashlib.sha256(f"epoch=1;pool=1;mem={limits.memory_mb}".encode()).hexdigest()[:8]
+
+
+def _pooling_config(limits: Limits):
+    """The pooling allocator keeps instance slots (and the first pages of linear memory)
+    resident between instances: instantiating and tearing down is then mostly a reset
+    instead of mmap/munmap and page faults. Not exposed by wasmtime-py's ``Config``, so
+    set through its C-API bindings."""
+    ffi = wasmtime_ffi
+    pool = ffi.wasmtime_pooling_allocation_config_new()
+    ffi.wasmtime_pooling_allocation_config_total_component_instances_set(pool, 4)
+    ffi.wasmtime_pooling_allocation_config_total_core_instances_set(pool, 256)
+    ffi.wasmtime_pooling_allocation_config_total_memories_set(pool, 16)
+    ffi.wasmtime_pooling_allocation_config_total_tables_set(pool, 256)
+    ffi.wasmtime_pooling_allocation_config_total_stacks_set(pool, 16)
+    ffi.wasmtime_pooling_allocation_config_max_memories_per_component_set(pool, 4)
+    ffi.wasmtime_pooling_allocation_config_max_tables_per_component_set(pool, 64)
+    ffi.wasmtime_pooling_allocation_config_max_core_instances_per_component_set(pool, 64)
+    ffi.wasmtime_pooling_allocation_config_max_memory_size_set(pool, limits.memory_bytes)
+    ffi.wasmtime_pooling_allocation_config_max_component_instance_size_set(pool, 1 << 20)
+    ffi.wasmtime_pooling_allocation_config_max_core_instance_size_set(pool, 1 << 20)
+    ffi.wasmtime_pooling_allocation_config_table_elements_set(pool, 100_000)
+    ffi.wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(pool, 2 << 20)
+    ffi.wasmtime_pooling_allocation_config_table_keep_resident_set(pool, 1 << 20)
+    return pool
+
+
+def make_engine(limits: Limits) -> wasmtime.Engine:
+    config = wasmtime.Config()
+    config.epoch_interruption = True
+    wasmtime_ffi.wasmtime_pooling_allocation_strategy_set(config.ptr(), _pooling_config(limits))
+    return wasmtime.Engine(config)
+
+
+def load_component(engine: wasmtime.Engine, limits: Limits,
+                   found: GuestArtifacts) -> wc.Component:
+    """Deserialise the verified ``.cwasm``; compile (and cache) it when missing or bad."""
+    cwasm = found.cwasm.with_name(f"guest-{found.key}-{engine_fingerprint(limits)}.cwasm")
+    if is_verified(cwasm):
+        try:
+            return wc.Component.deserialize_file(engine, str(cwasm))
+        except wasmtime.WasmtimeError:
+            pass  # made by another wasmtime or for another engine setting: recompile
+    component = wc.Component.from_file(engine, str(found.wasm))
+    write_verified(cwasm, bytes(component.serialize()))
+    return component
+
+
+class EpochTicker:
+    """Daemon thread: ``engine.increment_epoch()`` every ``TICK_S`` seconds."""
+
+    def __init__(self, engine: wasmtime.Engine) -> None:
+        self._engine = engine
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="steptrace-epoch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(TICK_S):
+            self._engine.increment_epoch()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def classify_trap(exc: Exception, limits: Limits) -> dict:
+    """Turn a wasmtime trap into a result with a status the user can act on."""
+    text = str(exc)
+    if "interrupt" in text:
+        status, message = "timeout", f"exceeded the {limits.timeout_s:g} s time limit"
+    elif "call stack exhausted" in text or "stack overflow" in text:
+        status, message = "crashed", "the guest's stack overflowed"
+    elif "memory" in text and ("limit" in text or "grow" in text):
+        status, message = "memory_limit", f"exceeded the {limits.memory_mb} MiB memory limit"
+    else:
+        first = next((ln for ln in text.splitlines() if "trap" in ln), text.splitlines()[0] if text else "")
+        status, message = "crashed", f"the guest trapped: {first.strip()[:300]}"
+    return {"status": status, "exception_message": message}
+
+
+class Sandbox:
+    """Runs jobs in fresh (or, with ``batch`` isolation, reused) guest instances."""
+
+    def __init__(self, limits: Limits | None = None, artifacts: GuestArtifacts | None = None) -> None:
+        self.limits = limits or Limits()
+        self.engine = make_engine(self.limits)
+        self.component = load_component(self.engine, self.limits, artifacts or ensure_component())
+        self.linker = wc.Linker(self.engine)
+        self.linker.add_wasip2()
+        self.ticker = EpochTicker(self.engine)
+        self._deadline = max(1, math.ceil(self.limits.timeout_s / TICK_S)) + 1
+        self._reused: tuple | None = None
+
+    def close(self) -> None:
+        self._reused = None
+        self.ticker.stop()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _instantiate(self) -> tuple:
+        store = wasmtime.Store(self.engine)
+        store.set_epoch_deadline(self._deadline)
+        store.set_limits(memory_size=self.limits.memory_bytes)
+        store.set_wasi(wasmtime.WasiConfig())  # nothing inherited: no files, env, args, stdio
+        instance = self.linker.instantiate(store, self.component)
+        return store, instance.get_func(store, "run")
+
+    def call(self, payload: str, isolation: str = "job") -> tuple[str | None, dict | None, bool]:
+        """Send one JSON request; return (result text, trap result, fresh instance?)."""
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+        fresh = isolation == "job" or self._reused is None
+        try:
+            store, func = self._instantiate() if fresh else self._reused
+            store.set_epoch_deadline(self._deadline)
+            text = func(store, payload)
+        except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
+            self._reused = None
+            return None, classify_trap(exc, self.limits), fresh
+        self._reused = (store, func) if isolation == "batch" else None
+        return text, None, fresh
+
+    def run(self, request: dict, isolation: str = "job") -> JobOutcome:
+        """Run one job: ``request`` has ``code``, ``input`` and optionally ``entry``,
+        ``expected`` and ``options``; the sandbox's limits are added here."""
+        payload = json.dumps({**request, "limits": self.limits.guest()})
+        started = time.perf_counter_ns()
+        text, trapped, fresh = self.call(payload, isolation)
+        duration_us = (time.perf_counter_ns() - started) // 1000
+        if trapped is not None:
+            return JobOutcome(trapped, duration_us, fresh)
+        if len(text) > self.limits.max_result_bytes:
+            return JobOutcome({"status": "output_limit", "exception_message":
+                               f"trace result exceeds {self.limits.max_result_bytes} bytes"},
+                              duration_us, fresh)
+        return JobOutcome(json.loads(text), duration_us, fresh)
+
+    def preloaded_modules(self) -> dict:
+        text, trapped, _ = self.call(json.dumps({"command": "preloaded"}))
+        if trapped is not None:
+            raise RuntimeError(trapped["exception_message"])
+        return json.loads(text)
+
+
+def warm_start_seconds(path: Path | None = None) -> float:
+    """Time to construct a Sandbox from the cache (for the bench)."""
+    started = time.perf_counter()
+    Sandbox().close()
+    return time.perf_counter() - started
