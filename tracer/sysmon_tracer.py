@@ -239,7 +239,9 @@ class Tracer:
         self.stop = StopTracing(status, message)
         raise self.stop
 
-    def line_of(self, code, offset: int) -> int:
+    def line_of(self, code, offset: int, default: int | None = -1) -> int | None:
+        """The line of the instruction at ``offset``; ``default`` (-1: the ``def`` line)
+        for instructions that have none."""
         table = self.offset_lines.get(code)
         if table is None:
             table = {}
@@ -248,7 +250,10 @@ class Tracer:
                     for off in range(start, end, 2):
                         table[off] = line
             self.offset_lines[code] = table
-        return table.get(offset, code.co_firstlineno)
+        line = table.get(offset)
+        if line is None:
+            return code.co_firstlineno if default == -1 else default
+        return line
 
     # ------------------------------------------------------------------ callbacks
     def _on_start(self, code, offset):
@@ -319,7 +324,10 @@ class Tracer:
         fid = self.frame_ids.get(frame)
         if fid is None:  # a frame begun inside a quiet section
             return
-        index = self._record(kind, code, self.line_of(code, offset), frame, fid)
+        line = self.line_of(code, offset, None)
+        if line is None:
+            line = self._last_line(fid, code)
+        index = self._record(kind, code, line, frame, fid)
         text, truncated = self.bounded_repr(value)
         self._state(index, key, text, type(value).__name__, truncated)
         self.stack.pop()
@@ -354,9 +362,19 @@ class Tracer:
         fid = self.frame_ids.get(frame)
         if fid is None:
             return
-        index = self._record(kind, code, self.line_of(code, offset), frame, fid)
+        line = self.line_of(code, offset, None)
+        if line is None:  # a handler's first instruction has no line: use the raising one
+            line = self._last_line(fid, code)
+        index = self._record(kind, code, line, frame, fid)
         text, truncated = self.bounded_repr(exc)
         self._state(index, "<exception>", text, type(exc).__name__, truncated)
+
+    def _last_line(self, fid: int, code) -> int:
+        frames = self.fr
+        for index in range(len(frames) - 1, -1, -1):
+            if frames[index] == fid:
+                return self.ln[index]
+        return code.co_firstlineno
 
     def _on_raise(self, code, offset, exc):
         if self.quiet or not self.active or code not in self.code_index or self.stop is not None:

@@ -1,0 +1,51 @@
+"""Shared fixtures: one real sandbox per test session, the CRUXEval data path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wasm_sandbox.limits import Limits
+from wasm_sandbox.runtime import Sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    """The real guest component under wasmtime (built and cached on first use)."""
+    with Sandbox(Limits(timeout_s=5.0)) as box:
+        yield box
+
+
+@pytest.fixture(scope="session")
+def run(sandbox):
+    """``run(code, input, expected=None, entry='f', isolation='job', **options)`` → result dict."""
+    def _run(code: str, input: str = "", expected: str | None = None, entry: str = "f",
+             isolation: str = "job", **options) -> dict:
+        request = {"code": code, "input": input, "expected": expected, "entry": entry,
+                   "options": options}
+        return sandbox.run(request, isolation).result
+    return _run
+
+
+def steps_of(result: dict) -> list[tuple]:
+    """The step sequence as (event, func, line, depth, frame) tuples."""
+    s = result["steps"]
+    names, funcs = result["events"], result["funcs"]
+    return [(names[e], funcs[f], line, depth, frame)
+            for e, f, line, depth, frame in zip(s["event"], s["func"], s["line"], s["depth"], s["frame"])]
+
+
+def states_of(result: dict) -> list[tuple]:
+    """State deltas as (step, var, value, type) tuples, in recorded order."""
+    s = result["states"]
+    return list(zip(s["step"], s["var"], s["value"], s["type"]))
+
+
+@pytest.fixture(scope="session")
+def cruxeval_path() -> Path:
+    assert CRUXEVAL.exists(), f"CRUXEval data missing at {CRUXEVAL} (see shared/data/cruxeval/README.md)"
+    return CRUXEVAL
