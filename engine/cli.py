@@ -76,6 +76,7 @@ def _progress_callback(progress: Progress):
 def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str, object]]:
     rows: list[tuple[str, object]] = [
         ("corpus", summary.corpus), ("db", summary.db), ("jobs in corpus", summary.jobs),
+        ("duplicate jobs in corpus", summary.duplicates),
         ("already stored (skipped)", summary.skipped), ("traced now", summary.traced)]
     rows += [(f"  status {status}", count) for status, count in sorted(summary.by_status.items())]
     if summary.with_expected:

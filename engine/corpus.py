@@ -94,15 +94,12 @@ def load_corpus(path: str | Path) -> Corpus:
             raise CorpusError(f"no .py files in corpus directory {path}")
         return corpus
     try:
-        handle = open(path, encoding="utf-8")
+        handle = open(path, "rb")
     except OSError as exc:
         raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from exc
     with handle:
-        try:
-            for job_or_error in _iter_jsonl(handle, path):
-                _collect(corpus, job_or_error)
-        except UnicodeDecodeError as exc:
-            raise CorpusError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+        for job_or_error in _iter_jsonl(handle, path):
+            _collect(corpus, job_or_error)
     return corpus
 
 
@@ -114,7 +111,17 @@ def _collect(corpus: Corpus, item: Job | str) -> None:
 
 
 def _iter_jsonl(lines, path: Path) -> Iterator[Job | str]:
-    for lineno, line in enumerate(lines, start=1):
+    """Records of a JSONL file read as bytes: a line that is not UTF-8 or not JSON is one
+    bad record (reported with its line number); the others still load."""
+    for lineno, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield f"{path}:{lineno}: not UTF-8 text ({exc.reason} at byte {exc.start + 1})"
+            continue
+        if lineno == 1:
+            line = line.removeprefix("\ufeff")  # a byte-order mark is not part of the record
+        line = line.rstrip("\r\n")
         if not line.strip():
             continue
         try:
@@ -123,8 +130,7 @@ def _iter_jsonl(lines, path: Path) -> Iterator[Job | str]:
             yield f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
             continue
         try:
-            sample_id = str(record.get("id", lineno)) if isinstance(record, dict) else ""
-            yield from jobs_from_record(record, source=path.name, default_id=sample_id)
+            yield from jobs_from_record(record, source=path.name, default_id=str(lineno))
         except CorpusError as exc:
             yield f"{path}:{lineno}: {exc}"
 
@@ -182,11 +188,15 @@ def jobs_from_record(record: object, source: str, default_id: str) -> list[Job]:
         if not all(o is None or isinstance(o, str) for o in outputs):
             raise CorpusError("'outputs' entries must be strings or null")
     elif "input" in record:
-        inputs = [_text(record, "input")]
+        text = _text(record, "input")
+        if text is None:
+            raise CorpusError("'input' must be a string, got null")
+        inputs = [text]
         outputs = [_text(record, "output")]
     else:
         raise CorpusError("missing 'input' or 'inputs'")
-    program = Program(source=source, sample_id=str(record.get("id", default_id)),
+    sample_id = record.get("id")
+    program = Program(source=source, sample_id=default_id if sample_id is None else str(sample_id),
                       code=code, entry=entry)
     return [Job(program, text, expected, index)
             for index, (text, expected) in enumerate(zip(inputs, outputs))]

@@ -33,13 +33,14 @@ class RunView:
 
 
 def find_run_id(con, run_id: int | None, sample_id: str | None, input_index: int) -> int:
+    """The run asked for; for a sample id, its most recent run (the newest trace)."""
     if run_id is not None:
         found = con.execute("SELECT run_id FROM runs WHERE run_id = ?", [run_id]).fetchone()
         if found is None:
             raise StoreError(f"no run with run_id {run_id}")
         return run_id
     found = con.execute("SELECT run_id FROM runs WHERE sample_id = ? AND input_index = ? "
-                        "ORDER BY run_id LIMIT 1", [sample_id, input_index]).fetchone()
+                        "ORDER BY run_id DESC LIMIT 1", [sample_id, input_index]).fetchone()
     if found is None:
         raise StoreError(f"no run for sample_id {sample_id!r} (input {input_index})")
     return found[0]

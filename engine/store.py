@@ -103,8 +103,17 @@ class TracedRun:
     isolation: str
 
 
+EXPECTED_COLUMNS = {
+    "programs": ("program_id", "source", "sample_id", "code", "entry", "code_sha256", "program_key"),
+    "runs": RUN_COLUMNS,
+    "steps": STEP_COLUMNS,
+    "states": STATE_COLUMNS,
+}
+
+
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open (creating if needed) a store, with a one-line error for every failure."""
+    """Open (creating if needed) a store, with a one-line error for every failure: a
+    missing directory, a file that is not DuckDB, a DuckDB file that is not a store."""
     path = Path(path)
     if read_only and not path.exists():
         raise StoreError(f"database not found: {path}")
@@ -114,14 +123,43 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
         raise StoreError(f"cannot open database {path}: {_first_line(exc)}") from exc
-    if not read_only:
-        try:
+    try:
+        if not read_only:
+            _check_schema(con, path, allow_missing=True)
             con.execute(SCHEMA)
             con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
-        except duckdb.Error as exc:
-            con.close()
-            raise StoreError(f"cannot initialise database {path}: {_first_line(exc)}") from exc
+        else:
+            _check_schema(con, path, allow_missing=False)
+    except duckdb.Error as exc:
+        con.close()
+        raise StoreError(f"cannot initialise database {path}: {_first_line(exc)}") from exc
+    except StoreError:
+        con.close()
+        raise
     return con
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: bool) -> None:
+    """Refuse a DuckDB file whose tables are not steptrace's (or of another version)."""
+    found: dict[str, list[str]] = {}
+    for table, column in con.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall():
+        found.setdefault(table, []).append(column)
+    if not found and allow_missing:
+        return  # a new, empty file
+    for table, columns in EXPECTED_COLUMNS.items():
+        if table not in found:
+            if allow_missing and not any(t in found for t in EXPECTED_COLUMNS):
+                continue
+            raise StoreError(f"{path} is not a steptrace store (no table {table})")
+        if tuple(found[table]) != tuple(columns):
+            raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
+    if "meta" in found:
+        version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if version is not None and version[0] != SCHEMA_VERSION:
+            raise StoreError(f"{path} has store schema version {version[0]}; this steptrace "
+                             f"reads version {SCHEMA_VERSION}")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -156,28 +194,41 @@ class TraceWriter:
         """Commit ``batch`` in one transaction; return the run ids given."""
         if not batch:
             return []
+        saved = (self.next_run_id, self.next_program_id, dict(self.program_ids))
         runs, steps, states, programs, run_ids = self._tables(batch)
         con = self.con
-        con.execute("BEGIN TRANSACTION")
         try:
-            if self.force:
-                con.register("replaced", pa.table({"run_key": runs.column("run_key")}))
-                for table in ("steps", "states"):
-                    con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
-                                "WHERE run_key IN (SELECT run_key FROM replaced))")
-                con.execute("DELETE FROM runs WHERE run_key IN (SELECT run_key FROM replaced)")
-                con.unregister("replaced")
-            for name, table in (("programs", programs), ("runs", runs),
-                                ("steps", steps), ("states", states)):
-                if table.num_rows:
-                    con.register("incoming", table)
-                    con.execute(f"INSERT INTO {name} SELECT * FROM incoming")
-                    con.unregister("incoming")
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
+            con.execute("BEGIN TRANSACTION")
+            try:
+                self._insert(runs, steps, states, programs)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        except BaseException as exc:
+            # nothing of this batch is stored: forget the ids handed out for it
+            self.next_run_id, self.next_program_id, self.program_ids = saved
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(f"cannot write to database: {_first_line(exc)}") from exc
             raise
         return run_ids
+
+    def _insert(self, runs: pa.Table, steps: pa.Table, states: pa.Table,
+                programs: pa.Table) -> None:
+        con = self.con
+        if self.force:
+            con.register("replaced", pa.table({"run_key": runs.column("run_key")}))
+            for table in ("steps", "states"):
+                con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
+                            "WHERE run_key IN (SELECT run_key FROM replaced))")
+            con.execute("DELETE FROM runs WHERE run_key IN (SELECT run_key FROM replaced)")
+            con.unregister("replaced")
+        for name, table in (("programs", programs), ("runs", runs),
+                            ("steps", steps), ("states", states)):
+            if table.num_rows:
+                con.register("incoming", table)
+                con.execute(f"INSERT INTO {name} SELECT * FROM incoming")
+                con.unregister("incoming")
 
     # ------------------------------------------------------------------ arrow building
     def _program_rows(self, batch: list[TracedRun]) -> tuple[dict, list[int]]:

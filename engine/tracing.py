@@ -41,6 +41,7 @@ class TraceSummary:
     corpus: str
     db: str
     jobs: int = 0
+    duplicates: int = 0
     skipped: int = 0
     traced: int = 0
     by_status: Counter = field(default_factory=Counter)
@@ -69,7 +70,7 @@ class TraceSummary:
 
     def as_dict(self) -> dict:
         return {"corpus": self.corpus, "db": self.db, "jobs": self.jobs,
-                "skipped": self.skipped, "traced": self.traced,
+                "duplicates": self.duplicates, "skipped": self.skipped, "traced": self.traced,
                 "by_status": dict(sorted(self.by_status.items())),
                 "with_expected": self.with_expected, "matched": self.matched,
                 "line_steps": self.line_steps, "instruction_steps": self.instruction_steps,
@@ -114,10 +115,11 @@ def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOpti
     try:
         writer = TraceWriter(con, force=options.force)
         jobs = _deduplicated(loaded.jobs)
+        summary.duplicates = summary.jobs - len(jobs)
         if not options.force:
             stored = writer.stored_keys(job.key for job in jobs)
             jobs = [job for job in jobs if job.key not in stored]
-        summary.skipped = summary.jobs - len(jobs)
+        summary.skipped = summary.jobs - summary.duplicates - len(jobs)
         if progress:
             progress(0, len(jobs))
         pending: list[TracedRun] = []

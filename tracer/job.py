@@ -39,9 +39,67 @@ DEFAULT_LIMITS = {
 # (see Tracer.install); each job resets its recording state.
 TRACER = Tracer(PROGRAM_FILE)
 
-# The tracer's callbacks add a few Python frames on top of the program's deepest one;
-# this headroom keeps the program's own recursion depth equal to plain CPython's.
-RECURSION_HEADROOM = 30
+
+
+class RecursionGuard:
+    """Makes the program's recursion limit behave as in plain CPython, where a function
+    called from a script's top level may nest ``limit - 1`` frames deep.
+
+    Here the runner's own frames sit below the program and the tracer's callbacks run
+    above its deepest frame, so the interpreter's real limit is set higher (by the runner's
+    depth plus ``MARGIN``) and the program sees a limit of its own: ``sys.getrecursionlimit``
+    and ``sys.setrecursionlimit`` are replaced for the job, and the tracer raises
+    RecursionError when a program frame would be deeper than that limit allows."""
+
+    MARGIN = 60
+
+    def __init__(self) -> None:
+        self.real_get = sys.getrecursionlimit
+        self.real_set = sys.setrecursionlimit
+        self.limit = self.real_get()
+        self.base_depth = 0
+
+    def install(self, base_depth: int) -> None:
+        self.base_depth = base_depth
+        self.tracing = False
+        self.limit = self.real_get()
+        self._apply()
+        sys.getrecursionlimit = self.get
+        sys.setrecursionlimit = self.set
+
+    def restore(self) -> None:
+        sys.getrecursionlimit = self.real_get
+        sys.setrecursionlimit = self.real_set
+        self.real_set(self.limit_at_install)
+
+    def get(self) -> int:
+        return self.limit
+
+    def set(self, limit) -> None:
+        if type(limit) is not int and not isinstance(limit, int):
+            raise TypeError(f"'{type(limit).__name__}' object cannot be interpreted as an integer")
+        if limit < 1:
+            raise ValueError("recursion limit must be greater or equal than 1")
+        self.limit = int(limit)
+        self._apply()
+
+    def trace_mode(self, on: bool) -> None:
+        """While tracing, the tracer enforces the program's limit itself and its callbacks
+        get ``MARGIN`` frames of room; the program's top level runs under the plain limit."""
+        self.tracing = on
+        self._apply()
+
+    def _apply(self) -> None:
+        self.real_set(self.limit + self.base_depth + (self.MARGIN if self.tracing else 0))
+
+
+def python_depth() -> int:
+    """Python frames on the stack below the caller."""
+    depth, frame = 0, sys._getframe(1)
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
 
 
 class BoundedWriter:
@@ -131,18 +189,25 @@ def run_job(request: dict) -> dict:
     stderr = BoundedWriter(limits["max_stdout"], "stderr")
     saved = (sys.stdout, sys.stderr, sys.getrecursionlimit(), dict(builtins.__dict__))
     sys.stdout, sys.stderr = stdout, stderr
+    guard = RecursionGuard()
+    guard.limit_at_install = saved[2]
     try:
-        _run(request, result, limits, code_text, input_text, entry, stdout, stderr)
+        # The program's top level runs two levels above this frame (_run, then exec's entry
+        # into the interpreter from C), as a script's top level runs above the interpreter's
+        # own entry: calibrated so that top-level recursion fails where plain CPython's does.
+        guard.install(python_depth() + 2)
+        _run(request, result, limits, code_text, input_text, entry, stdout, stderr, guard)
     finally:
+        guard.restore()
         sys.stdout, sys.stderr = saved[0], saved[1]
-        sys.setrecursionlimit(saved[2])
         builtins.__dict__.clear()
         builtins.__dict__.update(saved[3])
         result["stdout"] = stdout.getvalue()
     return result
 
 
-def _run(request, result, limits, code_text, input_text, entry, stdout, stderr) -> None:
+def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
+         guard: RecursionGuard) -> None:
     try:
         program = compile(code_text, PROGRAM_FILE, "exec")
     except (SyntaxError, ValueError) as exc:
@@ -156,6 +221,7 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr) 
         exec(program, namespace)
     except MemoryError:
         result["status"] = "memory_limit"
+        result["exception_type"] = "MemoryError"
         result["exception_message"] = "MemoryError while running the program's top level"
         return
     except StopTracing as stop:
@@ -182,6 +248,7 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr) 
         args, kwargs = eval(compile(arg_tree, INPUT_FILE, "eval"), namespace)
     except MemoryError:
         result["status"] = "memory_limit"
+        result["exception_type"] = "MemoryError"
         result["exception_message"] = "MemoryError while evaluating the input"
         return
     except BaseException as exc:
@@ -189,11 +256,12 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr) 
         return
     finally:
         namespace.pop(ARGS_HELPER, None)
-    _traced_call(request, result, limits, function, args, kwargs, namespace, stdout, stderr)
+    _traced_call(request, result, limits, function, args, kwargs, namespace, stdout, stderr,
+                 guard)
 
 
 def _traced_call(request, result, limits, function, args, kwargs, namespace,
-                 stdout, stderr) -> None:
+                 stdout, stderr, guard: RecursionGuard) -> None:
     options = request.get("options") or {}
     tracer = TRACER
     if not tracer.installed or not tracer.intact():
@@ -201,17 +269,21 @@ def _traced_call(request, result, limits, function, args, kwargs, namespace,
     stdout.tracer = stderr.tracer = tracer
     value = None
     raised: BaseException | None = None
-    sys.setrecursionlimit(sys.getrecursionlimit() + RECURSION_HEADROOM)
     started = time.perf_counter_ns()
     tracer.begin_state(limits["max_steps"], limits["max_repr"], limits["max_trace_chars"],
                        count_instructions=options.get("instructions", True),
                        full_locals=options.get("full_locals", False))
+    tracer.recursion = guard
+    tracer.base_frame = sys._getframe(0)
+    guard.trace_mode(True)
     try:
         value = function(*args, **kwargs)
     except BaseException as exc:  # everything the program can raise, SystemExit included
         raised = exc
     finally:
         tracer.finish()
+        tracer.base_frame = None
+        guard.trace_mode(False)
         result["call_us"] = (time.perf_counter_ns() - started) // 1000
         stdout.tracer = stderr.tracer = None
     tampered = tracer.tamper_report()

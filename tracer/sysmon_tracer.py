@@ -9,7 +9,7 @@ Design, after coverage.py's ``sysmon.py``:
   (the standard library, this tracer, the job runner) gets ``DISABLE`` back and never
   fires again; program code gets its local events switched on with
   ``sys.monitoring.set_local_events``. Untraced code therefore pays nothing.
-* Exception events (RAISE, RERAISE, EXCEPTION_HANDLED, PY_UNWIND, PY_THROW) cannot be set
+* Exception events (RAISE, PY_UNWIND, PY_THROW) cannot be set
   per code object, so they are global and filtered by a set lookup; exceptions are rare.
 * Callbacks are small: append to flat column lists, one dict lookup for the frame id.
 
@@ -23,10 +23,18 @@ Step kinds (the ``event`` column of the ``steps`` table):
 ``resume``     a suspended generator/coroutine resumes (PY_RESUME)
 ``throw``      an exception is thrown into a suspended generator (PY_THROW)
 ``raise``      an exception is raised in, or propagates into, the frame (RAISE); ``<exception>``
-``reraise``    an exception is re-raised (bare ``raise``, end of ``finally``) (RERAISE)
-``handled``    an ``except`` clause catches an exception in the frame (EXCEPTION_HANDLED)
 ``unwind``     the activation ends by an exception (PY_UNWIND); carries ``<exception>``
 =============  ============================================================================
+
+CPython's EXCEPTION_HANDLED and RERAISE events are not steps: they also fire for the
+handlers the compiler adds itself (an ``except`` clause that does not match, ``as e``
+cleanup, the StopIteration guard of every generator), so they do not say what the source
+did. An exception caught in a frame shows as its ``raise`` step followed by a ``line``
+step of the same frame; one that escapes shows as ``unwind``.
+
+A generator abandoned by a finished activation is closed when it is freed, after the
+activation's ``return``; when no program activation is running at that moment, its
+clean-up is not recorded (it is not part of what the call did).
 
 Variable states are delta-encoded per frame: a step lists the locals of its frame whose
 value (``repr`` and type) differs from that frame's previous step, and names that became
@@ -42,11 +50,8 @@ from bounded_repr import bounded_repr
 TOOL_ID = 3  # not one of the reserved ids (debugger 0, coverage 1, profiler 2, optimizer 5)
 TOOL_NAME = "steptrace"
 
-EVENT_NAMES = (
-    "call", "line", "return", "yield", "resume", "throw",
-    "raise", "reraise", "handled", "unwind",
-)
-CALL, LINE, RETURN, YIELD, RESUME, THROW, RAISE, RERAISE, HANDLED, UNWIND = range(10)
+EVENT_NAMES = ("call", "line", "return", "yield", "resume", "throw", "raise", "unwind")
+CALL, LINE, RETURN, YIELD, RESUME, THROW, RAISE, UNWIND = range(8)
 
 # Objects of these types never change while the same object is bound: if a local still
 # holds the very same object, its repr cannot have changed and is not recomputed.
@@ -57,8 +62,7 @@ _ATOMIC_TYPES = frozenset(
 
 def GLOBAL_EVENTS() -> int:  # noqa: N802 (a constant, computed when monitoring exists)
     ev = sys.monitoring.events
-    return (ev.PY_START | ev.PY_THROW | ev.RAISE | ev.RERAISE | ev.EXCEPTION_HANDLED
-            | ev.PY_UNWIND)
+    return ev.PY_START | ev.PY_THROW | ev.RAISE | ev.PY_UNWIND
 
 
 class StopTracing(BaseException):
@@ -77,6 +81,8 @@ class Tracer:
 
     def __init__(self, filename: str) -> None:
         self.filename = filename
+        self.base_frame = None   # the runner's frame that calls the entry function
+        self.recursion = None    # job.RecursionGuard: the program's recursion limit
         self.active = False
         self.installed = False
         self.begin_state(max_steps=0, max_repr=0, max_trace_chars=0)
@@ -103,6 +109,7 @@ class Tracer:
         self.code_index: dict = {}      # traced code object -> index into funcs
         self.offset_lines: dict = {}    # code object -> {offset: line}
         self.frame_ids: dict = {}       # live frame object -> frame id
+        self.frame_depths: dict = {}    # running program frame -> Python depth above base
         self.prev: dict = {}            # frame id -> {name: (obj, repr, type)}
         self.stack: list[int] = []      # frame ids of active program frames
         self.next_frame = 0
@@ -135,8 +142,6 @@ class Tracer:
         reg(TOOL_ID, ev.PY_RETURN, self._on_return)
         reg(TOOL_ID, ev.PY_YIELD, self._on_yield)
         reg(TOOL_ID, ev.RAISE, self._on_raise)
-        reg(TOOL_ID, ev.RERAISE, self._on_reraise)
-        reg(TOOL_ID, ev.EXCEPTION_HANDLED, self._on_handled)
         reg(TOOL_ID, ev.PY_UNWIND, self._on_unwind)
         reg(TOOL_ID, ev.INSTRUCTION, self._on_instruction)
         mon.set_events(TOOL_ID, GLOBAL_EVENTS())
@@ -168,6 +173,7 @@ class Tracer:
         """Stop recording; drop references to the program's frames and values."""
         self.active = False
         self.frame_ids.clear()
+        self.frame_depths.clear()
         self.prev.clear()
         self.stack.clear()
 
@@ -255,6 +261,28 @@ class Tracer:
             return code.co_firstlineno if default == -1 else default
         return line
 
+    def _check_depth(self, frame) -> None:
+        """Raise RecursionError where plain CPython would: the entry function stands for a
+        function called from a script's top level (depth 2), and every Python frame
+        between counts, program or not."""
+        depths = self.frame_depths
+        depth = 0
+        current = frame
+        while current is not None:
+            known = depths.get(current)
+            if known is not None:
+                depth += known
+                break
+            if current is self.base_frame:
+                break
+            depth += 1
+            current = current.f_back
+        depths[frame] = depth
+        guard = self.recursion
+        if guard is not None and depth + 1 > guard.limit:
+            del depths[frame]
+            raise RecursionError("maximum recursion depth exceeded")
+
     # ------------------------------------------------------------------ callbacks
     def _on_start(self, code, offset):
         if code.co_filename != self.filename:
@@ -268,6 +296,7 @@ class Tracer:
             self.funcs.append(code.co_qualname)
             sys.monitoring.set_local_events(TOOL_ID, code, self.local_events())
         frame = sys._getframe(1)
+        self._check_depth(frame)
         fid = self.next_frame
         self.next_frame += 1
         self.frame_ids[frame] = fid
@@ -279,6 +308,8 @@ class Tracer:
 
     def _enter(self, kind: int, code, offset: int) -> None:
         frame = sys._getframe(2)
+        self.frame_depths.pop(frame, None)  # a generator may resume elsewhere
+        self._check_depth(frame)
         fid = self.frame_ids.get(frame)
         if fid is None:  # a generator started before tracing began: adopt it
             fid = self.next_frame
@@ -299,6 +330,12 @@ class Tracer:
     def _on_throw(self, code, offset, exc):
         if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
             return None
+        if not self.stack:
+            # No program activation is running: this is a generator that a finished
+            # activation abandoned, being closed as it is freed. Its clean-up is not part
+            # of the call; forgetting the frame drops its later events too.
+            self.frame_ids.pop(sys._getframe(1), None)
+            return None
         self._enter(THROW, code, offset)
         return None
 
@@ -307,15 +344,15 @@ class Tracer:
             return None
         if self.stop is not None:
             raise self.stop
-        self.line_steps += 1
         frame = sys._getframe(1)
         fid = self.frame_ids.get(frame)
-        if fid is not None:  # None only for a frame begun inside a quiet section
+        if fid is not None:  # None for a frame begun in a quiet section, or being finalised
+            self.line_steps += 1
             self._record(LINE, code, line, frame, fid)
         return None
 
     def _on_instruction(self, code, offset):
-        if self.active and not self.quiet:
+        if self.active and self.stack and not self.quiet:
             self.instructions += 1
         return None
 
@@ -331,6 +368,7 @@ class Tracer:
         text, truncated = self.bounded_repr(value)
         self._state(index, key, text, type(value).__name__, truncated)
         self.stack.pop()
+        self.frame_depths.pop(frame, None)
         if kind != YIELD:
             del self.frame_ids[frame]
             del self.prev[fid]
@@ -380,16 +418,4 @@ class Tracer:
         if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
             return None
         self._exception_step(RAISE, code, offset, exc)
-        return None
-
-    def _on_reraise(self, code, offset, exc):
-        if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
-            return None
-        self._exception_step(RERAISE, code, offset, exc)
-        return None
-
-    def _on_handled(self, code, offset, exc):
-        if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
-            return None
-        self._exception_step(HANDLED, code, offset, exc)
         return None

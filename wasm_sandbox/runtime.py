@@ -173,7 +173,13 @@ class Sandbox:
             text = func(store, payload)
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
             self._reused = None
-            return None, classify_trap(exc, self.limits), fresh
+            trapped = classify_trap(exc, self.limits)
+            # The traceback's frames hold the store (wasmtime-py's enter_wasm closure) in a
+            # reference cycle; left to the cycle collector, dead instances would fill the
+            # pooling allocator's slots and every later job would fail.
+            exc.__traceback__ = None
+            del exc
+            return None, trapped, fresh
         self._reused = (store, func) if isolation == "batch" else None
         return text, None, fresh
 

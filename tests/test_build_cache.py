@@ -1,0 +1,74 @@
+"""The guest component's build cache: content-addressed, verified, rebuilt when stale."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from wasm_sandbox import build
+from wasm_sandbox.limits import Limits
+from wasm_sandbox.runtime import Sandbox, engine_fingerprint
+
+
+def test_key_changes_when_a_tracer_source_changes(tmp_path, monkeypatch):
+    """Editing any guest source (or adding one) gives a new cache key, so it rebuilds."""
+    copy = tmp_path / "tracer"
+    shutil.copytree(build.tracer_dir(), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(build, "tracer_dir", lambda: copy)
+    original = build.cache_key()
+    assert build.cache_key() == original  # deterministic
+    job = copy / "job.py"
+    job.write_text(job.read_text() + "\n# a comment changes the guest\n")
+    edited = build.cache_key()
+    assert edited != original
+    (copy / "extra.py").write_text("X = 1\n")
+    assert build.cache_key() not in (original, edited)
+
+
+def test_cache_dir_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "c"))
+    assert build.cache_dir() == tmp_path / "c"
+    monkeypatch.delenv(build.CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert build.cache_dir() == tmp_path / "xdg" / "steptrace"
+
+
+def test_verification_detects_truncation_and_corruption(tmp_path):
+    target = tmp_path / "a.bin"
+    build.write_verified(target, b"component bytes")
+    assert build.is_verified(target)
+    target.write_bytes(b"component byte")  # truncated
+    assert not build.is_verified(target)
+    target.write_bytes(b"component bytez")  # same size, corrupted
+    assert not build.is_verified(target)
+    build.sidecar(target).unlink()
+    assert not build.is_verified(target)
+
+
+def test_corrupted_compiled_cache_is_recompiled(tmp_path, monkeypatch):
+    """A .cwasm whose bytes do not match its digest is never deserialised (wasmtime trusts
+    those bytes): it is compiled again from the verified component, and jobs run."""
+    real = build.ensure_component()
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path))
+    copy = build.artifacts(real.key)
+    for path in (real.wasm, build.sidecar(real.wasm)):
+        shutil.copyfile(path, Path(tmp_path) / path.name)
+    limits = Limits(timeout_s=2.0)
+    cwasm = copy.cwasm.with_name(f"guest-{copy.key}-{engine_fingerprint(limits)}.cwasm")
+    build.write_verified(cwasm, b"\0" * 4096)
+    cwasm.write_bytes(b"\1" * 4096)  # corrupt after the digest was written
+    with Sandbox(limits, copy) as sandbox:
+        result = sandbox.run({"code": "def f(x):\n    return x * 2\n", "input": "21"}).result
+    assert (result["status"], result["output"]) == ("ok", "42")
+    assert build.is_verified(cwasm)
+    assert cwasm.stat().st_size > 1_000_000
+
+
+def test_build_error_for_an_unusable_cache_directory(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(build.CACHE_ENV, str(blocker / "cache"))
+    with pytest.raises(build.BuildError, match="cannot create cache directory"):
+        build.ensure_component()
