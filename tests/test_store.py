@@ -14,21 +14,9 @@ import engine.tracing as tracing
 from engine.corpus import demo_corpus_path, load_corpus
 from engine.store import (StoreError, TraceWriter, connect, query, status_counts)
 from engine.tracing import TraceOptions, run_jobs, trace_corpus
+from sample_corpus import ADD, BOOM, LOOP, NEG, RECORDS, SQUARE  # noqa: F401
 
-ADD = "def f(a, b):\n    c = a + b\n    return c\n"
-SQUARE = "def f(x):\n    return x * x\n"
-BOOM = "def f(x):\n    return 1 // x\n"
-NEG = "def f(x):\n    y = -x\n    print(y)\n    return y\n"
-LOOP = ("def g(n):\n    return n + 1\n\ndef f(xs):\n    out = []\n    for x in xs:\n"
-        "        out.append(g(x))\n    return out\n")
 
-RECORDS = [
-    {"id": "add", "code": ADD, "input": "1, 2", "output": "3"},
-    {"id": "sq", "code": SQUARE, "inputs": ["3", "4"], "outputs": ["9", None]},
-    {"id": "boom", "code": BOOM, "input": "0", "output": "1"},
-    {"id": "neg", "code": NEG, "input": "2", "output": "2"},
-    {"id": "loop", "code": LOOP, "input": "[1, 2]", "output": "[2, 3]"},
-]
 N_RUNS = 6
 INPROCESS = TraceOptions(workers=0)
 TABLES = ("programs", "runs", "steps", "states")

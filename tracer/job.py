@@ -144,6 +144,12 @@ def _invalid(result: dict, message: str) -> dict:
     return result
 
 
+def _out_of_memory(result: dict, message: str) -> None:
+    result["status"] = "memory_limit"
+    result["exception_type"] = "MemoryError"
+    result["exception_message"] = message
+
+
 def _describe(exc: BaseException) -> str:
     try:
         return str(exc)
@@ -220,9 +226,7 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
     try:
         exec(program, namespace)
     except MemoryError:
-        result["status"] = "memory_limit"
-        result["exception_type"] = "MemoryError"
-        result["exception_message"] = "MemoryError while running the program's top level"
+        _out_of_memory(result, "MemoryError while running the program's top level")
         return
     except StopTracing as stop:
         result["status"], result["exception_message"] = stop.status, stop.message
@@ -247,9 +251,7 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
     try:
         args, kwargs = eval(compile(arg_tree, INPUT_FILE, "eval"), namespace)
     except MemoryError:
-        result["status"] = "memory_limit"
-        result["exception_type"] = "MemoryError"
-        result["exception_message"] = "MemoryError while evaluating the input"
+        _out_of_memory(result, "MemoryError while evaluating the input")
         return
     except BaseException as exc:
         _invalid(result, f"input does not evaluate: {type(exc).__name__}: {_describe(exc)}")
@@ -295,9 +297,7 @@ def _traced_call(request, result, limits, function, args, kwargs, namespace,
         result["status"] = tracer.stop.status
         result["exception_message"] = tracer.stop.message
     elif isinstance(raised, MemoryError):
-        result["status"] = "memory_limit"
-        result["exception_type"] = "MemoryError"
-        result["exception_message"] = "MemoryError: the program ran out of memory"
+        _out_of_memory(result, "MemoryError: the program ran out of memory")
     elif raised is not None:
         result["status"] = "exception"
         result["exception_type"] = type(raised).__name__
