@@ -13,9 +13,10 @@ import queue
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from wasm_sandbox.build import GuestArtifacts, ensure_component
+from wasm_sandbox.build import GuestArtifacts, ensure_component, is_verified
 from wasm_sandbox.limits import Limits
-from wasm_sandbox.runtime import JobOutcome, Sandbox, load_component, make_engine
+from wasm_sandbox.runtime import (JobOutcome, Sandbox, compiled_path, load_component,
+                                  make_engine)
 
 POLL_S = 0.5
 
@@ -36,7 +37,8 @@ def prepare(limits: Limits) -> GuestArtifacts:
     """Build the component and compile its ``.cwasm`` in this process, so workers only
     deserialise (and never race to build)."""
     found = ensure_component()
-    load_component(make_engine(limits), limits, found)
+    if not is_verified(compiled_path(found, limits)):
+        load_component(make_engine(limits), limits, found)
     return found
 
 

@@ -84,10 +84,15 @@ def make_engine(limits: Limits) -> wasmtime.Engine:
     return wasmtime.Engine(config)
 
 
+def compiled_path(found: GuestArtifacts, limits: Limits) -> Path:
+    """The ``.cwasm`` for this component and engine setting."""
+    return found.cwasm.with_name(f"guest-{found.key}-{engine_fingerprint(limits)}.cwasm")
+
+
 def load_component(engine: wasmtime.Engine, limits: Limits,
                    found: GuestArtifacts) -> wc.Component:
     """Deserialise the verified ``.cwasm``; compile (and cache) it when missing or bad."""
-    cwasm = found.cwasm.with_name(f"guest-{found.key}-{engine_fingerprint(limits)}.cwasm")
+    cwasm = compiled_path(found, limits)
     if is_verified(cwasm):
         try:
             return wc.Component.deserialize_file(engine, str(cwasm))
@@ -203,10 +208,3 @@ class Sandbox:
         if trapped is not None:
             raise RuntimeError(trapped["exception_message"])
         return json.loads(text)
-
-
-def warm_start_seconds(path: Path | None = None) -> float:
-    """Time to construct a Sandbox from the cache (for the bench)."""
-    started = time.perf_counter()
-    Sandbox().close()
-    return time.perf_counter() - started
