@@ -11,6 +11,7 @@ get wrong becomes a status with a message, never an exception out of ``run_job``
 ``memory_limit``  ``MemoryError`` (the host caps linear memory; a trap is classified there)
 ``output_limit``  stdout/stderr above ``max_stdout`` characters, or variable states above
                   ``max_trace_chars``
+``tampered``      the program freed or reconfigured the tracer's sys.monitoring tool
 (``timeout`` and ``crashed`` are decided by the host: the guest cannot see its own trap.)
 """
 
@@ -40,7 +41,6 @@ DEFAULT_LIMITS = {
 TRACER = Tracer(PROGRAM_FILE)
 
 
-
 class RecursionGuard:
     """Makes the program's recursion limit behave as in plain CPython, where a function
     called from a script's top level may nest ``limit - 1`` frames deep.
@@ -56,13 +56,12 @@ class RecursionGuard:
     def __init__(self) -> None:
         self.real_get = sys.getrecursionlimit
         self.real_set = sys.setrecursionlimit
-        self.limit = self.real_get()
+        self.limit = self.limit_before = self.real_get()
         self.base_depth = 0
+        self.tracing = False
 
     def install(self, base_depth: int) -> None:
         self.base_depth = base_depth
-        self.tracing = False
-        self.limit = self.real_get()
         self._apply()
         sys.getrecursionlimit = self.get
         sys.setrecursionlimit = self.set
@@ -70,13 +69,13 @@ class RecursionGuard:
     def restore(self) -> None:
         sys.getrecursionlimit = self.real_get
         sys.setrecursionlimit = self.real_set
-        self.real_set(self.limit_at_install)
+        self.real_set(self.limit_before)
 
     def get(self) -> int:
         return self.limit
 
     def set(self, limit) -> None:
-        if type(limit) is not int and not isinstance(limit, int):
+        if not isinstance(limit, int):
             raise TypeError(f"'{type(limit).__name__}' object cannot be interpreted as an integer")
         if limit < 1:
             raise ValueError("recursion limit must be greater or equal than 1")
@@ -193,10 +192,9 @@ def run_job(request: dict) -> dict:
         return _invalid(result, "request needs string 'code' and 'input'")
     stdout = BoundedWriter(limits["max_stdout"], "stdout")
     stderr = BoundedWriter(limits["max_stdout"], "stderr")
-    saved = (sys.stdout, sys.stderr, sys.getrecursionlimit(), dict(builtins.__dict__))
+    saved = (sys.stdout, sys.stderr, dict(builtins.__dict__))
     sys.stdout, sys.stderr = stdout, stderr
     guard = RecursionGuard()
-    guard.limit_at_install = saved[2]
     try:
         # The program's top level runs two levels above this frame (_run, then exec's entry
         # into the interpreter from C), as a script's top level runs above the interpreter's
@@ -207,7 +205,7 @@ def run_job(request: dict) -> dict:
         guard.restore()
         sys.stdout, sys.stderr = saved[0], saved[1]
         builtins.__dict__.clear()
-        builtins.__dict__.update(saved[3])
+        builtins.__dict__.update(saved[2])
         result["stdout"] = stdout.getvalue()
     return result
 

@@ -3,9 +3,12 @@
 componentize-py snapshots the interpreter after this module runs; only modules imported
 by then exist inside the sandbox (a module first imported at run time is not found). This
 list covers the pure-Python and built-in standard library that works under WASI and that
-benchmark programs (HumanEval, MBPP, ClassEval, REval, CRUXEval) import. Left out because
-WASI has no such facility: socket/ssl/select/asyncio networking, subprocess, threading,
-multiprocessing, signal, ctypes, and the bz2/lzma codecs (absent from the WASI build).
+benchmark programs (HumanEval, MBPP, ClassEval, REval, CRUXEval) import. Not listed,
+because WASI gives them nothing to do: socket, ssl, select, asyncio, subprocess,
+threading, multiprocessing, signal, ctypes; bz2 and lzma are absent from the WASI build.
+Some of these are imported anyway by listed modules (socket, select, subprocess,
+threading, signal, asyncio) and so exist in the snapshot, but using them fails in the
+program (PermissionError, OSError, RuntimeError).
 """
 
 import importlib
