@@ -15,22 +15,31 @@ _SCALARS = frozenset({int, float, complex, bool, type(None), bytes, range, type(
 _SEQUENCES = {list: ("[", "]"), tuple: ("(", ")")}
 
 
-# Elements of a "flat" container: their repr is at most ~10 characters per byte of size
-# (the worst case is a \U0001xxxx escape), so the shallow size bounds the repr's length.
+# Elements of a "flat" container, whose repr cost the size check below can bound.
 _FLAT = frozenset(_SCALARS | {str})
+_SMALL = frozenset(_SCALARS - {bytes})  # reprs of a bounded length (ints up to 4,300 digits)
+_TEXT = frozenset({str, bytes})
 _CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 
 
 def _fits(value, limit: int) -> bool:
     """True for a flat built-in container small enough that C ``repr`` is cheap: the
-    common case, done at C speed without building the repr piece by piece."""
+    common case, done at C speed without building the repr piece by piece. Checks are
+    C-speed too (``set(map(type, ...))``, ``sum(map(len, ...))``)."""
     parts = (value.keys(), value.values()) if type(value) is dict else (value,)
-    size = 0
     for part in parts:
-        if not _FLAT.issuperset(map(type, part)):
+        if len(part) > limit:  # its repr is longer than the budget: build the prefix only
             return False
-        size += sum(map(getsizeof, part))
-    return size <= 8 * limit + 1024
+        kinds = set(map(type, part))
+        if kinds <= _SMALL:
+            continue
+        if kinds <= _TEXT:
+            if sum(map(len, part)) > 4 * limit:
+                return False
+            continue
+        if not kinds <= _FLAT or sum(map(getsizeof, part)) > 8 * limit + 1024:
+            return False
+    return True
 
 
 class _Budget(Exception):
