@@ -22,7 +22,7 @@ from wasm_sandbox.pool import WorkerPool, prepare
 from wasm_sandbox.runtime import JobOutcome, Sandbox
 
 STATUSES = ("ok", "exception", "invalid", "timeout", "step_limit", "memory_limit",
-            "output_limit", "crashed")
+            "output_limit", "exited", "tampered", "crashed")
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,13 @@ LEN_PROBE = "def f():\n    return len([1, 2, 3])\n"
 PI_PROBE = "import math\n\ndef f():\n    return math.pi\n"
 RECURSION_PROBE = ("import sys\n\ndef g(n):\n    return 0 if n == 0 else 1 + g(n - 1)\n\n"
                    "def f():\n    return sys.getrecursionlimit(), g(500)\n")
-CACHE_PROBE = "import json\n\ndef f():\n    return getattr(json, '_memo', None)\n"
+CACHE_PROBE = "import string\n\ndef f():\n    return getattr(string, '_memo', None)\n"
 
 REBIND_BUILTIN = "import builtins\n\ndef f():\n    builtins.len = lambda x: 42\n    return len([1])\n"
 REBIND_BUILTIN_AT_TOP = "import builtins\nbuiltins.abs = None\n\ndef f():\n    return 1\n"
 SET_MODULE_ATTR = "import math\n\ndef f():\n    math.pi = 3\n    return math.pi\n"
 LOWER_RECURSION = "import sys\n\ndef f():\n    sys.setrecursionlimit(50)\n    return sys.getrecursionlimit()\n"
-FILL_CACHE = ("import json\n\ndef f(key, value):\n    memo = json.__dict__.setdefault('_memo', {})\n"
+FILL_CACHE = ("import string\n\ndef f(key, value):\n    memo = string.__dict__.setdefault('_memo', {})\n"
               "    memo[key] = value\n    return len(memo)\n")
 
 

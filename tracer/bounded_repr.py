@@ -9,6 +9,7 @@ self-reference). Other objects use their own ``__repr__``.
 
 from __future__ import annotations
 
+from builtins import enumerate, frozenset, id, len, map, repr, set, sum, type  # noqa: A004
 from sys import getsizeof
 
 _SCALARS = frozenset({int, float, complex, bool, type(None), bytes, range, type(...)})

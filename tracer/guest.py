@@ -7,6 +7,7 @@ starts from.
 
 import gc
 import json
+import sys
 
 import stdlib_preload  # noqa: F401  (imported for its side effect: the preloaded stdlib)
 import wit_world
@@ -21,15 +22,32 @@ def preloaded() -> dict:
     return {"imported": stdlib_preload.imported, "failed": stdlib_preload.failed}
 
 
+# What the result encoding depends on, as it was when the guest was built: a program may
+# patch these modules (json.encoder.c_make_encoder, ...) to forge the result of its job.
+_JSON_MODULES = [sys.modules[name] for name in ("json", "json.encoder", "json.decoder",
+                                                "json.scanner", "_json")]
+_JSON_STATE = [dict(module.__dict__) for module in _JSON_MODULES]
+
+
+def _restore_json() -> None:
+    for module, state in zip(_JSON_MODULES, _JSON_STATE):
+        if module.__dict__ != state:
+            module.__dict__.clear()
+            module.__dict__.update(state)
+
+
 class WitWorld(wit_world.WitWorld):
     def run(self, request: str) -> str:
+        _restore_json()
         try:
             req = json.loads(request)
             if req.get("command") == "noop":
                 return "{}"
             if req.get("command") == "preloaded":
                 return json.dumps(preloaded())
-            return json.dumps(run_job(req), ensure_ascii=True)
+            result = run_job(req)
+            _restore_json()
+            return json.dumps(result, ensure_ascii=True)
         except MemoryError:
             return _OUT_OF_MEMORY
         except BaseException as exc:  # never trap on a guest bug: report it
@@ -67,5 +85,9 @@ TRACER.install()
 _warm_up()
 # Objects of the snapshot are never garbage: keep the collector off them, so a fresh
 # instance does not touch (and copy-on-write fault) the whole heap on its first collection.
+# The guest's own modules are not importable by traced programs (a fresh copy of one,
+# found on the path, would be a different module whose state the runner never uses).
+for _name in ("job", "sysmon_tracer", "bounded_repr", "stdlib_preload"):
+    sys.modules.pop(_name, None)
 gc.collect()
 gc.freeze()

@@ -21,8 +21,11 @@ import ast
 import builtins
 import sys
 import time
+# Bound here, not looked up in builtins at each use: a program may rebind builtins.
+from builtins import bool, callable, compile, dict, eval, exec, isinstance, len, list, str, type, zip  # noqa: A004
 
-from sysmon_tracer import EVENT_NAMES, StopTracing, Tracer
+from guest_io import BoundedWriter, RecursionGuard, StopTracing, collect_arguments
+from sysmon_tracer import EVENT_NAMES, Tracer
 
 PROGRAM_FILE = "<program>"
 INPUT_FILE = "<input>"
@@ -41,57 +44,6 @@ DEFAULT_LIMITS = {
 TRACER = Tracer(PROGRAM_FILE)
 
 
-class RecursionGuard:
-    """Makes the program's recursion limit behave as in plain CPython, where a function
-    called from a script's top level may nest ``limit - 1`` frames deep.
-
-    Here the runner's own frames sit below the program and the tracer's callbacks run
-    above its deepest frame, so the interpreter's real limit is set higher (by the runner's
-    depth plus ``MARGIN``) and the program sees a limit of its own: ``sys.getrecursionlimit``
-    and ``sys.setrecursionlimit`` are replaced for the job, and the tracer raises
-    RecursionError when a program frame would be deeper than that limit allows."""
-
-    MARGIN = 60
-
-    def __init__(self) -> None:
-        self.real_get = sys.getrecursionlimit
-        self.real_set = sys.setrecursionlimit
-        self.limit = self.limit_before = self.real_get()
-        self.base_depth = 0
-        self.tracing = False
-
-    def install(self, base_depth: int) -> None:
-        self.base_depth = base_depth
-        self._apply()
-        sys.getrecursionlimit = self.get
-        sys.setrecursionlimit = self.set
-
-    def restore(self) -> None:
-        sys.getrecursionlimit = self.real_get
-        sys.setrecursionlimit = self.real_set
-        self.real_set(self.limit_before)
-
-    def get(self) -> int:
-        return self.limit
-
-    def set(self, limit) -> None:
-        if not isinstance(limit, int):
-            raise TypeError(f"'{type(limit).__name__}' object cannot be interpreted as an integer")
-        if limit < 1:
-            raise ValueError("recursion limit must be greater or equal than 1")
-        self.limit = int(limit)
-        self._apply()
-
-    def trace_mode(self, on: bool) -> None:
-        """While tracing, the tracer enforces the program's limit itself and its callbacks
-        get ``MARGIN`` frames of room; the program's top level runs under the plain limit."""
-        self.tracing = on
-        self._apply()
-
-    def _apply(self) -> None:
-        self.real_set(self.limit + self.base_depth + (self.MARGIN if self.tracing else 0))
-
-
 def python_depth() -> int:
     """Python frames on the stack below the caller."""
     depth, frame = 0, sys._getframe(1)
@@ -99,42 +51,6 @@ def python_depth() -> int:
         depth += 1
         frame = frame.f_back
     return depth
-
-
-class BoundedWriter:
-    """A text stream for ``sys.stdout``/``sys.stderr`` that keeps at most ``limit``
-    characters and stops the run (``output_limit``) when the program writes more."""
-
-    def __init__(self, limit: int, name: str) -> None:
-        self.limit = limit
-        self.name = name
-        self.parts: list[str] = []
-        self.size = 0
-        self.tracer: Tracer | None = None
-
-    def write(self, text: str) -> int:
-        if type(text) is not str:
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        room = self.limit - self.size
-        if len(text) > room:
-            self.parts.append(text[:room])
-            self.size = self.limit
-            message = f"{self.name} exceeds {self.limit} characters"
-            if self.tracer is not None and self.tracer.stop is None:
-                self.tracer._halt("output_limit", message)
-            raise StopTracing("output_limit", message)
-        self.parts.append(text)
-        self.size += len(text)
-        return len(text)
-
-    def flush(self) -> None:
-        return None
-
-    def isatty(self) -> bool:
-        return False
-
-    def getvalue(self) -> str:
-        return "".join(self.parts)
 
 
 def _invalid(result: dict, message: str) -> dict:
@@ -195,13 +111,20 @@ def run_job(request: dict) -> dict:
     saved = (sys.stdout, sys.stderr, dict(builtins.__dict__))
     sys.stdout, sys.stderr = stdout, stderr
     guard = RecursionGuard()
+    # The program's top level runs two levels above this frame (_run, then exec's entry
+    # into the interpreter from C), as a script's top level runs above the interpreter's
+    # own entry: calibrated so that top-level recursion fails where plain CPython's does.
+    guard.install(python_depth() + 2)
+    TRACER.refused = []
+    TRACER.guarding = True  # from here on program code may run
     try:
-        # The program's top level runs two levels above this frame (_run, then exec's entry
-        # into the interpreter from C), as a script's top level runs above the interpreter's
-        # own entry: calibrated so that top-level recursion fails where plain CPython's does.
-        guard.install(python_depth() + 2)
         _run(request, result, limits, code_text, input_text, entry, stdout, stderr, guard)
+        if TRACER.refused and result["status"] != "tampered":
+            result["status"] = "tampered"
+            result["exception_message"] = ("the program tried to reach interpreter internals ("
+                                           + ", ".join(sorted(set(TRACER.refused))) + ")")
     finally:
+        TRACER.guarding = False
         guard.restore()
         sys.stdout, sys.stderr = saved[0], saved[1]
         builtins.__dict__.clear()
@@ -245,7 +168,7 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
     except (SyntaxError, ValueError) as exc:
         _invalid(result, f"input does not parse as call arguments: {getattr(exc, 'msg', exc)}")
         return
-    namespace[ARGS_HELPER] = lambda *args, **kwargs: (args, kwargs)
+    namespace[ARGS_HELPER] = collect_arguments
     try:
         args, kwargs = eval(compile(arg_tree, INPUT_FILE, "eval"), namespace)
     except MemoryError:
@@ -266,7 +189,7 @@ def _traced_call(request, result, limits, function, args, kwargs, namespace,
     tracer = TRACER
     if not tracer.installed or not tracer.intact():
         tracer.install()  # first use, or a previous job (batch isolation) freed the tool
-    stdout.tracer = stderr.tracer = tracer
+    tracer.writers = (stdout, stderr)
     value = None
     raised: BaseException | None = None
     started = time.perf_counter_ns()
@@ -274,7 +197,7 @@ def _traced_call(request, result, limits, function, args, kwargs, namespace,
                        count_instructions=options.get("instructions", True),
                        full_locals=options.get("full_locals", False))
     tracer.recursion = guard
-    tracer.base_frame = sys._getframe(0)
+    tracer.base_frame = tracer._frame(1)
     guard.trace_mode(True)
     try:
         value = function(*args, **kwargs)
@@ -285,7 +208,6 @@ def _traced_call(request, result, limits, function, args, kwargs, namespace,
         tracer.base_frame = None
         guard.trace_mode(False)
         result["call_us"] = (time.perf_counter_ns() - started) // 1000
-        stdout.tracer = stderr.tracer = None
     tampered = tracer.tamper_report()
     args = kwargs = None
     if tampered is not None:
@@ -294,6 +216,9 @@ def _traced_call(request, result, limits, function, args, kwargs, namespace,
     elif tracer.stop is not None:
         result["status"] = tracer.stop.status
         result["exception_message"] = tracer.stop.message
+    elif stdout.overflow or stderr.overflow:
+        result["status"] = "output_limit"
+        result["exception_message"] = stdout.overflow or stderr.overflow
     elif isinstance(raised, MemoryError):
         _out_of_memory(result, "MemoryError: the program ran out of memory")
     elif raised is not None:

@@ -44,8 +44,11 @@ unbound (value ``None``). Names in angle brackets are event values, not locals.
 from __future__ import annotations
 
 import sys
+# Bound here, not looked up in builtins at each use: a program may rebind builtins.
+from builtins import len, range, repr, type  # noqa: A004
 
 from bounded_repr import bounded_repr
+from guest_io import StopTracing
 
 TOOL_ID = 3  # not one of the reserved ids (debugger 0, coverage 1, profiler 2, optimizer 5)
 TOOL_NAME = "steptrace"
@@ -60,20 +63,20 @@ _ATOMIC_TYPES = frozenset(
 )
 
 
+_getframe = sys._getframe
+_CALLBACKS = (("PY_START", "_on_start"), ("PY_RESUME", "_on_resume"), ("PY_THROW", "_on_throw"),
+              ("LINE", "_on_line"), ("PY_RETURN", "_on_return"), ("PY_YIELD", "_on_yield"),
+              ("RAISE", "_on_raise"), ("PY_UNWIND", "_on_unwind"),
+              ("INSTRUCTION", "_on_instruction"))
+_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
+_REFUSED_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current_exceptions",
+                             "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                             "sys.settrace", "sys.setprofile", "sys.addaudithook"})
+
+
 def GLOBAL_EVENTS() -> int:  # noqa: N802 (a constant, computed when monitoring exists)
     ev = sys.monitoring.events
     return ev.PY_START | ev.PY_THROW | ev.RAISE | ev.PY_UNWIND
-
-
-class StopTracing(BaseException):
-    """Raised into the program when a limit is hit; BaseException so ``except Exception``
-    in the program does not swallow it. The tracer keeps raising it at every later event,
-    so even ``except BaseException`` cannot keep the program going."""
-
-    def __init__(self, status: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 class Tracer:
@@ -81,6 +84,12 @@ class Tracer:
 
     def __init__(self, filename: str) -> None:
         self.filename = filename
+        self.own = False        # the tracer itself is calling sys._getframe
+        self.audit_installed = False
+        self.callbacks: dict = {}
+        self.guarding = False   # program code may run: the audit hook refuses introspection
+        self.refused: list[str] = []
+        self.writers: tuple = ()
         self.base_frame = None   # the runner's frame that calls the entry function
         self.recursion = None    # job.RecursionGuard: the program's recursion limit
         self.active = False
@@ -129,22 +138,26 @@ class Tracer:
         code run during the warm-up job has answered ``DISABLE`` and stays disabled in
         every instance. Switching events on and off per job instead would make CPython
         re-instrument every code object twice per job."""
+        self.own = True
+        try:
+            self._install()
+        finally:
+            self.own = False
+
+    def _install(self) -> None:
         mon = sys.monitoring
         ev = mon.events
         if mon.get_tool(TOOL_ID) is not None:
             mon.free_tool_id(TOOL_ID)
         mon.use_tool_id(TOOL_ID, TOOL_NAME)
         reg = mon.register_callback
-        reg(TOOL_ID, ev.PY_START, self._on_start)
-        reg(TOOL_ID, ev.PY_RESUME, self._on_resume)
-        reg(TOOL_ID, ev.PY_THROW, self._on_throw)
-        reg(TOOL_ID, ev.LINE, self._on_line)
-        reg(TOOL_ID, ev.PY_RETURN, self._on_return)
-        reg(TOOL_ID, ev.PY_YIELD, self._on_yield)
-        reg(TOOL_ID, ev.RAISE, self._on_raise)
-        reg(TOOL_ID, ev.PY_UNWIND, self._on_unwind)
-        reg(TOOL_ID, ev.INSTRUCTION, self._on_instruction)
         mon.set_events(TOOL_ID, GLOBAL_EVENTS())
+        self.callbacks = {getattr(ev, name): getattr(self, method) for name, method in _CALLBACKS}
+        for event, callback in self.callbacks.items():
+            reg(TOOL_ID, event, callback)
+        if not self.audit_installed:
+            sys.addaudithook(self._audit)  # cannot be removed: installed once
+            self.audit_installed = True
         self.installed = True
 
     def local_events(self) -> int:
@@ -154,19 +167,42 @@ class Tracer:
 
     def intact(self) -> bool:
         """Is the tool still registered as installed (a program may free it)?"""
-        return sys.monitoring.get_tool(TOOL_ID) == TOOL_NAME
+        self.own = True
+        try:
+            return sys.monitoring.get_tool(TOOL_ID) == TOOL_NAME
+        finally:
+            self.own = False
 
     def tamper_report(self) -> str | None:
-        """After a job: why its trace cannot be trusted, or None. A program that frees
-        the tool id or changes its global events has silenced the tracer."""
+        """After a job: why its trace cannot be trusted, or None. Restores the tool for
+        the next job (batch isolation) whatever the program did to it."""
+        self.own = True  # the checks below use sys.monitoring, which the audit hook guards
+        try:
+            return self._tamper_reasons()
+        finally:
+            self.own = False
+
+    def _tamper_reasons(self) -> str | None:
         mon = sys.monitoring
+        reasons = []
+        if self.refused:
+            reasons.append("the program tried to reach interpreter internals ("
+                           + ", ".join(sorted(set(self.refused))) + ")")
         if mon.get_tool(TOOL_ID) != TOOL_NAME:
-            self.installed = False
-            return "the program freed or took over the tracer's sys.monitoring tool id"
-        if mon.get_events(TOOL_ID) != GLOBAL_EVENTS():
-            self.installed = False
-            mon.free_tool_id(TOOL_ID)
-            return "the program changed the tracer's sys.monitoring events"
+            reasons.append("the program freed or took over the tracer's sys.monitoring tool id")
+        else:
+            if mon.get_events(TOOL_ID) != GLOBAL_EVENTS():
+                reasons.append("the program changed the tracer's sys.monitoring events")
+            replaced = [event for event, callback in self.callbacks.items()
+                        if mon.register_callback(TOOL_ID, event, callback) != callback]
+            if replaced:
+                reasons.append("the program replaced the tracer's sys.monitoring callbacks")
+            wanted = self.local_events()
+            if any(mon.get_local_events(TOOL_ID, code) != wanted for code in self.code_index):
+                reasons.append("the program changed the tracer's local events")
+        if reasons:
+            self.installed = False  # reinstalled before the next job
+            return "; ".join(reasons)
         return None
 
     def finish(self) -> None:
@@ -181,6 +217,9 @@ class Tracer:
     def _record(self, kind: int, code, line: int, frame, fid: int) -> int:
         """Append one step; enforce the step limit. Returns the step index."""
         index = len(self.ev)
+        for writer in self.writers:
+            if writer.overflow is not None and self.stop is None:
+                self._halt("output_limit", writer.overflow)
         if index >= self.max_steps:
             self._halt("step_limit", f"trace exceeds {self.max_steps} steps")
         depth = len(self.stack) - 1
@@ -283,6 +322,34 @@ class Tracer:
             del depths[frame]
             raise RecursionError("maximum recursion depth exceeded")
 
+    def _frame(self, depth: int):
+        """``sys._getframe(depth)`` as the tracer's own call, which the audit hook allows."""
+        self.own = True
+        try:
+            return _getframe(depth)
+        finally:
+            self.own = False
+
+    def _audit(self, event: str, args: tuple) -> None:
+        """Audit hook (installed once, for the life of the interpreter). While program code
+        may run (``guarding``), refuse what would let it reach the tracer, the runner or
+        the monitoring machinery: frames (``sys._getframe``, ``tb_frame``, ``gi_frame``,
+        ...), the garbage collector's object lists, other tracing hooks, sys.monitoring.
+        The attempt is remembered where the program cannot reach, and the run is reported
+        as ``tampered``; the program gets a RuntimeError."""
+        if not self.guarding or self.own:
+            return
+        if event == "object.__getattr__":
+            if len(args) < 2 or args[1] not in _FRAME_ATTRIBUTES:
+                return
+            what = f"{event} {args[1]}"
+        elif event in _REFUSED_EVENTS or event.startswith("sys.monitoring"):
+            what = event
+        else:
+            return
+        self.refused.append(what)
+        raise RuntimeError(f"steptrace: {what} is not available to traced programs")
+
     # ------------------------------------------------------------------ callbacks
     def _on_start(self, code, offset):
         if code.co_filename != self.filename:
@@ -294,8 +361,12 @@ class Tracer:
         if code not in self.code_index:
             self.code_index[code] = len(self.funcs)
             self.funcs.append(code.co_qualname)
-            sys.monitoring.set_local_events(TOOL_ID, code, self.local_events())
-        frame = sys._getframe(1)
+            self.own = True
+            try:
+                sys.monitoring.set_local_events(TOOL_ID, code, self.local_events())
+            finally:
+                self.own = False
+        frame = self._frame(2)
         self._check_depth(frame)
         fid = self.next_frame
         self.next_frame += 1
@@ -307,7 +378,7 @@ class Tracer:
         return None
 
     def _enter(self, kind: int, code, offset: int) -> None:
-        frame = sys._getframe(2)
+        frame = self._frame(3)
         self.frame_depths.pop(frame, None)  # a generator may resume elsewhere
         self._check_depth(frame)
         fid = self.frame_ids.get(frame)
@@ -334,7 +405,7 @@ class Tracer:
             # No program activation is running: this is a generator that a finished
             # activation abandoned, being closed as it is freed. Its clean-up is not part
             # of the call; forgetting the frame drops its later events too.
-            self.frame_ids.pop(sys._getframe(1), None)
+            self.frame_ids.pop(self._frame(2), None)
             return None
         self._enter(THROW, code, offset)
         return None
@@ -344,7 +415,7 @@ class Tracer:
             return None
         if self.stop is not None:
             raise self.stop
-        frame = sys._getframe(1)
+        frame = self._frame(2)
         fid = self.frame_ids.get(frame)
         if fid is not None:  # None for a frame begun in a quiet section, or being finalised
             self.line_steps += 1
@@ -357,7 +428,7 @@ class Tracer:
         return None
 
     def _leave(self, kind: int, code, offset: int, key: str, value) -> None:
-        frame = sys._getframe(2)
+        frame = self._frame(3)
         fid = self.frame_ids.get(frame)
         if fid is None:  # a frame begun inside a quiet section
             return
@@ -396,7 +467,7 @@ class Tracer:
         return None
 
     def _exception_step(self, kind: int, code, offset: int, exc) -> None:
-        frame = sys._getframe(2)
+        frame = self._frame(3)
         fid = self.frame_ids.get(frame)
         if fid is None:
             return

@@ -128,6 +128,7 @@ def componentize(output: Path) -> None:
                    "-q", "-d", str(src / "wit"), "-w", WORLD, "componentize", APP_MODULE,
                    "-p", str(src), "-o", str(output)]
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        env["RUST_BACKTRACE"] = "0"  # the guest's Python traceback is the useful part
         proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise BuildError(f"componentize-py failed ({proc.returncode}): "

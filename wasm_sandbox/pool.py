@@ -50,8 +50,14 @@ def _worker_main(limits: Limits, isolation: str, artifacts: GuestArtifacts,
         outbox.put(("failed", worker_id, f"{type(exc).__name__}: {exc}"))
         return
     outbox.put(("ready", worker_id, None))
+    parent = mp.parent_process()
     while True:
-        item = inbox.get()
+        try:
+            item = inbox.get(timeout=POLL_S)
+        except queue.Empty:
+            if parent is not None and not parent.is_alive():
+                break  # the parent was killed (kill -9): nobody will read our results
+            continue
         if item is None:
             break
         chunk_id, requests = item

@@ -123,6 +123,9 @@ class EpochTicker:
 
 def classify_trap(exc: Exception, limits: Limits) -> dict:
     """Turn a wasmtime trap into a result with a status the user can act on."""
+    if isinstance(exc, wasmtime.ExitTrap):
+        return {"status": "exited", "exception_type": "SystemExit",
+                "exception_message": f"the program ended the interpreter (exit status {exc.code})"}
     text = str(exc)
     if "interrupt" in text:
         status, message = "timeout", f"exceeded the {limits.timeout_s:g} s time limit"
@@ -201,7 +204,11 @@ class Sandbox:
             return JobOutcome({"status": "output_limit", "exception_message":
                                f"trace result exceeds {self.limits.max_result_bytes} bytes"},
                               duration_us, fresh)
-        return JobOutcome(json.loads(text), duration_us, fresh)
+        result = json.loads(text)
+        if result.get("status") == "tampered":
+            # it may have left the interpreter in any state: the next job gets a fresh one
+            self._reused = None
+        return JobOutcome(result, duration_us, fresh)
 
     def preloaded_modules(self) -> dict:
         text, trapped, _ = self.call(json.dumps({"command": "preloaded"}))
