@@ -25,7 +25,7 @@ import time
 from builtins import bool, callable, compile, dict, eval, exec, isinstance, len, list, str, type, zip  # noqa: A004
 
 from guest_io import BoundedWriter, RecursionGuard, StopTracing, collect_arguments
-from sysmon_tracer import EVENT_NAMES, Tracer
+from sysmon_tracer import EVENT_NAMES, Tracer, restore_monitoring
 
 PROGRAM_FILE = "<program>"
 INPUT_FILE = "<input>"
@@ -110,6 +110,7 @@ def run_job(request: dict) -> dict:
     stderr = BoundedWriter(limits["max_stdout"], "stderr")
     saved = (sys.stdout, sys.stderr, dict(builtins.__dict__))
     sys.stdout, sys.stderr = stdout, stderr
+    restore_monitoring()  # a previous job (batch isolation) may have rebound it
     guard = RecursionGuard()
     # The program's top level runs two levels above this frame (_run, then exec's entry
     # into the interpreter from C), as a script's top level runs above the interpreter's
@@ -165,6 +166,9 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
         return
     try:
         arg_tree = parse_call_arguments(input_text)
+    except MemoryError:
+        _out_of_memory(result, "MemoryError while parsing the input")
+        return
     except (SyntaxError, ValueError) as exc:
         _invalid(result, f"input does not parse as call arguments: {getattr(exc, 'msg', exc)}")
         return

@@ -64,6 +64,20 @@ _ATOMIC_TYPES = frozenset(
 
 
 _getframe = sys._getframe
+# sys.monitoring's functions, bound once: a program may rebind the module's attributes to
+# make a freed or silenced tool look intact. Its namespace is also restored after a job.
+_MONITORING = sys.monitoring
+_MON_STATE = dict(_MONITORING.__dict__)
+_get_tool = _MONITORING.get_tool
+_use_tool_id = _MONITORING.use_tool_id
+_free_tool_id = _MONITORING.free_tool_id
+_register_callback = _MONITORING.register_callback
+_set_events = _MONITORING.set_events
+_get_events = _MONITORING.get_events
+_set_local_events = _MONITORING.set_local_events
+_get_local_events = _MONITORING.get_local_events
+_EVENTS = _MONITORING.events
+_DISABLE = _MONITORING.DISABLE
 _CALLBACKS = (("PY_START", "_on_start"), ("PY_RESUME", "_on_resume"), ("PY_THROW", "_on_throw"),
               ("LINE", "_on_line"), ("PY_RETURN", "_on_return"), ("PY_YIELD", "_on_yield"),
               ("RAISE", "_on_raise"), ("PY_UNWIND", "_on_unwind"),
@@ -74,8 +88,17 @@ _REFUSED_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._curre
                              "sys.settrace", "sys.setprofile", "sys.addaudithook"})
 
 
+def restore_monitoring() -> bool:
+    """Put back sys.monitoring's namespace as the guest was built; True if it was changed."""
+    if _MONITORING.__dict__ == _MON_STATE:
+        return False
+    _MONITORING.__dict__.clear()
+    _MONITORING.__dict__.update(_MON_STATE)
+    return True
+
+
 def GLOBAL_EVENTS() -> int:  # noqa: N802 (a constant, computed when monitoring exists)
-    ev = sys.monitoring.events
+    ev = _EVENTS
     return ev.PY_START | ev.PY_THROW | ev.RAISE | ev.PY_UNWIND
 
 
@@ -145,23 +168,21 @@ class Tracer:
             self.own = False
 
     def _install(self) -> None:
-        mon = sys.monitoring
-        ev = mon.events
-        if mon.get_tool(TOOL_ID) is not None:
-            mon.free_tool_id(TOOL_ID)
-        mon.use_tool_id(TOOL_ID, TOOL_NAME)
-        reg = mon.register_callback
-        mon.set_events(TOOL_ID, GLOBAL_EVENTS())
+        ev = _EVENTS
+        if _get_tool(TOOL_ID) is not None:
+            _free_tool_id(TOOL_ID)
+        _use_tool_id(TOOL_ID, TOOL_NAME)
+        _set_events(TOOL_ID, GLOBAL_EVENTS())
         self.callbacks = {getattr(ev, name): getattr(self, method) for name, method in _CALLBACKS}
         for event, callback in self.callbacks.items():
-            reg(TOOL_ID, event, callback)
+            _register_callback(TOOL_ID, event, callback)
         if not self.audit_installed:
             sys.addaudithook(self._audit)  # cannot be removed: installed once
             self.audit_installed = True
         self.installed = True
 
     def local_events(self) -> int:
-        ev = sys.monitoring.events
+        ev = _EVENTS
         return (ev.PY_RESUME | ev.LINE | ev.PY_RETURN | ev.PY_YIELD
                 | (ev.INSTRUCTION if self.count_instructions else 0))
 
@@ -169,7 +190,7 @@ class Tracer:
         """Is the tool still registered as installed (a program may free it)?"""
         self.own = True
         try:
-            return sys.monitoring.get_tool(TOOL_ID) == TOOL_NAME
+            return _get_tool(TOOL_ID) == TOOL_NAME
         finally:
             self.own = False
 
@@ -183,22 +204,23 @@ class Tracer:
             self.own = False
 
     def _tamper_reasons(self) -> str | None:
-        mon = sys.monitoring
         reasons = []
         if self.refused:
             reasons.append("the program tried to reach interpreter internals ("
                            + ", ".join(sorted(set(self.refused))) + ")")
-        if mon.get_tool(TOOL_ID) != TOOL_NAME:
+        if restore_monitoring():
+            reasons.append("the program rebound sys.monitoring's functions")
+        if _get_tool(TOOL_ID) != TOOL_NAME:
             reasons.append("the program freed or took over the tracer's sys.monitoring tool id")
         else:
-            if mon.get_events(TOOL_ID) != GLOBAL_EVENTS():
+            if _get_events(TOOL_ID) != GLOBAL_EVENTS():
                 reasons.append("the program changed the tracer's sys.monitoring events")
             replaced = [event for event, callback in self.callbacks.items()
-                        if mon.register_callback(TOOL_ID, event, callback) != callback]
+                        if _register_callback(TOOL_ID, event, callback) != callback]
             if replaced:
                 reasons.append("the program replaced the tracer's sys.monitoring callbacks")
             wanted = self.local_events()
-            if any(mon.get_local_events(TOOL_ID, code) != wanted for code in self.code_index):
+            if any(_get_local_events(TOOL_ID, code) != wanted for code in self.code_index):
                 reasons.append("the program changed the tracer's local events")
         if reasons:
             self.installed = False  # reinstalled before the next job
@@ -353,7 +375,7 @@ class Tracer:
     # ------------------------------------------------------------------ callbacks
     def _on_start(self, code, offset):
         if code.co_filename != self.filename:
-            return sys.monitoring.DISABLE
+            return _DISABLE
         if self.quiet or not self.active:
             return None
         if self.stop is not None:
@@ -363,7 +385,7 @@ class Tracer:
             self.funcs.append(code.co_qualname)
             self.own = True
             try:
-                sys.monitoring.set_local_events(TOOL_ID, code, self.local_events())
+                _set_local_events(TOOL_ID, code, self.local_events())
             finally:
                 self.own = False
         frame = self._frame(2)
