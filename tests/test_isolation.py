@@ -109,24 +109,30 @@ def test_batch_restores_the_recursion_limit(box):
     assert job(box, RECURSION_PROBE, isolation="batch") == ("ok", f"({usual}, 500)", False)
 
 
-def test_batch_keeps_module_state_the_trade_off(box):
-    """The documented trade-off of batch isolation: one interpreter runs job after job, so
-    builtins, stdout/stderr and the recursion limit are restored, but module state a
-    program mutates (math.pi = 3, a cache in a module's namespace) stays for later jobs
-    of the same instance. Use 'job' isolation for untrusted corpora."""
+def test_batch_detects_changed_module_state_and_moves_on(box):
+    """Batch isolation reuses one interpreter, so a job that rebinds module state
+    (``math.pi = 3``, a new entry in a module's namespace) would leak into the next job.
+    The guest compares every module's namespace with the built snapshot after such a job:
+    the job's own trace stands, its note says what changed, and the next job runs in a
+    fresh instance that sees the real module."""
     start_batch(box)
-    assert job(box, SET_MODULE_ATTR, isolation="batch") == ("ok", "3", False)
-    assert job(box, PI_PROBE, isolation="batch") == ("ok", "3", False)
+    changed = box.run({"code": SET_MODULE_ATTR, "input": ""}, "batch")
+    assert (changed.result["status"], changed.result["output"], changed.fresh_instance) == ("ok", "3", False)
+    assert changed.result["note"] == ("changed shared interpreter state (math); "
+                                      "later jobs ran in a fresh instance")
+    assert job(box, PI_PROBE, isolation="batch") == ("ok", "3.141592653589793", True)
     assert job(box, FILL_CACHE, "'a', 1", isolation="batch") == ("ok", "1", False)
-    assert job(box, FILL_CACHE, "'b', 2", isolation="batch") == ("ok", "2", False)
-    assert job(box, CACHE_PROBE, isolation="batch") == ("ok", "{'a': 1, 'b': 2}", False)
+    assert job(box, FILL_CACHE, "'b', 2", isolation="batch") == ("ok", "1", True)
+    assert job(box, CACHE_PROBE, isolation="batch") == ("ok", "None", True)
+    # a job with no attribute stores or state-changing names is not checked and keeps
+    # the instance
+    assert job(box, PI_PROBE, isolation="batch") == ("ok", "3.141592653589793", False)
 
 
 def test_batch_after_a_trap_gets_a_fresh_instance(box):
-    """A timeout discards the batch instance: the next batch job runs in a fresh one,
-    so the mutated module state of the discarded instance is gone too."""
+    """A timeout discards the batch instance: the next batch job runs in a fresh one."""
     start_batch(box)
-    assert job(box, SET_MODULE_ATTR, isolation="batch") == ("ok", "3", False)
+    assert job(box, LEN_PROBE, isolation="batch") == ("ok", "3", False)
     outcome = box.run({"code": "def f():\n    while True: pass\n", "input": ""}, "batch")
     assert outcome.result == {"status": "timeout",
                               "exception_message": "exceeded the 0.3 s time limit"}

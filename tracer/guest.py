@@ -11,7 +11,7 @@ import sys
 
 import stdlib_preload  # noqa: F401  (imported for its side effect: the preloaded stdlib)
 import wit_world
-from job import TRACER, run_job
+from job import TRACER, may_touch_shared_state, run_job
 
 # Built at init time so it needs no allocation when memory is exhausted.
 _OUT_OF_MEMORY = json.dumps({"status": "memory_limit", "exception_type": "MemoryError",
@@ -47,6 +47,11 @@ class WitWorld(wit_world.WitWorld):
                 return json.dumps(preloaded())
             result = run_job(req)
             _restore_json()
+            codes = result.pop("codes", None)
+            if req.get("check_shared_state") and (codes is None or may_touch_shared_state(codes)):
+                changed = changed_modules()
+                if changed:
+                    result["shared_state_changed"] = changed
             return json.dumps(result, ensure_ascii=True)
         except MemoryError:
             return _OUT_OF_MEMORY
@@ -89,5 +94,18 @@ _warm_up()
 # found on the path, would be a different module whose state the runner never uses).
 for _name in ("job", "sysmon_tracer", "bounded_repr", "stdlib_preload"):
     sys.modules.pop(_name, None)
+# Every module's namespace as built: in batch isolation a job that rebinds a module
+# attribute (math.pi = 3, json.dumps = ...) has changed what the next job would see.
+_MODULE_STATE = [(name, module, dict(module.__dict__)) for name, module in sys.modules.items()
+                 if name != __name__ and getattr(module, "__dict__", None) is not None]
+
+
+def changed_modules() -> list[str]:
+    """Modules whose namespace differs from the built guest's (or that were replaced)."""
+    modules = sys.modules
+    return [name for name, module, state in _MODULE_STATE
+            if modules.get(name) is not module or module.__dict__ != state]
+
+
 gc.collect()
 gc.freeze()

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import opcode
 import sys
 import time
+from types import CodeType
 # Bound here, not looked up in builtins at each use: a program may rebind builtins.
 from builtins import bool, callable, compile, dict, eval, exec, isinstance, len, list, str, type, zip  # noqa: A004
 
@@ -57,6 +59,32 @@ def _invalid(result: dict, message: str) -> dict:
     result["status"] = "invalid"
     result["exception_message"] = message
     return result
+
+
+# What a program needs in order to rebind another module's state: an attribute store or
+# delete (``math.pi = 3``), or one of these names. A job whose code has none of them cannot
+# have changed shared state, so batch isolation skips the (costly) module comparison.
+_STATE_OPCODES = bytes(opcode.opmap[name] for name in ("STORE_ATTR", "DELETE_ATTR"))
+_STATE_NAMES = frozenset({
+    "setattr", "delattr", "vars", "__dict__", "__setattr__", "__delattr__", "exec", "eval",
+    "compile", "__import__", "importlib", "modules", "__builtins__", "builtins", "getattr",
+    "globals", "reload", "__class__", "__getattribute__", "__globals__", "__code__",
+})
+
+
+def may_touch_shared_state(codes: list) -> bool:
+    """Conservative: True if any code object (or one nested in it) could rebind state
+    outside the program's own namespace."""
+    stack = list(codes)
+    while stack:
+        code = stack.pop()
+        operations = code.co_code[::2]
+        if any(op in operations for op in _STATE_OPCODES):
+            return True
+        if not _STATE_NAMES.isdisjoint(code.co_names):
+            return True
+        stack.extend(const for const in code.co_consts if type(const) is CodeType)
+    return False
 
 
 def _out_of_memory(result: dict, message: str) -> None:
@@ -144,6 +172,7 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
         _invalid(result, f"syntax error: {getattr(exc, 'msg', None) or exc}{where}")
         result["exception_type"] = type(exc).__name__
         return
+    result["codes"] = [program]
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     try:
         exec(program, namespace)
@@ -174,7 +203,9 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
         return
     namespace[ARGS_HELPER] = collect_arguments
     try:
-        args, kwargs = eval(compile(arg_tree, INPUT_FILE, "eval"), namespace)
+        input_code = compile(arg_tree, INPUT_FILE, "eval")
+        result["codes"].append(input_code)
+        args, kwargs = eval(input_code, namespace)
     except MemoryError:
         _out_of_memory(result, "MemoryError while evaluating the input")
         return
@@ -271,7 +302,9 @@ def _compare(result: dict, value, expected_text: str, namespace: dict) -> None:
         result["output_matches"] = False
         return
     try:
-        expected = eval(compile(expected_text, EXPECTED_FILE, "eval"), namespace)
+        expected_code = compile(expected_text, EXPECTED_FILE, "eval")
+        result["codes"].append(expected_code)
+        expected = eval(expected_code, namespace)
     except BaseException as exc:
         result["output_matches"] = False
         result["note"] = f"expected output does not evaluate: {type(exc).__name__}: {_describe(exc)}"

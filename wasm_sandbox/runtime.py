@@ -194,7 +194,8 @@ class Sandbox:
     def run(self, request: dict, isolation: str = "job") -> JobOutcome:
         """Run one job: ``request`` has ``code``, ``input`` and optionally ``entry``,
         ``expected`` and ``options``; the sandbox's limits are added here."""
-        payload = json.dumps({**request, "limits": self.limits.guest()})
+        payload = json.dumps({**request, "limits": self.limits.guest(),
+                              "check_shared_state": isolation == "batch"})
         started = time.perf_counter_ns()
         text, trapped, fresh = self.call(payload, isolation)
         duration_us = (time.perf_counter_ns() - started) // 1000
@@ -205,6 +206,14 @@ class Sandbox:
                                f"trace result exceeds {self.limits.max_result_bytes} bytes"},
                               duration_us, fresh)
         result = json.loads(text)
+        changed = result.pop("shared_state_changed", None)
+        if changed:
+            # batch isolation: the job rebound module state the next job would see. Its own
+            # trace stands (that is what the program did); the rest runs in a new instance.
+            self._reused = None
+            note = ("changed shared interpreter state (" + ", ".join(changed[:5])
+                    + (", ..." if len(changed) > 5 else "") + "); later jobs ran in a fresh instance")
+            result["note"] = f"{result['note']}; {note}" if result.get("note") else note
         if result.get("status") == "tampered":
             # it may have left the interpreter in any state: the next job gets a fresh one
             self._reused = None
