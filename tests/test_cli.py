@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from engine import __version__
 from engine.cli import main
 from wasm_sandbox.build import cache_dir
-from sample_corpus import ADD, BOOM, LOOP, NEG, RECORDS, SQUARE  # noqa: F401
+from sample_corpus import RECORDS, SQUARE
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ import engine.tracing as tracing
 from engine.corpus import demo_corpus_path, load_corpus
 from engine.store import (StoreError, TraceWriter, connect, query, status_counts)
 from engine.tracing import TraceOptions, run_jobs, trace_corpus
-from sample_corpus import ADD, BOOM, LOOP, NEG, RECORDS, SQUARE  # noqa: F401
+from sample_corpus import ADD, BOOM, LOOP, NEG, RECORDS, SQUARE
 
 
 N_RUNS = 6

@@ -24,7 +24,7 @@ import sys
 import time
 from types import CodeType
 # Bound here, not looked up in builtins at each use: a program may rebind builtins.
-from builtins import bool, callable, compile, dict, eval, exec, isinstance, len, list, str, type, zip  # noqa: A004
+from builtins import bool, callable, compile, dict, eval, exec, isinstance, list, str, type, zip  # noqa: A004
 
 from guest_io import BoundedWriter, RecursionGuard, StopTracing, collect_arguments
 from sysmon_tracer import EVENT_NAMES, Tracer, restore_monitoring

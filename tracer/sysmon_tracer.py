@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import sys
 # Bound here, not looked up in builtins at each use: a program may rebind builtins.
-from builtins import len, range, repr, type  # noqa: A004
+from builtins import len, range, type  # noqa: A004
 
 from bounded_repr import bounded_repr
 from guest_io import StopTracing
