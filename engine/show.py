@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.store import StoreError, connect
+import duckdb
+
+from engine.store import StoreError, first_line, connect
 
 
 @dataclass
@@ -53,17 +55,23 @@ def load_run(db: str | Path, run_id: int | None = None, sample_id: str | None = 
         raise ValueError("give a run id or a sample id")
     con = connect(db, read_only=True)
     try:
-        rid = find_run_id(con, run_id, sample_id, input_index)
-        cursor = con.execute("SELECT r.*, p.code, p.entry, p.source FROM runs r "
-                             "JOIN programs p USING (program_id) WHERE run_id = ?", [rid])
-        names = [d[0] for d in cursor.description]
-        run = dict(zip(names, cursor.fetchone()))
-        steps = con.execute("SELECT step, event, func, line, depth, frame FROM steps "
-                            "WHERE run_id = ? ORDER BY step", [rid]).fetchall()
-        states = con.execute("SELECT step, var, value, type, truncated FROM states "
-                             "WHERE run_id = ? ORDER BY step, rowid", [rid]).fetchall()
+        return _read_run(con, run_id, sample_id, input_index)
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
     finally:
         con.close()
+
+
+def _read_run(con, run_id: int | None, sample_id: str | None, input_index: int) -> RunView:
+    rid = find_run_id(con, run_id, sample_id, input_index)
+    cursor = con.execute("SELECT r.*, p.code, p.entry, p.source FROM runs r "
+                         "JOIN programs p USING (program_id) WHERE run_id = ?", [rid])
+    names = [d[0] for d in cursor.description]
+    run = dict(zip(names, cursor.fetchone()))
+    steps = con.execute("SELECT step, event, func, line, depth, frame FROM steps "
+                        "WHERE run_id = ? ORDER BY step", [rid]).fetchall()
+    states = con.execute("SELECT step, var, value, type, truncated FROM states "
+                         "WHERE run_id = ? ORDER BY step, rowid", [rid]).fetchall()
     code = run.pop("code")
     lines = code.splitlines()
     views = {s[0]: StepView(*s, source=lines[s[3] - 1].strip() if 0 < s[3] <= len(lines) else "")

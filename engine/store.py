@@ -119,10 +119,13 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
         raise StoreError(f"database not found: {path}")
     if not read_only and not path.parent.exists():
         raise StoreError(f"cannot create database {path}: directory {path.parent} does not exist")
+    existed = path.exists()
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
-        raise StoreError(f"cannot open database {path}: {_first_line(exc)}") from exc
+        if not existed and path.exists() and path.stat().st_size == 0:
+            path.unlink()  # a failed create (full disk) must not leave an unusable file
+        raise StoreError(f"cannot open database {path}: {first_line(exc)}") from exc
     try:
         if not read_only:
             _check_schema(con, path, allow_missing=True)
@@ -132,7 +135,7 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
             _check_schema(con, path, allow_missing=False)
     except duckdb.Error as exc:
         con.close()
-        raise StoreError(f"cannot initialise database {path}: {_first_line(exc)}") from exc
+        raise StoreError(f"cannot initialise database {path}: {first_line(exc)}") from exc
     except StoreError:
         con.close()
         raise
@@ -162,7 +165,7 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: boo
                              f"reads version {SCHEMA_VERSION}")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -170,14 +173,20 @@ def _first_line(exc: BaseException) -> str:
 class TraceWriter:
     """Appends batches of traced runs to a store; assigns run and program ids."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, force: bool = False) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, force: bool = False,
+                 path: str | Path = "") -> None:
         self.con = con
         self.force = force
-        self.next_run_id = con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
-        self.next_program_id = con.execute(
-            "SELECT coalesce(max(program_id), 0) + 1 FROM programs").fetchone()[0]
-        self.program_ids: dict[str, int] = dict(
-            con.execute("SELECT program_key, program_id FROM programs").fetchall())
+        self.path = path
+        try:
+            self.next_run_id = con.execute(
+                "SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
+            self.next_program_id = con.execute(
+                "SELECT coalesce(max(program_id), 0) + 1 FROM programs").fetchone()[0]
+            self.program_ids: dict[str, int] = dict(
+                con.execute("SELECT program_key, program_id FROM programs").fetchall())
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read database {path}: {first_line(exc)}") from exc
 
     def stored_keys(self, keys: Iterable[str]) -> set[str]:
         """The subset of ``keys`` already stored as runs."""
@@ -186,6 +195,8 @@ class TraceWriter:
         try:
             found = self.con.execute(
                 "SELECT r.run_key FROM runs r JOIN wanted_keys w USING (run_key)").fetchall()
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read database {self.path}: {first_line(exc)}") from exc
         finally:
             self.con.unregister("wanted_keys")
         return {key for (key,) in found}
@@ -203,13 +214,16 @@ class TraceWriter:
                 self._insert(runs, steps, states, programs)
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass  # DuckDB already aborted it (a failed COMMIT): keep the real error
                 raise
         except BaseException as exc:
             # nothing of this batch is stored: forget the ids handed out for it
             self.next_run_id, self.next_program_id, self.program_ids = saved
             if isinstance(exc, duckdb.Error):
-                raise StoreError(f"cannot write to database: {_first_line(exc)}") from exc
+                raise StoreError(f"cannot write to database {self.path}: {first_line(exc)}") from exc
             raise
         return run_ids
 
@@ -371,7 +385,7 @@ def query(db: str | Path, sql: str, params: list | None = None) -> QueryResult:
             return QueryResult([], [])
         return QueryResult([d[0] for d in cursor.description], cursor.fetchall())
     except duckdb.Error as exc:
-        raise StoreError(f"query failed: {_first_line(exc)}") from exc
+        raise StoreError(f"query failed on {db}: {first_line(exc)}") from exc
     finally:
         con.close()
 

@@ -113,7 +113,7 @@ def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOpti
                            jobs=len(loaded.jobs), corpus_errors=list(loaded.errors))
     con = connect(db)
     try:
-        writer = TraceWriter(con, force=options.force)
+        writer = TraceWriter(con, force=options.force, path=db)
         jobs = _deduplicated(loaded.jobs)
         summary.duplicates = summary.jobs - len(jobs)
         if not options.force:

@@ -329,16 +329,16 @@ def test_sql_hottest_lines_file(db):
 
 
 def test_sql_bad_query_is_a_one_line_error(db):
-    """Bad SQL: exit 1, one line 'Error: query failed: ...'."""
+    """Bad SQL: exit 1, one line 'Error: query failed on DB: ...'."""
     result = invoke("sql", "SELEC 1", "--db", db)
-    assert_one_line_error(result, 'query failed: Parser Error: syntax error at or near "SELEC"')
+    assert_one_line_error(result, f'query failed on {db}: Parser Error: syntax error at or near "SELEC"')
 
 
 def test_sql_write_statement_is_refused(db):
     """The store is opened read-only: DELETE fails with one line and deletes nothing."""
     result = invoke("sql", "DELETE FROM runs", "--db", db)
     assert_one_line_error(result)
-    assert result.stderr.startswith("Error: query failed: ")
+    assert result.stderr.startswith(f"Error: query failed on {db}: ")
     assert rows(db, "SELECT count(*) FROM runs") == [(6,)]
 
 

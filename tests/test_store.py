@@ -376,7 +376,7 @@ def test_query_on_a_missing_database(tmp_path):
 
 def test_query_results_and_bad_sql(traced):
     """query() returns columns and rows; bad SQL, an unknown table and a write statement
-    are StoreErrors ('query failed: ...', one line) and change nothing."""
+    are StoreErrors ('query failed on DB: ...', one line) and change nothing."""
     _, db, _ = traced
     result = query(db, "SELECT sample_id, output FROM runs WHERE input_index = ? ORDER BY run_id",
                    [1])
@@ -388,7 +388,7 @@ def test_query_results_and_bad_sql(traced):
                                             "statement of type \"DELETE\"")):
         with pytest.raises(StoreError) as info:
             query(db, sql)
-        assert str(info.value).startswith(start)
+        assert str(info.value).startswith(start.replace("query failed:", f"query failed on {db}:"))
         assert "\n" not in str(info.value)
     assert counts(db)["runs"] == N_RUNS
     assert status_counts(db) == {"exception": 1, "ok": 5}

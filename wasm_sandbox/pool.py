@@ -4,11 +4,19 @@ The parent hands one chunk at a time to each idle worker (its own inbox), so it 
 knows which chunk a worker holds: if a worker process dies (a host-side crash, ``kill -9``)
 its chunk is run again in a replacement worker, once; a chunk that kills a worker twice is
 reported as ``crashed`` for each of its jobs. Nothing another worker finished is lost.
+
+Each worker sends its results through a pipe of its own, which the parent waits on
+together with the others: a worker that dies in the middle of sending leaves only its own
+pipe at end-of-file (a shared queue would leave the parent blocked on a half-read message,
+or the other workers on the queue's lock). Workers check between jobs that the parent is
+alive and exit without flushing anything when it is not.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.connection as mpc
+import os
 import queue
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -29,6 +37,7 @@ class PoolError(RuntimeError):
 class _Worker:
     process: mp.Process
     inbox: mp.Queue
+    results: mpc.Connection
     chunk: tuple[int, list[dict]] | None = None
     ready: bool = False
 
@@ -43,27 +52,39 @@ def prepare(limits: Limits) -> GuestArtifacts:
 
 
 def _worker_main(limits: Limits, isolation: str, artifacts: GuestArtifacts,
-                 inbox: mp.Queue, outbox: mp.Queue, worker_id: int) -> None:
+                 inbox: mp.Queue, results: mpc.Connection, worker_id: int) -> None:
     try:
         sandbox = Sandbox(limits, artifacts)
     except BaseException as exc:  # reported to the parent, which fails the whole run
-        outbox.put(("failed", worker_id, f"{type(exc).__name__}: {exc}"))
+        results.send(("failed", worker_id, f"{type(exc).__name__}: {exc}"))
         return
-    outbox.put(("ready", worker_id, None))
+    results.send(("ready", worker_id, None))
     parent = mp.parent_process()
-    while True:
+
+    def orphaned() -> bool:
+        return parent is not None and not parent.is_alive()
+
+    while not orphaned():
         try:
             item = inbox.get(timeout=POLL_S)
         except queue.Empty:
-            if parent is not None and not parent.is_alive():
-                break  # the parent was killed (kill -9): nobody will read our results
             continue
         if item is None:
             break
         chunk_id, requests = item
-        outcomes = [sandbox.run(request, isolation) for request in requests]
-        outbox.put(("done", worker_id, (chunk_id, outcomes)))
+        outcomes = []
+        for request in requests:
+            if orphaned():
+                break
+            outcomes.append(sandbox.run(request, isolation))
+        else:
+            try:
+                results.send(("done", worker_id, (chunk_id, outcomes)))
+            except OSError:  # the parent closed its end: it is gone
+                break
     sandbox.close()
+    if orphaned():
+        os._exit(0)  # nothing to flush for a parent that no longer reads
 
 
 def crashed_outcomes(count: int, message: str) -> list[JobOutcome]:
@@ -82,7 +103,6 @@ class WorkerPool:
         self.isolation = isolation
         self.artifacts = artifacts or prepare(limits)
         self._ctx = mp.get_context("spawn")
-        self._outbox: mp.Queue = self._ctx.Queue()
         self._workers: dict[int, _Worker] = {}
         self._next_id = 0
         for _ in range(workers):
@@ -92,12 +112,25 @@ class WorkerPool:
         worker_id = self._next_id
         self._next_id += 1
         inbox = self._ctx.Queue()
+        reader, writer = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(
             target=_worker_main, name=f"steptrace-worker-{worker_id}", daemon=True,
-            args=(self.limits, self.isolation, self.artifacts, inbox, self._outbox, worker_id))
+            args=(self.limits, self.isolation, self.artifacts, inbox, writer, worker_id))
         process.start()
-        self._workers[worker_id] = _Worker(process, inbox)
+        writer.close()  # the worker holds the only write end: its death means end-of-file
+        self._workers[worker_id] = _Worker(process, inbox, reader)
         return worker_id
+
+    def _receive(self) -> tuple | None:
+        """The next message from any worker, or None after ``POLL_S`` or when a worker's
+        pipe ended (it died; ``_reap_dead`` deals with it)."""
+        readers = {worker.results: worker for worker in self._workers.values()}
+        for connection in mpc.wait(list(readers), timeout=POLL_S):
+            try:
+                return connection.recv()
+            except (EOFError, OSError):
+                readers[connection].process.join(1)
+        return None
 
     def run(self, chunks: Iterable[list[dict]]) -> Iterator[tuple[int, list[JobOutcome]]]:
         """Yield ``(chunk index, outcomes)`` as chunks finish (not in order)."""
@@ -111,9 +144,8 @@ class WorkerPool:
                     worker.chunk = pending.pop()
                     worker.inbox.put(worker.chunk)
                     in_flight += 1
-            try:
-                kind, worker_id, payload = self._outbox.get(timeout=POLL_S)
-            except queue.Empty:
+            message = self._receive()
+            if message is None:
                 for chunk, retry in self._reap_dead(retried):
                     in_flight -= 1
                     if retry:
@@ -122,6 +154,7 @@ class WorkerPool:
                         yield chunk[0], crashed_outcomes(
                             len(chunk[1]), "the worker process died twice running this chunk")
                 continue
+            kind, worker_id, payload = message
             worker = self._workers.get(worker_id)
             if kind == "failed":
                 self.close()
@@ -142,6 +175,7 @@ class WorkerPool:
             if worker.process.is_alive():
                 continue
             del self._workers[worker_id]
+            worker.results.close()
             if not worker.ready:  # died while starting: a replacement would die too
                 self.close()
                 raise PoolError(f"sandbox worker exited while starting "
@@ -161,6 +195,7 @@ class WorkerPool:
             worker.process.join(timeout=5)
             if worker.process.is_alive():
                 worker.process.kill()
+            worker.results.close()
         self._workers.clear()
 
     def __enter__(self) -> "WorkerPool":
