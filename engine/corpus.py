@@ -31,6 +31,12 @@ class CorpusError(ValueError):
     """A corpus that cannot be read at all, or one bad record in it."""
 
 
+def _digest(fields: list) -> str:
+    """SHA-256 of a JSON list: unambiguous whatever characters the fields hold."""
+    text = json.dumps(fields, ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
 @dataclass(frozen=True)
 class Program:
     source: str
@@ -45,8 +51,7 @@ class Program:
     @property
     def key(self) -> str:
         """Identity of the program in a store: where it came from and what it is."""
-        text = "\0".join((self.source, self.sample_id, self.entry, self.code_sha256))
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        return _digest([self.source, self.sample_id, self.entry, self.code_sha256])
 
 
 @dataclass(frozen=True)
@@ -59,9 +64,7 @@ class Job:
     @property
     def key(self) -> str:
         """Identity of the run: resume skips a job whose key is already stored."""
-        text = "\0".join((self.program.key, str(self.input_index), self.input,
-                          "\1" if self.expected is None else self.expected))
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        return _digest([self.program.key, self.input_index, self.input, self.expected])
 
     def request(self) -> dict:
         """What the guest needs (see tracer/job.py)."""

@@ -141,14 +141,15 @@ def test_batch_after_a_trap_gets_a_fresh_instance(box):
     assert job(box, LEN_PROBE, isolation="batch") == ("ok", "3", False)
 
 
-def test_batch_after_memory_limit_keeps_working(box):
-    """A MemoryError is not a trap: the batch instance is kept, its memory is reusable
-    and the next job runs normally in it."""
+def test_batch_after_a_limit_stop_gets_a_fresh_instance(box):
+    """A job stopped by a limit (here MemoryError) may have been stopped anywhere, even
+    inside the interpreter's own bookkeeping: in batch isolation the next job runs in a
+    fresh instance, and normally."""
     start_batch(box)
     grow = "def f():\n    kept = []\n    while True:\n        kept.append('x' * (1 << 20))\n"
     assert job(box, grow, isolation="batch") == ("memory_limit", None, False)
     assert job(box, "def f():\n    return len('y' * (8 << 20))\n", isolation="batch") == (
-        "ok", str(8 << 20), False)
+        "ok", str(8 << 20), True)
 
 
 # ---------------------------------------------------------------------------- what the guest sees

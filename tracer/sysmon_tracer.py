@@ -401,15 +401,17 @@ class Tracer:
 
     def _enter(self, kind: int, code, offset: int) -> None:
         frame = self._frame(3)
-        self.frame_depths.pop(frame, None)  # a generator may resume elsewhere
-        self._check_depth(frame)
         fid = self.frame_ids.get(frame)
         if fid is None:  # a generator started before tracing began: adopt it
             fid = self.next_frame
             self.next_frame += 1
             self.frame_ids[frame] = fid
             self.prev[fid] = {}
+        # On the stack before the depth check: a RecursionError raised here unwinds this
+        # frame, and its unwind step pops it again.
         self.stack.append(fid)
+        self.frame_depths.pop(frame, None)  # a generator may resume elsewhere
+        self._check_depth(frame)
         self._record(kind, code, self.line_of(code, offset), frame, fid)
 
     def _on_resume(self, code, offset):

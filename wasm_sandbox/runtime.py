@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import resource
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,7 +37,18 @@ from wasm_sandbox.build import GuestArtifacts, ensure_component, is_verified, wr
 from wasm_sandbox.limits import Limits
 
 TICK_S = 0.01
+WASM_STACK_BYTES = 6 * 1024 * 1024
+
+
+def wasm_stack_bytes() -> int:
+    """``WASM_STACK_BYTES``, but 1 MiB below this process's stack limit: wasm code runs on
+    the calling thread's stack, and overrunning it would crash the host process."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
+    if soft == resource.RLIM_INFINITY:
+        return WASM_STACK_BYTES
+    return max(512 * 1024, min(WASM_STACK_BYTES, soft - 1024 * 1024))
 ISOLATIONS = ("job", "batch")
+FRESH_AFTER = frozenset({"tampered", "step_limit", "memory_limit", "output_limit"})
 
 
 @dataclass
@@ -50,7 +62,8 @@ class JobOutcome:
 
 def engine_fingerprint(limits: Limits) -> str:
     """Compiled code depends on the engine's settings: keep one ``.cwasm`` per setting."""
-    return hashlib.sha256(f"epoch=1;pool=1;mem={limits.memory_mb}".encode()).hexdigest()[:8]
+    setting = f"epoch=1;pool=1;mem={limits.memory_mb};stack={wasm_stack_bytes()}"
+    return hashlib.sha256(setting.encode()).hexdigest()[:8]
 
 
 def _pooling_config(limits: Limits):
@@ -80,6 +93,13 @@ def _pooling_config(limits: Limits):
 def make_engine(limits: Limits) -> wasmtime.Engine:
     config = wasmtime.Config()
     config.epoch_interruption = True
+    # The guest's native stack: CPython needs it for every Python call made through C
+    # (map, sorted(key=...), list(generator), __repr__): wasmtime's 2 MiB default
+    # overflows ~250 such levels deep, before Python's own limit of 1000.
+    stack = wasm_stack_bytes()
+    # the async stack (which wasmtime-py's WASI uses) must be at least as large
+    wasmtime_ffi.wasmtime_config_async_stack_size_set(config.ptr(), stack + 1024 * 1024)
+    config.max_wasm_stack = stack
     wasmtime_ffi.wasmtime_pooling_allocation_strategy_set(config.ptr(), _pooling_config(limits))
     return wasmtime.Engine(config)
 
@@ -214,8 +234,9 @@ class Sandbox:
             note = ("changed shared interpreter state (" + ", ".join(changed[:5])
                     + (", ..." if len(changed) > 5 else "") + "); later jobs ran in a fresh instance")
             result["note"] = f"{result['note']}; {note}" if result.get("note") else note
-        if result.get("status") == "tampered":
-            # it may have left the interpreter in any state: the next job gets a fresh one
+        if result.get("status") in FRESH_AFTER:
+            # a job stopped mid-way (or one that tampered) may have left the interpreter in
+            # any state: in batch isolation the next job gets a fresh instance
             self._reused = None
         return JobOutcome(result, duration_us, fresh)
 
