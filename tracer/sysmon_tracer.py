@@ -322,10 +322,12 @@ class Tracer:
             return code.co_firstlineno if default == -1 else default
         return line
 
-    def _check_depth(self, frame) -> None:
+    def _check_depth(self, frame, enforce: bool = True) -> None:
         """Raise RecursionError where plain CPython would: the entry function stands for a
         function called from a script's top level (depth 2), and every Python frame
-        between counts, program or not."""
+        between counts, program or not. A resumed generator is not checked: CPython
+        refuses to resume it in the caller, which a callback (already inside the
+        generator's frame) cannot reproduce; it may run one level deeper instead."""
         depths = self.frame_depths
         depth = 0
         current = frame
@@ -340,7 +342,7 @@ class Tracer:
             current = current.f_back
         depths[frame] = depth
         guard = self.recursion
-        if guard is not None and depth + 1 > guard.limit:
+        if enforce and guard is not None and depth + 1 > guard.limit:
             del depths[frame]
             raise RecursionError("maximum recursion depth exceeded")
 
@@ -407,11 +409,9 @@ class Tracer:
             self.next_frame += 1
             self.frame_ids[frame] = fid
             self.prev[fid] = {}
-        # On the stack before the depth check: a RecursionError raised here unwinds this
-        # frame, and its unwind step pops it again.
         self.stack.append(fid)
         self.frame_depths.pop(frame, None)  # a generator may resume elsewhere
-        self._check_depth(frame)
+        self._check_depth(frame, enforce=False)
         self._record(kind, code, self.line_of(code, offset), frame, fid)
 
     def _on_resume(self, code, offset):
