@@ -1021,6 +1021,15 @@ def f(k):
 # Python recursion through a C builtin (map, list(generator), sorted(key=...)) overflows
 # the guest's native stack at ~250 levels; plain CPython returns (its limit is 1000).
 MAP_RECURSION = "def f(n):\n    return list(map(f, [n - 1]))[0] + 1 if n else 0\n"
+# A generator abandoned suspended inside try/finally is closed when the entry function's
+# frame is freed, after its `return`; calls made by that clean-up are recorded (after the
+# return, at depth 0) and count towards the step limit, though the docs say clean-up
+# after the call is not recorded. Found by test_mutated_and_random_programs_... as
+# `finally: z = (0 + sum(0 for i in range(0)))` with `gen = h(1); next(gen); return 0`.
+CLEANUP_CALL = ("def g():\n    return 1\ndef h():\n    try:\n        yield 1\n    finally:\n"
+                "        g()\ndef f():\n    gen = h()\n    next(gen)\n    return 0\n")
+CLEANUP_LOOP = CLEANUP_CALL.replace("        g()\n", "        for i in range(1000):\n"
+                                                     "            g()\n")
 # Stopped by the step limit ~400 frames deep inside try/except/finally: the job itself
 # is fine (step_limit), but the next job in the same batch instance traps.
 STOPPED_IN_FINALLY = ("def f():\n    try:\n        f()\n    except Exception:\n        pass\n"
@@ -1031,6 +1040,8 @@ STOPPED_IN_FINALLY = ("def f():\n    try:\n        f()\n    except Exception:\n 
 @given(st.text(), st.text(), st.text(), st.text())
 @example(RESUME_AT_LIMIT, "27", "ok", "1")
 @example(MAP_RECURSION, "300", "ok", "300")
+@example(CLEANUP_CALL, "", "ok", "0")
+@example(CLEANUP_LOOP, "", "ok", "0")
 def test_found_bugs_programs(box, code, input_text, status, output):
     """Programs that broke an invariant or got another status than CPython gives them:
     the status and output plain CPython gives, and a consistent trace."""

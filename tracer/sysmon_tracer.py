@@ -382,6 +382,13 @@ class Tracer:
             return None
         if self.stop is not None:
             raise self.stop
+        frame = self._frame(2)
+        caller = frame.f_back
+        if (caller is not None and caller.f_code.co_filename == self.filename
+                and caller not in self.frame_ids):
+            # called from a program frame that is not traced: the clean-up of a generator
+            # abandoned by a finished activation (see _on_throw) is not part of the call
+            return None
         if code not in self.code_index:
             self.code_index[code] = len(self.funcs)
             self.funcs.append(code.co_qualname)
@@ -390,7 +397,6 @@ class Tracer:
                 _set_local_events(TOOL_ID, code, self.local_events())
             finally:
                 self.own = False
-        frame = self._frame(2)
         self._check_depth(frame)
         fid = self.next_frame
         self.next_frame += 1
