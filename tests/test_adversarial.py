@@ -504,3 +504,44 @@ def test_patched_sys_monitoring_next_batch_job(box, baseline):
     code, _ = TRACER_ATTACKS["patch_sys_monitoring_module"]
     _run(box, code, isolation="batch")
     assert_next_job_ok(box, "batch", baseline)
+
+
+# ------------------------------------------------------------------ forging the tracer
+# Python has no private state: without imports or frames a program can still reach the
+# tracer's classes (object.__subclasses__()) and module globals (function __globals__).
+# The guest compares its own modules and classes, and the tracer's state, with the build
+# after every job.
+FORGERIES = {
+    "patch_tracer_class": (
+        "def f():\n    T = [c for c in object.__subclasses__()\n"
+        "         if c.__name__ == 'Tracer' and c.__module__ == 'sysmon_tracer'][0]\n"
+        "    T._record = lambda *a, **k: 0\n    return 1\n",
+        "the program changed the tracer's code (Tracer)"),
+    "patch_runner_globals": (
+        "import sys\ndef f():\n    g = sys.modules['guest'].WitWorld.run.__globals__\n"
+        "    g['run_job'].__globals__['_fill_trace'] = lambda r, t: None\n    return 1\n",
+        "the program changed the tracer's code (job)"),
+    "swap_function_code": (
+        "def g():\n    return 2\ndef f():\n    def h():\n        return 3\n"
+        "    h.__code__ = g.__code__\n    return h()\n",
+        "the program tried to reach interpreter internals (object.__setattr__ __code__)"),
+    "raise_own_step_limit": (
+        "import sys\ndef f():\n    t = sys.modules['guest'].WitWorld.run.__globals__['TRACER']\n"
+        "    t.max_steps = 10**9\n    return 1\n",
+        "the program changed the tracer's state"),
+}
+
+
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+@pytest.mark.parametrize("name", list(FORGERIES))
+def test_forging_the_tracer_is_reported(box, name, isolation):
+    """Monkeypatching the tracer's classes or globals, swapping a function's code, or
+    changing the tracer's limits: the run is `tampered` with what was found, and the next
+    job (in batch isolation: a fresh instance) is traced exactly."""
+    code, message = FORGERIES[name]
+    outcome = box.run({"code": code, "input": ""}, isolation)
+    assert (outcome.result["status"], outcome.result["exception_message"]) == ("tampered", message)
+    after = box.run({"code": "def f(n):\n    s = 0\n    for i in range(n):\n        s += i\n"
+                             "    return s\n", "input": "3"}, isolation)
+    assert after.fresh_instance is True
+    assert (after.result["status"], after.result["output"], after.result["line_steps"]) == ("ok", "3", 9)

@@ -21,6 +21,9 @@ import json
 import keyword
 import math
 import re
+import select
+import subprocess
+import sys
 import tempfile
 import unicodedata
 import warnings
@@ -55,8 +58,10 @@ def box():
         yield sandbox
 
 
-def run(box: Sandbox, code: str, input_text: str, isolation: str = "job") -> dict:
-    return box.run({"code": code, "input": input_text, "entry": "f"}, isolation).result
+def run(box: Sandbox, code: str, input_text: str, isolation: str = "job",
+        **options) -> dict:
+    request = {"code": code, "input": input_text, "entry": "f", "options": options}
+    return box.run(request, isolation).result
 
 
 def assert_still_works(box: Sandbox, isolation: str = "job") -> None:
@@ -467,7 +472,7 @@ SMALL = st.integers(0, 4).map(str)
 def expressions(draw, depth: int = 0) -> str:
     leaf = st.one_of(st.integers(-3, 9).map(str), st.sampled_from(NAMES),
                      st.sampled_from(STRINGS))
-    kind = draw(st.integers(0, 18)) if depth < 2 else 0
+    kind = draw(st.integers(0, 19)) if depth < 2 else 0
     if kind <= 3:
         return draw(leaf)
 
@@ -506,13 +511,15 @@ def expressions(draw, depth: int = 0) -> str:
         return f"list(k({draw(SMALL)}))"  # yield from
     if kind == 17:
         return f"decorated({sub()})"
+    if kind == 18:
+        return f"D({sub()})"  # prints when it is freed
     return f"{{i: {sub()} for i in range({draw(SMALL)})}}"
 
 
 @st.composite
 def statements(draw, indent: int, depth: int, in_loop: bool) -> list[str]:
     pad = "    " * indent
-    top = 19 if depth < 2 else 9
+    top = 20 if depth < 2 else 9
     kind = draw(st.integers(0, top + (2 if in_loop else 0)))
 
     def e() -> str:
@@ -582,6 +589,15 @@ def statements(draw, indent: int, depth: int, in_loop: bool) -> list[str]:
     if kind == 19:
         return ([f"{pad}@deco", f"{pad}def inner(q, r=1):"] + body(False)
                 + [f"{pad}    return {e()}", f"{pad}{target} = inner({e()})"])
+    if kind == 20:  # several statements on one line: one LINE step for all of them
+        a, b, c = draw(SMALL), draw(SMALL), draw(SMALL)
+        before = draw(st.sampled_from([[], [f"{pad}{target} = D({a})"]]))
+        return before + [pad + draw(st.sampled_from([
+            f"{target} = D({b}); {target} = D({c}); print({a})",
+            f"for i in range({a}): {target} = D(i); print(i)",
+            f"{target} = D({b}); del {target}; print({c})",
+            f"{target} = None; print({b})",
+            f"{target} = {e()}; {target} = {e()}; print({target})"]))]
     return [f"{pad}{draw(st.sampled_from(['break', 'continue']))}"]
 
 
@@ -593,8 +609,18 @@ def blocks(draw, indent: int, depth: int, in_loop: bool) -> list[str]:
     return lines
 
 
+# __repr__ bodies of the programs' class R; the tracer calls __repr__ to record states,
+# so only the pure ones leave the program's behaviour as it is without tracing
+PURE_REPRS = (["        return 'R(%r)' % (self.v,)"],
+              ["        raise ValueError('no repr')"],
+              ["        return self.v"])  # not a string: repr raises TypeError
+IMPURE_REPRS = (["        return str(g(self.v))"],  # program code run by the tracer
+                ["        print('repr', end='')", "        return 'R'"],
+                ["        return repr(list(h(2)))"])
+
+
 @st.composite
-def programs(draw) -> str:
+def programs(draw, pure_repr: bool = False) -> str:
     lines = ["counter = 0", ""]
     lines += ["def g(x, y=1):", "    global counter"] + draw(blocks(1, 1, False)) + [f"    return {draw(expressions())}"]
     if draw(st.booleans()):
@@ -604,14 +630,10 @@ def programs(draw) -> str:
                   "    finally:", f"        z = {draw(expressions())}"]
     lines += ["def k(n):", "    yield from h(n)", "    return n"]
     lines += ["class R:", "    def __init__(self, v):", "        self.v = v",
-              "    def __repr__(self):"] + draw(st.sampled_from([
-                  ["        return 'R(%r)' % (self.v,)"],
-                  ["        raise ValueError('no repr')"],
-                  ["        return str(g(self.v))"],  # program code run by the tracer
-                  ["        print('repr', end='')", "        return 'R'"],
-                  ["        return repr(list(h(2)))"],
-                  ["        return self.v"],  # not a string: repr raises TypeError
-              ]))
+              "    def __repr__(self):"] + draw(st.sampled_from(
+                  PURE_REPRS if pure_repr else PURE_REPRS + IMPURE_REPRS))
+    lines += ["class D:", "    def __init__(self, v):", "        self.v = v",
+              "    def __del__(self):", "        print('freed', self.v)"]
     lines += ["class CM:", "    def __init__(self, v):", "        self.v = v",
               "    def __enter__(self):", "        return self.v",
               "    def __exit__(self, *exc):",
@@ -619,14 +641,16 @@ def programs(draw) -> str:
     lines += ["def deco(fn):", "    def wrapper(*a):", "        return fn(*a)", "    return wrapper",
               "@deco", "def decorated(v):", "    return [v]"]
     lines += ["def nothing():", "    return None", "", "def f(x, y=2):",
-              "    global counter", "    s = 'abc'", "    acc = 0", "    lst = [1, 2]"]
+              "    global counter", "    s = 'abc'", "    acc = 0", "    lst = [1, 2]",
+              "    gen = h(2)", "    cm = None"]
     lines += draw(blocks(1, 0, False))
     lines += [f"    return {draw(expressions())}", ""]
     return "\n".join(lines)
 
 
-INPUTS = st.sampled_from(["1, 2", "3, 'ab'", "'abc', [1, 2]", "0, 0", "-2, 5", "[3, 1, 2]",
-                          "5", "", "1, 2, 3", "'a b', y='b'", "x=4"])
+_CALLS = ["1, 2", "3, 'ab'", "'abc', [1, 2]", "0, 0", "-2, 5", "[3, 1, 2]", "5",
+          "'a b', y='b'", "x=4"]
+INPUTS = st.sampled_from(_CALLS * 4 + ["", "1, 2, 3", "z=1"])  # mostly calls that bind
 
 
 @st.composite
@@ -723,10 +747,33 @@ def check_trace(code: str, result: dict) -> None:
                if s == n - 1 and var == "<return>"]
         if len(result["output"]) <= LIMITS.max_repr:
             assert ret == [result["output"]]
+    if "snapshots" in result:
+        check_replay(result)
 
 
-def check_program(box: Sandbox, code: str, input_text: str, isolation: str = "job") -> dict:
-    result = run(box, code, input_text, isolation)
+def check_replay(result: dict) -> None:
+    """Replaying each frame's deltas gives its complete locals at every step, as the
+    tracer's ``full_locals`` mode records them afresh from the frame."""
+    steps, states = result["steps"], result["states"]
+    rows: dict[int, list] = {}
+    for step, var, value in zip(states["step"], states["var"], states["value"]):
+        if not var.startswith("<"):
+            rows.setdefault(step, []).append((var, value))
+    replayed: dict[int, dict] = {}
+    for index, frame in enumerate(steps["frame"]):
+        local = replayed.setdefault(frame, {})
+        for var, value in rows.get(index, ()):
+            if value is None:
+                assert var in local, (index, var)
+                del local[var]
+            else:
+                local[var] = value
+        assert result["snapshots"][index] == [index, local], index
+
+
+def check_program(box: Sandbox, code: str, input_text: str, isolation: str = "job",
+                  **options) -> dict:
+    result = run(box, code, input_text, isolation, **options)
     status = result["status"]
     event(f"status {status}")
     assert status in STATUSES, result
@@ -744,8 +791,6 @@ def check_program(box: Sandbox, code: str, input_text: str, isolation: str = "jo
         assert all(0 <= s < LIMITS.max_steps for s in result["states"]["step"])
     assert_still_works(box, isolation)
     return result
-
-
 
 
 @settings(max_examples=200, **FUZZ)
@@ -776,7 +821,154 @@ def test_mutated_and_random_programs_never_break_the_host(box, code, input_text)
     check_program(box, code, input_text)
 
 
-_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+# The same programs in plain CPython on the host, in a child process (memory capped,
+# runaway programs stopped by a sys.settrace event budget), as the oracle for what a
+# program does without the tracer.
+HOST_RUNNER = r"""
+import contextlib, gc, io, json, os, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+protocol = os.fdopen(os.dup(1), "w")
+sys.stdout = open(os.devnull, "w")
+
+
+class Budget(BaseException):
+    pass
+
+
+def run(code, text):
+    count = [0]
+
+    def local(frame, event, arg):
+        count[0] += 1
+        if count[0] > 50000:
+            raise Budget
+        return local
+
+    def trace(frame, event, arg):
+        return local(frame, event, arg) if frame.f_code.co_filename == "<program>" else None
+
+    out = io.StringIO()
+    result = {}
+    with contextlib.redirect_stdout(out):
+        try:
+            namespace = {"__name__": "__main__"}
+            exec(compile(code, "<program>", "exec"), namespace)
+            args, kwargs = eval(compile("__a(" + text + "\n)", "<input>", "eval"),
+                                {"__a": lambda *a, **k: (a, k)})
+        except BaseException:
+            return {"status": "invalid"}
+        sys.settrace(trace)
+        try:
+            value = namespace["f"](*args, **kwargs)
+        except Budget:
+            result = {"status": "budget"}
+        except BaseException as exc:
+            result = {"status": "exception", "type": type(exc).__name__}
+        else:
+            try:
+                shown = repr(value)
+            except BaseException as exc:
+                shown = "<repr failed: %s>" % type(exc).__name__
+            result = {"status": "ok", "output": shown[:100000]}
+            value = None  # freed here as in the guest, printing into the captured stdout
+        finally:
+            sys.settrace(None)
+        args = kwargs = None
+    result["stdout"] = out.getvalue()
+    return result
+
+
+for line in sys.stdin:
+    request = json.loads(line)
+    try:
+        answer = run(request["code"], request["input"])
+    except BaseException as exc:
+        answer = {"status": "budget", "error": repr(exc)}
+    gc.enable()
+    gc.collect()
+    protocol.write(json.dumps(answer) + "\n")
+    protocol.flush()
+"""
+# Both sides run with the cycle collector off: objects in reference cycles (and their
+# __del__) are then freed at the same moments in the guest and on the host.
+NO_GC = "import gc\ngc.disable()\n"
+
+
+class HostPython:
+    """A long-lived host CPython child answering one JSON request per line."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+
+    def _start(self) -> subprocess.Popen:
+        if self.process is None or self.process.poll() is not None:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", HOST_RUNNER], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                encoding="utf-8", errors="surrogatepass")
+        return self.process
+
+    def run(self, code: str, input_text: str, wait_s: float = 10.0) -> dict | None:
+        """The host's result, or None when it took longer than ``wait_s``."""
+        process = self._start()
+        process.stdin.write(json.dumps({"code": code, "input": input_text}) + "\n")
+        process.stdin.flush()
+        ready, _, _ = select.select([process.stdout], [], [], wait_s)
+        if not ready:
+            self.close()
+            return None
+        return json.loads(process.stdout.readline())
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+@pytest.fixture(scope="module")
+def host():
+    python = HostPython()
+    yield python
+    python.close()
+
+
+def _same_type(name: str | None) -> str | None:
+    # 3.11 runs a comprehension as a nested function (NameError for a free variable not
+    # yet bound), 3.12+ inlines it (UnboundLocalError, a NameError subclass)
+    return "NameError" if name == "UnboundLocalError" else name
+
+
+def _no_addresses(text: str | None) -> str | None:
+    return None if text is None else _ADDRESS.sub(" at ADDR", text)
+
+
+@settings(max_examples=150, **FUZZ)
+@given(programs(pure_repr=True), INPUTS)
+def test_programs_behave_as_in_plain_cpython(box, host, code, input_text):
+    """Tracing is transparent: a program that finishes in the sandbox (ok/exception)
+    returns the same value (repr) or raises the same exception type, and prints the same
+    stdout, as in plain CPython on the host (reprs compared up to memory addresses)."""
+    check_against_cpython(box, host, code, input_text)
+
+
+def check_against_cpython(box: Sandbox, host: HostPython, code: str, input_text: str) -> None:
+    code = NO_GC + code
+    guest = check_program(box, code, input_text, full_locals=True)  # reprs are pure
+    if guest["status"] not in ("ok", "exception"):
+        return
+    plain = host.run(code, input_text)
+    if plain is None or plain["status"] == "budget":
+        return  # a runaway the host stopped: nothing to compare
+    assert plain["status"] == guest["status"], (plain, guest)
+    if guest["status"] == "ok":
+        assert _no_addresses(guest["output"]) == _no_addresses(plain["output"])
+    else:
+        assert _same_type(guest["exception_type"]) == _same_type(plain["type"])
+    assert _no_addresses(guest["stdout"]) == _no_addresses(plain["stdout"])
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)  # also str(obj).upper()
 
 
 def _comparable(result: dict) -> dict:
@@ -1030,6 +1222,20 @@ CLEANUP_CALL = ("def g():\n    return 1\ndef h():\n    try:\n        yield 1\n  
                 "        g()\ndef f():\n    gen = h()\n    next(gen)\n    return 0\n")
 CLEANUP_LOOP = CLEANUP_CALL.replace("        g()\n", "        for i in range(1000):\n"
                                                      "            g()\n")
+# The same for a finaliser run when the entry function's frame is freed, after its
+# `return`: once recorded as a second depth-0 activation after the entry's return (and
+# its calls counted towards the step limit); now not traced, like any code that runs
+# while no program activation does. Found as `x = D(0)` then `return 0`.
+DEL_AFTER_RETURN = ("def g():\n    return 1\nclass D:\n    def __del__(self):\n"
+                    "        for i in range(1000):\n            g()\n"
+                    "def f():\n    d = D()\n    return 0\n")
+# The tracer's per-frame state (the previous step's locals) kept a reference to every
+# local's value until the frame's next step: an object a line dropped was freed one step
+# late, so its __del__ (or a generator's clean-up, or a weakref callback) ran after the
+# rest of that line. CPython prints "freed" then "after"; now only immutable atomic
+# values (which have no finalisers) are kept.
+FREED_LATE = ("class D:\n    def __del__(self):\n        print('freed')\n"
+              "def f():\n    d = D()\n    d = None; print('after')\n    return 0\n")
 # Stopped by the step limit ~400 frames deep inside try/except/finally: the job itself
 # is fine (step_limit), but the next job in the same batch instance traps.
 STOPPED_IN_FINALLY = ("def f():\n    try:\n        f()\n    except Exception:\n        pass\n"
@@ -1042,6 +1248,7 @@ STOPPED_IN_FINALLY = ("def f():\n    try:\n        f()\n    except Exception:\n 
 @example(MAP_RECURSION, "300", "ok", "300")
 @example(CLEANUP_CALL, "", "ok", "0")
 @example(CLEANUP_LOOP, "", "ok", "0")
+@example(DEL_AFTER_RETURN, "", "ok", "0")
 def test_found_bugs_programs(box, code, input_text, status, output):
     """Programs that broke an invariant or got another status than CPython gives them:
     the status and output plain CPython gives, and a consistent trace."""
@@ -1061,6 +1268,14 @@ def test_found_bugs_batch_isolation(box, before):
     # reused unless the job before was stopped by a limit (then a fresh instance is used)
     assert after.fresh_instance == (outcome.result["status"] in FRESH_AFTER)
     assert (after.result["status"], after.result.get("output")) == ("ok", "42"), after.result
+
+
+@settings(phases=[Phase.explicit], **FUZZ)
+@given(st.text(), st.text())
+@example(FREED_LATE, "")
+def test_found_bugs_against_cpython(box, host, code, input_text):
+    """Programs whose traced run printed or returned other than plain CPython."""
+    check_against_cpython(box, host, code, input_text)
 
 
 _ADD = CATALOGUE["add"][0]

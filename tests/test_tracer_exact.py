@@ -1183,6 +1183,50 @@ def test_entry_call_with_two_program_activations_is_fully_recorded(run):
     assert counts(result) == (2, 2, 0)
 
 
+FINALIZERS = """\
+class D:
+    def __del__(self):
+        print('freed')
+
+def f():
+    d = D()
+    d = None; print('after')
+    last = D()
+    return 0
+"""
+
+
+def test_finalizers_run_when_plain_cpython_runs_them(run):
+    """The tracer keeps no reference to a program's objects between steps (only immutable
+    atomic values, which have no finalisers): ``d = None`` frees the first ``D`` on line
+    7 itself, so its ``__del__`` runs there, traced as a call at depth 1, and prints
+    before ``after`` as in plain CPython; ``d``'s new value shows at the next step. The
+    second ``D`` is freed with ``f``'s frame after its ``return``: that finaliser runs
+    while no program activation does, and leaves no steps."""
+    result = run(FINALIZERS, "")
+    assert outcome(result) == ("ok", None, None, "0", "int", None)
+    assert result["stdout"] == "freed\nafter\nfreed\n"
+    assert counts(result) == (5, 2, 1)
+    assert steps_of(result) == [
+        ("call", "f", 5, 0, 0),
+        ("line", "f", 6, 0, 0),
+        ("line", "f", 7, 0, 0),
+        ("call", "D.__del__", 2, 1, 1),
+        ("line", "D.__del__", 3, 1, 1),
+        ("return", "D.__del__", 3, 1, 1),
+        ("line", "f", 8, 0, 0),
+        ("line", "f", 9, 0, 0),
+        ("return", "f", 9, 0, 0),
+    ]
+    assert deltas(result) == [
+        (2, "d", "<__main__.D object at ADDR>", "D"),
+        (3, "self", "<__main__.D object at ADDR>", "D"),
+        (5, "<return>", "None", "NoneType"),
+        (6, "d", "None", "NoneType"),
+        (7, "last", "<__main__.D object at ADDR>", "D"),
+        (8, "<return>", "0", "int"),
+    ]
+
 # ---------------------------------------------------------------- states and results
 def test_del_unbinds_names(run):
     """``del x`` shows as (x, None, None) at the next step; re-binding ``x`` shows its new
@@ -1257,6 +1301,7 @@ REPLAY_PROGRAMS = {
     "abandoned_in_except": (ABANDONED_IN_EXCEPT, ""),
     "args": (ARGS, "'l000*', "),
     "del": (DEL, "1"),
+    "finalizers": (FINALIZERS, ""),
 }
 
 

@@ -9,7 +9,11 @@ import gc
 import json
 import sys
 
+import bounded_repr as _bounded_repr
+import guest_io as _guest_io
+import job as _job
 import stdlib_preload  # noqa: F401  (imported for its side effect: the preloaded stdlib)
+import sysmon_tracer as _sysmon_tracer
 import wit_world
 from job import TRACER, may_touch_shared_state, run_job
 
@@ -47,6 +51,11 @@ class WitWorld(wit_world.WitWorld):
                 return json.dumps(preloaded())
             result = run_job(req)
             _restore_json()
+            changed = own_code_changed()
+            if changed:
+                result["status"] = "tampered"
+                result["exception_message"] = ("the program changed the tracer's code ("
+                                               + ", ".join(changed) + ")")
             codes = result.pop("codes", None)
             if req.get("check_shared_state") and (codes is None or may_touch_shared_state(codes)):
                 changed = changed_modules()
@@ -107,5 +116,30 @@ def changed_modules() -> list[str]:
             if modules.get(name) is not module or module.__dict__ != state]
 
 
+# The guest's own code, as built. A program can reach it without imports or frames
+# (object.__subclasses__(), function __globals__) and monkeypatch it to forge its trace;
+# any change is found after the job and the run is reported as tampered.
+_OWN_CODE = [_job, _sysmon_tracer, _bounded_repr, _guest_io, _sysmon_tracer.Tracer,
+             _guest_io.BoundedWriter, _guest_io.RecursionGuard, _guest_io.StopTracing]
+_OWN_STATE: list = []
+_RUN = WitWorld.run  # componentize-py adds WitWorld.__init__ itself: only `run` is checked
+
+
+def own_code_changed() -> list[str]:
+    """Names of the guest's modules and classes whose namespace differs from the build."""
+    for owner in _OWN_CODE:  # warnings (e.g. a SyntaxWarning from compile()) note
+        if "__warningregistry__" in owner.__dict__ and not isinstance(owner, type):
+            del owner.__dict__["__warningregistry__"]  # themselves in the caller's module
+    changed = [getattr(owner, "__name__", "?") for owner, state in zip(_OWN_CODE, _OWN_STATE)
+               if owner.__dict__ != state]
+    if WitWorld.__dict__.get("run") is not _RUN:
+        changed.append("WitWorld")
+    return changed
+
+
 gc.collect()
 gc.freeze()
+# Last: the snapshot of the guest's own code includes everything defined above. This
+# module's own namespace is not in it (it is still being executed); its only function
+# that runs per job is WitWorld.run, whose class is.
+_OWN_STATE.extend(dict(owner.__dict__) for owner in _OWN_CODE)

@@ -152,6 +152,7 @@ class Tracer:
         self.quiet = 0  # > 0 while the tracer itself runs program code (a __repr__)
         self.stop: StopTracing | None = None
         self.active = True
+        self.expected_state = self._own_state()
 
     # ------------------------------------------------------------------ lifecycle
     def install(self) -> None:
@@ -203,8 +204,16 @@ class Tracer:
         finally:
             self.own = False
 
+    def _own_state(self) -> tuple:
+        """What a job may not change in the tracer: its limits and its recording lists."""
+        return (self.max_steps, self.max_repr, self.count_instructions, self.filename,
+                tuple(map(id, (self.ev, self.ln, self.dp, self.fr, self.fn, self.states,
+                               self.funcs, self.code_index, self.callbacks))))
+
     def _tamper_reasons(self) -> str | None:
         reasons = []
+        if self._own_state() != self.expected_state:
+            reasons.append("the program changed the tracer's state")
         if self.refused:
             reasons.append("the program tried to reach interpreter internals ("
                            + ", ".join(sorted(set(self.refused))) + ")")
@@ -264,20 +273,24 @@ class Tracer:
             seen += 1
             old = prev.get(name)
             kind = type(value)
-            if old is not None and old[0] is value and kind in _ATOMIC_TYPES:
+            if old is not None and old[0] is value and old[2] is kind and kind in _ATOMIC_TYPES:
                 continue
             text, truncated = self.bounded_repr(value)
+            # only immutable atomic values are kept (for the identity shortcut above):
+            # holding any other object would delay its __del__ past the line that drops it
+            kept = value if kind in _ATOMIC_TYPES else None
             if old is not None and old[1] == text and old[2] is kind:
-                prev[name] = (value, text, kind)
+                prev[name] = (kept, text, kind)
                 continue
-            prev[name] = (value, text, kind)
+            prev[name] = (kept, text, kind)
             self._state(index, name, text, kind.__name__, truncated)
         if seen != len(prev):
             for name in [n for n in prev if n not in local_vars]:
                 del prev[name]
                 self.states.append((index, name, None, None, False))
-        if self.full_locals:
-            self.snapshots.append((index, {n: v[1] for n, v in prev.items()}))
+        if self.full_locals:  # computed afresh, independently of the deltas' bookkeeping
+            self.snapshots.append((index, {n: self.bounded_repr(v)[0]
+                                           for n, v in local_vars.items()}))
 
     def _state(self, index: int, name: str, text: str, type_name: str,
                truncated: bool) -> None:
@@ -367,6 +380,10 @@ class Tracer:
             if len(args) < 2 or args[1] not in _FRAME_ATTRIBUTES:
                 return
             what = f"{event} {args[1]}"
+        elif event == "object.__setattr__":
+            if len(args) < 2 or args[1] != "__code__":
+                return
+            what = f"{event} __code__"
         elif event in _REFUSED_EVENTS or event.startswith("sys.monitoring"):
             what = event
         else:
@@ -382,6 +399,10 @@ class Tracer:
             return None
         if self.stop is not None:
             raise self.stop
+        if not self.stack and code.co_name == "__del__":
+            # a finalizer run while no program activation is running (an object freed as
+            # the call's frames are torn down) is not part of the call
+            return None
         frame = self._frame(2)
         caller = frame.f_back
         if (caller is not None and caller.f_code.co_filename == self.filename
