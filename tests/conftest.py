@@ -49,3 +49,14 @@ def states_of(result: dict) -> list[tuple]:
 def cruxeval_path() -> Path:
     assert CRUXEVAL.exists(), f"CRUXEval data missing at {CRUXEVAL} (see shared/data/cruxeval/README.md)"
     return CRUXEVAL
+
+
+@pytest.fixture(scope="session")
+def cruxeval_db(tmp_path_factory, cruxeval_path) -> Path:
+    """The 800 CRUXEval samples traced once per session (fresh instance per job) into a
+    real DuckDB file. Tests that read it must not write to it: copy it first."""
+    from engine.tracing import TraceOptions, trace_corpus
+    db = tmp_path_factory.mktemp("cruxeval") / "crux.duckdb"
+    summary = trace_corpus(cruxeval_path, db, TraceOptions(workers=2, isolation="job"))
+    assert summary.traced == 800, summary
+    return db

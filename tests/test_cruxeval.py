@@ -7,16 +7,13 @@ import duckdb
 from engine.tracing import TraceOptions, trace_corpus
 
 
-def test_all_800_samples_run_ok_and_match(tmp_path, cruxeval_path):
+def test_all_800_samples_run_ok_and_match(cruxeval_db):
     """800 runs, all `ok`, every output equal to CRUXEval's expected output as the
     benchmark's own `assert f(input) == output` decides it (evaluated in the guest)."""
-    db = tmp_path / "crux.duckdb"
-    summary = trace_corpus(cruxeval_path, db, TraceOptions(workers=2, isolation="job"))
-    assert summary.traced == 800
-    assert dict(summary.by_status) == {"ok": 800}
-    assert (summary.with_expected, summary.matched) == (800, 800)
-    con = duckdb.connect(str(db), read_only=True)
+    con = duckdb.connect(str(cruxeval_db), read_only=True)
     try:
+        assert con.execute("SELECT status, count(*) FROM runs GROUP BY status").fetchall() == [
+            ("ok", 800)]
         assert con.execute("SELECT count(*), count(DISTINCT sample_id), "
                            "count(*) FILTER (WHERE output_matches) FROM runs").fetchone() == (800, 800, 800)
         # every run's steps are stored whole: n_steps agrees with the steps table
