@@ -13,6 +13,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
 from engine import __version__
+from engine.analysis import AnalysisOptions, analyse_store
 from engine.corpus import CorpusError, demo_corpus_path
 from engine.formats import FORMATS, render
 from engine.show import load_run
@@ -150,6 +151,33 @@ def sql(sql: str | None, sql_file: Path | None, db: str, fmt: str) -> None:
     text = sql_file.read_text() if sql_file else sql
     result = query(db, text)
     click.echo(render(result.columns, result.rows, fmt))
+
+
+@main.command()
+@db_option
+@click.option("--determinism", is_flag=True,
+              help="Also trace each run again in a separately seeded build of the guest "
+                   "and flag runs whose result or trace differs.")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes (default: one per CPU; 0 = in this process).")
+@click.option("--timeout", type=click.FloatRange(min=0.01), default=Limits.timeout_s,
+              show_default=True, help="Seconds per job (wall clock).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def analyse(db: str, determinism: bool, workers: int | None, timeout: float, quiet: bool,
+            fmt: str) -> None:
+    """Record condition outcomes and operand checks of every finished run (a second,
+    instrumented run), and with --determinism whether the run is reproducible."""
+    if not Path(db).exists():
+        raise click.ClickException(f"database not found: {db}")
+    options = AnalysisOptions(limits=Limits(timeout_s=timeout), determinism=determinism,
+                              **({} if workers is None else {"workers": workers}))
+    console = Console(stderr=True)
+    with Progress(TextColumn("analyse"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console,
+                  disable=quiet or not console.is_terminal) as progress:
+        summary = analyse_store(db, options, progress=_progress_callback(progress))
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace analyse"))
 
 
 @main.command()

@@ -19,7 +19,8 @@ import pyarrow as pa
 
 from engine.corpus import Job
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+READABLE_VERSIONS = ("1", "2")  # 2 added branches and analyses; 1 is upgraded on write
 DEFAULT_DB = "steptrace.duckdb"
 
 SCHEMA = """
@@ -77,6 +78,31 @@ CREATE TABLE IF NOT EXISTS states (
     type       VARCHAR,
     truncated  BOOLEAN NOT NULL
 );
+CREATE TABLE IF NOT EXISTS analyses (
+    run_id            BIGINT PRIMARY KEY,
+    status            VARCHAR NOT NULL,
+    agrees            BOOLEAN,
+    disagreement      VARCHAR,
+    int_ops           BIGINT,
+    int_ops_large     BIGINT,
+    seq_ops           BIGINT,
+    seq_ops_long      BIGINT,
+    float_ops         BIGINT,
+    true_divisions    BIGINT,
+    evaluations       BIGINT,
+    deterministic     BOOLEAN,
+    determinism_note  VARCHAR,
+    note              VARCHAR,
+    analysed_at       TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS branches (
+    run_id      BIGINT NOT NULL,
+    line        INTEGER NOT NULL,
+    col         INTEGER NOT NULL,
+    kind        VARCHAR NOT NULL,
+    evaluation  INTEGER NOT NULL,
+    taken       BOOLEAN NOT NULL
+);
 """
 
 RUN_COLUMNS = (
@@ -87,6 +113,14 @@ RUN_COLUMNS = (
 )
 STEP_COLUMNS = ("run_id", "step", "event", "func", "line", "depth", "frame")
 STATE_COLUMNS = ("run_id", "step", "var", "value", "type", "truncated")
+ANALYSIS_COLUMNS = (
+    "run_id", "status", "agrees", "disagreement", "int_ops", "int_ops_large", "seq_ops",
+    "seq_ops_long", "float_ops", "true_divisions", "evaluations", "deterministic",
+    "determinism_note", "note", "analysed_at",
+)
+BRANCH_COLUMNS = ("run_id", "line", "col", "kind", "evaluation", "taken")
+# Tables keyed by run_id that describe a run: replaced with it (trace --force).
+RUN_DETAIL_TABLES = ("steps", "states", "analyses", "branches")
 
 
 class StoreError(RuntimeError):
@@ -109,6 +143,7 @@ EXPECTED_COLUMNS = {
     "steps": STEP_COLUMNS,
     "states": STATE_COLUMNS,
 }
+ADDED_IN_2 = {"analyses": ANALYSIS_COLUMNS, "branches": BRANCH_COLUMNS}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -129,8 +164,8 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     try:
         if not read_only:
             _check_schema(con, path, allow_missing=True)
-            con.execute(SCHEMA)
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+            con.execute(SCHEMA)  # creates what is missing: a new file, or version 1's upgrade
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
         else:
             _check_schema(con, path, allow_missing=False)
     except duckdb.Error as exc:
@@ -158,11 +193,14 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: boo
             raise StoreError(f"{path} is not a steptrace store (no table {table})")
         if tuple(found[table]) != tuple(columns):
             raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
+    for table, columns in ADDED_IN_2.items():
+        if table in found and tuple(found[table]) != tuple(columns):
+            raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
     if "meta" in found:
         version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if version is not None and version[0] != SCHEMA_VERSION:
+        if version is not None and version[0] not in READABLE_VERSIONS:
             raise StoreError(f"{path} has store schema version {version[0]}; this steptrace "
-                             f"reads version {SCHEMA_VERSION}")
+                             f"reads versions {', '.join(READABLE_VERSIONS)}")
 
 
 def first_line(exc: BaseException) -> str:
@@ -232,7 +270,7 @@ class TraceWriter:
         con = self.con
         if self.force:
             con.register("replaced", pa.table({"run_key": runs.column("run_key")}))
-            for table in ("steps", "states"):
+            for table in RUN_DETAIL_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
                             "WHERE run_key IN (SELECT run_key FROM replaced))")
             con.execute("DELETE FROM runs WHERE run_key IN (SELECT run_key FROM replaced)")

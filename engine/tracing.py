@@ -83,20 +83,29 @@ def _chunks(jobs: list[Job], size: int) -> list[list[Job]]:
     return [jobs[i:i + size] for i in range(0, len(jobs), size)]
 
 
+def run_chunks(chunks: list[list[dict]], workers: int, limits: Limits, isolation: str = "job",
+               variant: str = "") -> Iterator[tuple[int, list[JobOutcome]]]:
+    """Run chunks of guest requests (in worker processes, or here with ``workers=0``);
+    yield ``(chunk index, outcomes)`` as chunks finish, in any order. ``variant`` names
+    a separately initialised build of the guest (see wasm_sandbox.build)."""
+    artifacts = prepare(limits, variant)
+    if workers == 0:
+        with Sandbox(limits, artifacts) as sandbox:
+            for index, chunk in enumerate(chunks):
+                yield index, [sandbox.run(request, isolation) for request in chunk]
+        return
+    with WorkerPool(min(workers, max(1, len(chunks))), limits, isolation, artifacts) as pool:
+        yield from pool.run(chunks)
+
+
 def run_jobs(jobs: list[Job], options: TraceOptions) -> Iterator[list[TracedRun]]:
     """Run ``jobs`` in the sandbox; yield finished runs chunk by chunk (any order)."""
     chunks = _chunks(jobs, options.chunk_size)
-    if options.workers == 0:
-        with Sandbox(options.limits, prepare(options.limits)) as sandbox:
-            for chunk in chunks:
-                yield [TracedRun(job, *_unpack(sandbox.run(job.request(), options.isolation)),
-                                 options.isolation) for job in chunk]
-        return
-    with WorkerPool(min(options.workers, max(1, len(chunks))), options.limits,
-                    options.isolation) as pool:
-        for index, outcomes in pool.run([[job.request() for job in chunk] for chunk in chunks]):
-            yield [TracedRun(job, *_unpack(outcome), options.isolation)
-                   for job, outcome in zip(chunks[index], outcomes)]
+    requests = [[job.request() for job in chunk] for chunk in chunks]
+    for index, outcomes in run_chunks(requests, options.workers, options.limits,
+                                      options.isolation):
+        yield [TracedRun(job, *_unpack(outcome), options.isolation)
+               for job, outcome in zip(chunks[index], outcomes)]
 
 
 def _unpack(outcome: JobOutcome) -> tuple[dict, int]:

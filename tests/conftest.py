@@ -54,9 +54,13 @@ def cruxeval_path() -> Path:
 @pytest.fixture(scope="session")
 def cruxeval_db(tmp_path_factory, cruxeval_path) -> Path:
     """The 800 CRUXEval samples traced once per session (fresh instance per job) into a
-    real DuckDB file. Tests that read it must not write to it: copy it first."""
+    real DuckDB file, then analysed (conditions, operands, determinism; see
+    engine/analysis.py). Tests that read it must not write to it: copy it first."""
+    from engine.analysis import AnalysisOptions, analyse_store
     from engine.tracing import TraceOptions, trace_corpus
     db = tmp_path_factory.mktemp("cruxeval") / "crux.duckdb"
     summary = trace_corpus(cruxeval_path, db, TraceOptions(workers=2, isolation="job"))
     assert summary.traced == 800, summary
+    analysed = analyse_store(db, AnalysisOptions(workers=2, determinism=True))
+    assert (analysed.analysed, analysed.determinism_checked) == (800, 800), analysed
     return db

@@ -9,6 +9,7 @@ import gc
 import json
 import sys
 
+import analysis as _analysis
 import bounded_repr as _bounded_repr
 import guest_io as _guest_io
 import job as _job
@@ -93,6 +94,7 @@ def _warm_up() -> None:
     run_job({"code": WARM_UP_PROGRAM, "input": "1, b=3", "expected": "(7, [])"})
     run_job({"code": WARM_UP_PROGRAM, "input": "x", "expected": None})
     run_job({"code": "def f(:", "input": "", "expected": None})
+    run_job({"code": WARM_UP_PROGRAM, "input": "1, b=3", "mode": "analyse"})
 
 
 TRACER.install()
@@ -101,7 +103,7 @@ _warm_up()
 # instance does not touch (and copy-on-write fault) the whole heap on its first collection.
 # The guest's own modules are not importable by traced programs (a fresh copy of one,
 # found on the path, would be a different module whose state the runner never uses).
-for _name in ("job", "sysmon_tracer", "bounded_repr", "stdlib_preload"):
+for _name in ("job", "sysmon_tracer", "bounded_repr", "stdlib_preload", "analysis"):
     sys.modules.pop(_name, None)
 # Every module's namespace as built: in batch isolation a job that rebinds a module
 # attribute (math.pi = 3, json.dumps = ...) has changed what the next job would see.
@@ -120,7 +122,8 @@ def changed_modules() -> list[str]:
 # (object.__subclasses__(), function __globals__) and monkeypatch it to forge its trace;
 # any change is found after the job and the run is reported as tampered.
 _OWN_CODE = [_job, _sysmon_tracer, _bounded_repr, _guest_io, _sysmon_tracer.Tracer,
-             _guest_io.BoundedWriter, _guest_io.RecursionGuard, _guest_io.StopTracing]
+             _guest_io.BoundedWriter, _guest_io.RecursionGuard, _guest_io.StopTracing,
+             _analysis, _analysis.Recorder, _analysis.Instrument]
 _OWN_STATE: list = []
 _RUN = WitWorld.run  # componentize-py adds WitWorld.__init__ itself: only `run` is checked
 

@@ -26,6 +26,7 @@ from types import CodeType
 # Bound here, not looked up in builtins at each use: a program may rebind builtins.
 from builtins import bool, callable, compile, dict, eval, exec, isinstance, list, str, type, zip  # noqa: A004
 
+from analysis import Recorder, instrument
 from guest_io import BoundedWriter, RecursionGuard, StopTracing, collect_arguments
 from sysmon_tracer import EVENT_NAMES, Tracer, restore_monitoring
 
@@ -164,8 +165,13 @@ def run_job(request: dict) -> dict:
 
 def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
          guard: RecursionGuard) -> None:
+    analysed = request.get("mode") == "analyse"
+    conditions: list = []
     try:
-        program = compile(code_text, PROGRAM_FILE, "exec")
+        if analysed:
+            program, conditions = instrument(code_text, PROGRAM_FILE)
+        else:
+            program = compile(code_text, PROGRAM_FILE, "exec")
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", None)
         where = f" (line {line})" if line else ""
@@ -174,6 +180,9 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
         return
     result["codes"] = [program]
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
+    recorder = Recorder(len(conditions))
+    if analysed:
+        namespace.update(recorder.names())
     try:
         exec(program, namespace)
     except MemoryError:
@@ -214,8 +223,52 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
         return
     finally:
         namespace.pop(ARGS_HELPER, None)
-    _traced_call(request, result, limits, function, args, kwargs, namespace, stdout, stderr,
-                 guard)
+    if analysed:
+        _analysed_call(result, limits, function, args, kwargs, recorder, conditions,
+                       stdout, stderr)
+    else:
+        _traced_call(request, result, limits, function, args, kwargs, namespace, stdout,
+                     stderr, guard)
+
+
+def _analysed_call(result, limits, function, args, kwargs, recorder: Recorder,
+                   conditions: list, stdout, stderr) -> None:
+    """The call of the instrumented program, untraced (see analysis.py)."""
+    value = None
+    raised: BaseException | None = None
+    started = time.perf_counter_ns()
+    recorder.active = True
+    try:
+        value = function(*args, **kwargs)
+    except BaseException as exc:
+        raised = exc
+    finally:
+        recorder.active = False
+        result["call_us"] = (time.perf_counter_ns() - started) // 1000
+    args = kwargs = None
+    _set_outcome(result, limits, value, raised, stdout, stderr)
+    raised = value = None
+    result["analysis"] = recorder.report(conditions)
+
+
+def _set_outcome(result, limits, value, raised, stdout, stderr) -> None:
+    """``status`` and output or exception of a call that returned or raised."""
+    if stdout.overflow or stderr.overflow:
+        result["status"] = "output_limit"
+        result["exception_message"] = stdout.overflow or stderr.overflow
+    elif isinstance(raised, MemoryError):
+        _out_of_memory(result, "MemoryError: the program ran out of memory")
+    elif isinstance(raised, StopTracing):
+        result["status"], result["exception_message"] = raised.status, raised.message
+    elif raised is not None:
+        result["status"] = "exception"
+        result["exception_type"] = type(raised).__name__
+        result["exception_message"] = _describe(raised)
+    else:
+        result["status"] = "ok"
+        text, truncated = _bounded(TRACER, value, limits["max_output"])
+        result["output"], result["output_truncated"] = text, truncated
+        result["output_type"] = type(value).__name__
 
 
 def _traced_call(request, result, limits, function, args, kwargs, namespace,
@@ -251,20 +304,8 @@ def _traced_call(request, result, limits, function, args, kwargs, namespace,
     elif tracer.stop is not None:
         result["status"] = tracer.stop.status
         result["exception_message"] = tracer.stop.message
-    elif stdout.overflow or stderr.overflow:
-        result["status"] = "output_limit"
-        result["exception_message"] = stdout.overflow or stderr.overflow
-    elif isinstance(raised, MemoryError):
-        _out_of_memory(result, "MemoryError: the program ran out of memory")
-    elif raised is not None:
-        result["status"] = "exception"
-        result["exception_type"] = type(raised).__name__
-        result["exception_message"] = _describe(raised)
     else:
-        result["status"] = "ok"
-        text, truncated = _bounded(tracer, value, limits["max_output"])
-        result["output"], result["output_truncated"] = text, truncated
-        result["output_type"] = type(value).__name__
+        _set_outcome(result, limits, value, raised, stdout, stderr)
     raised = None
     _fill_trace(result, tracer)
     expected = request.get("expected")

@@ -19,6 +19,7 @@ import hashlib
 import importlib.metadata
 import os
 import platform
+import secrets
 import shutil
 import subprocess
 import sys
@@ -77,8 +78,8 @@ def cache_key() -> str:
     return digest.hexdigest()[:24]
 
 
-def artifacts(key: str | None = None) -> GuestArtifacts:
-    key = key or cache_key()
+def artifacts(key: str | None = None, variant: str = "") -> GuestArtifacts:
+    key = (key or cache_key()) + (f"-{variant}" if variant else "")
     root = cache_dir()
     return GuestArtifacts(key, root / f"guest-{key}.wasm", root / f"guest-{key}.cwasm")
 
@@ -112,7 +113,7 @@ def is_verified(path: Path) -> bool:
         return False
 
 
-def componentize(output: Path) -> None:
+def componentize(output: Path, env_overrides: dict[str, str] | None = None) -> None:
     """Run componentize-py on a private copy of ``tracer/`` (so nothing else is on the
     guest's module path) and write the component to ``output``."""
     with tempfile.TemporaryDirectory(prefix="steptrace-build-") as tmp:
@@ -129,15 +130,20 @@ def componentize(output: Path) -> None:
                    "-p", str(src), "-o", str(output)]
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
         env["RUST_BACKTRACE"] = "0"  # the guest's Python traceback is the useful part
+        env.update(env_overrides or {})
         proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise BuildError(f"componentize-py failed ({proc.returncode}): "
                              f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
 
 
-def ensure_component(force: bool = False) -> GuestArtifacts:
-    """Return verified artifacts for the current sources, building what is missing."""
-    found = artifacts()
+def ensure_component(force: bool = False, variant: str = "") -> GuestArtifacts:
+    """Return verified artifacts for the current sources, building what is missing.
+
+    A ``variant`` is a second, separately pre-initialised build of the same sources: its
+    interpreter snapshot has its own string-hash secret and random state (drawn when it
+    was initialised), which is what the determinism check needs (engine/analysis.py)."""
+    found = artifacts(variant=variant)
     try:
         found.wasm.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -145,7 +151,8 @@ def ensure_component(force: bool = False) -> GuestArtifacts:
     if force or not is_verified(found.wasm):
         with tempfile.TemporaryDirectory(prefix="steptrace-out-") as tmp:
             out = Path(tmp) / "guest.wasm"
-            componentize(out)
+            componentize(out, {"PYTHONHASHSEED": str(secrets.randbelow(2**32 - 1) + 1)}
+                         if variant else None)
             write_verified(found.wasm, out.read_bytes())
         for stale in (found.cwasm, sidecar(found.cwasm)):
             stale.unlink(missing_ok=True)

@@ -42,10 +42,10 @@ class _Worker:
     ready: bool = False
 
 
-def prepare(limits: Limits) -> GuestArtifacts:
+def prepare(limits: Limits, variant: str = "") -> GuestArtifacts:
     """Build the component and compile its ``.cwasm`` in this process, so workers only
     deserialise (and never race to build)."""
-    found = ensure_component()
+    found = ensure_component(variant=variant)
     if not is_verified(compiled_path(found, limits)):
         load_component(make_engine(limits), limits, found)
     return found
