@@ -285,3 +285,19 @@ def test_cruxeval_analysis_figures(cruxeval_db):
         ("sample_736", "variable states differ (step 2, whitespaces)")]
     assert rows(cruxeval_db, "SELECT count(*), count(DISTINCT run_id) FROM branches") == [
         (2547, 438)]
+
+
+def test_untraced_run_mode_and_unknown_mode(sandbox):
+    """``mode: run`` (checking predicted inputs) calls the program as it is, untraced: the
+    result, its comparison with the expected output, stdout and exception as usual, no
+    steps and no analysis; an unknown mode is an invalid request."""
+    code = "def f(x):\n    print('x is', x)\n    return x * 2\n"
+    ran = sandbox.run({"code": code, "input": "21", "mode": "run", "expected": "42"}).result
+    assert (ran["status"], ran["output"], ran["output_matches"], ran["stdout"],
+            ran["line_steps"], ran["steps"]["event"], "analysis" in ran) == (
+        "ok", "42", True, "x is 21\n", 0, [], False)
+    boom = sandbox.run({"code": "def f():\n    assert 1 == 2\n", "input": "", "mode": "run"}).result
+    assert (boom["status"], boom["exception_type"]) == ("exception", "AssertionError")
+    bad = sandbox.run({"code": code, "input": "1", "mode": "fast"}).result
+    assert (bad["status"], bad["exception_message"]) == (
+        "invalid", "unknown mode 'fast'; use one of trace, analyse, run")

@@ -1,7 +1,8 @@
 """One traced job inside the sandbox: compile, evaluate the call's arguments, run, report.
 
-The request and the result are plain dicts (JSON on the wire). Everything the program can
-get wrong becomes a status with a message, never an exception out of ``run_job``:
+The request and the result are plain dicts (JSON on the wire); the request's ``mode``
+(see MODES) says whether the call is traced. Everything the program can get wrong becomes
+a status with a message, never an exception out of ``run_job``:
 
 ``ok``            the call returned
 ``exception``     the call raised (``exception_type``/``exception_message`` say what)
@@ -30,6 +31,9 @@ from analysis import Recorder, instrument
 from guest_io import BoundedWriter, RecursionGuard, StopTracing, collect_arguments
 from sysmon_tracer import EVENT_NAMES, Tracer, restore_monitoring
 
+# trace: the traced call; analyse: the instrumented program, untraced (analysis.py);
+# run: the program as it is, untraced (checks of predicted inputs)
+MODES = ("trace", "analyse", "run")
 PROGRAM_FILE = "<program>"
 INPUT_FILE = "<input>"
 EXPECTED_FILE = "<expected>"
@@ -165,7 +169,11 @@ def run_job(request: dict) -> dict:
 
 def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
          guard: RecursionGuard) -> None:
-    analysed = request.get("mode") == "analyse"
+    mode = request.get("mode") or "trace"
+    if mode not in MODES:
+        _invalid(result, f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        return
+    analysed = mode == "analyse"
     conditions: list = []
     try:
         if analysed:
@@ -223,17 +231,20 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
         return
     finally:
         namespace.pop(ARGS_HELPER, None)
-    if analysed:
-        _analysed_call(result, limits, function, args, kwargs, recorder, conditions,
-                       stdout, stderr)
+    if mode != "trace":
+        _untraced_call(request, result, limits, function, args, kwargs, namespace, recorder,
+                       conditions, stdout, stderr)
+        if not analysed:
+            result.pop("analysis")
     else:
         _traced_call(request, result, limits, function, args, kwargs, namespace, stdout,
                      stderr, guard)
 
 
-def _analysed_call(result, limits, function, args, kwargs, recorder: Recorder,
-                   conditions: list, stdout, stderr) -> None:
-    """The call of the instrumented program, untraced (see analysis.py)."""
+def _untraced_call(request, result, limits, function, args, kwargs, namespace,
+                   recorder: Recorder, conditions: list, stdout, stderr) -> None:
+    """The call without the tracer: of the instrumented program (``analyse``, see
+    analysis.py), or of the program as it is (``run``: checking a predicted input)."""
     value = None
     raised: BaseException | None = None
     started = time.perf_counter_ns()
@@ -247,8 +258,11 @@ def _analysed_call(result, limits, function, args, kwargs, recorder: Recorder,
         result["call_us"] = (time.perf_counter_ns() - started) // 1000
     args = kwargs = None
     _set_outcome(result, limits, value, raised, stdout, stderr)
-    raised = value = None
+    raised = None
     result["analysis"] = recorder.report(conditions)
+    expected = request.get("expected")
+    if expected is not None:
+        _compare(result, value, expected, namespace)
 
 
 def _set_outcome(result, limits, value, raised, stdout, stderr) -> None:
