@@ -141,15 +141,19 @@ def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout
 @main.command()
 @click.argument("sql", required=False)
 @click.option("-f", "--file", "sql_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Read the query from a .sql file.")
+              help="Read the query from a .sql file (a named query runs with its defaults).")
 @db_option
+@click.option("--parquet", type=click.Path(file_okay=False, path_type=Path),
+              help="Query a Parquet export (steptrace export) instead of --db.")
 @format_option
-def sql(sql: str | None, sql_file: Path | None, db: str, fmt: str) -> None:
-    """Run a SQL query against the store (read-only)."""
+def sql(sql: str | None, sql_file: Path | None, db: str, parquet: Path | None, fmt: str) -> None:
+    """Run a SQL query against the store or its Parquet export (read-only)."""
+    from engine.queries import default_params, run_sql
     if (sql is None) == (sql_file is None):
         raise click.UsageError("give a query or -f FILE (not both)")
     text = sql_file.read_text() if sql_file else sql
-    result = query(db, text)
+    params = default_params(text, sql_file) if sql_file else {}
+    result = run_sql(text, db=db, parquet=parquet, params=params)
     click.echo(render(result.columns, result.rows, fmt))
 
 
@@ -217,6 +221,292 @@ def show(run_id: int | None, sample_id: str | None, input_index: int, db: str, f
     header += [f"{i:>3}  {line}" for i, line in enumerate(view.code.splitlines(), start=1)]
     click.echo("\n".join(header))
     click.echo(render(columns, rows, "table"))
+
+
+@main.command()
+@click.option("--cruxeval", "cruxeval", type=click.Path(dir_okay=False, path_type=Path),
+              help="Score CRUXEval generations in the official format (a JSON object "
+                   "sample_i -> list of generated strings) as the official harness does.")
+@click.option("--mode", help="With --cruxeval: input or output (which task the "
+                             "generations answer).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --cruxeval: write the official scored file (raw_generations, "
+                   "raw_scored_generations, pass_at_1, pass_at_5) here.")
+@click.option("--data", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("../shared/data/cruxeval/cruxeval.jsonl"), show_default=True,
+              help="With --cruxeval: the CRUXEval JSONL (relative to the current directory).")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes (default: one per CPU; 0 = in this process).")
+@format_option
+def score(cruxeval: Path | None, mode: str | None, out: Path | None, data: Path,
+          workers: int | None, fmt: str) -> None:
+    """Score predictions, every check in the sandbox (a fresh instance per candidate).
+
+    --cruxeval GENERATIONS.json --mode input|output: the official CRUXEval harness's
+    pass@1 and pass@5 (3 s per check)."""
+    sources = {"--cruxeval": cruxeval}  # one input per run; --tasks scoring joins here
+    given = [name for name, value in sources.items() if value is not None]
+    if len(given) != 1:
+        raise click.UsageError(f"give one of {', '.join(sources)}")
+    if mode is None:
+        raise click.UsageError("--cruxeval needs --mode input or --mode output")
+    _score_cruxeval(cruxeval, mode, out, data, workers, fmt)
+
+
+def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: Path,
+                    workers: int | None, fmt: str) -> None:
+    from engine.cruxeval_scoring import (check_mode, load_generations, score_cruxeval,
+                                         write_official)
+    check_mode(mode)  # a wrong mode or output directory fails before any check runs
+    if out is not None and not out.parent.is_dir():
+        raise ValueError(f"cannot write {out}: no directory {out.parent}")
+    generations = load_generations(generations_path)
+    console = Console(stderr=True)
+    with Progress(TextColumn("checks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=not console.is_terminal) as progress:
+        task = progress.add_task("checks", total=None)
+        result = score_cruxeval(
+            generations, mode, data, workers=workers,
+            progress=lambda done, total: progress.update(task, completed=done, total=total))
+    if out is not None:
+        write_official(result, out)
+    if fmt == "json":
+        click.echo(json.dumps({**result.summary(), "out": None if out is None else str(out)},
+                              indent=2))
+    else:
+        click.echo(render(["item", "value"], result.rows(exact=fmt == "csv"), fmt,
+                          title="steptrace score --cruxeval"))
+
+
+def _range_option(ctx, param, value: str | None):
+    """``MIN:MAX`` (a side may be empty) → engine.filters.Range."""
+    from engine.filters import parse_range
+    try:
+        return None if value is None else parse_range(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+@main.command("filter")
+@db_option
+@click.option("--rule", "rules", multiple=True, metavar="NAME",
+              help="Apply only these rules (repeatable): a rule name or a group (all, default, "
+                   "static, dynamic, determinism). Default: every rule.")
+@click.option("--no-rule", "without", multiple=True, metavar="NAME",
+              help="Switch a rule or group off (repeatable).")
+@click.option("--where", help="Extra rule: a SQL condition over runs, e.g. "
+                              "\"line_steps BETWEEN 5 AND 100\" (read-only).")
+@click.option("--length", default="75:300", show_default=True, callback=_range_option,
+              metavar="MIN:MAX", help="Bounds of the length rule, in characters of code.")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=2.0,
+              show_default=True, help="The time rule's limit on the traced call.")
+@click.option("--line-steps", default=":", callback=_range_option, metavar="MIN:MAX",
+              help="Bounds of the steps rule on line steps (default: none).")
+@click.option("--instruction-steps", default=":", callback=_range_option, metavar="MIN:MAX",
+              help="Bounds of the steps rule on instruction steps (default: none).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the kept runs as corpus JSONL (id, code, input, output).")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes for the analysis run, when one is needed.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def filter_command(db: str, rules: tuple[str, ...], without: tuple[str, ...], where: str | None,
+                   length, max_seconds: float, line_steps, instruction_steps, out: Path | None,
+                   workers: int | None, quiet: bool, fmt: str) -> None:
+    """CRUXEval-style construction filters: which runs each rule removes, and which every
+    rule keeps. Analyses the store first if a rule needs it (see `analyse`)."""
+    from engine.filters import FilterOptions, FilterReport, filter_runs, write_kept
+    if not Path(db).exists():
+        raise click.ClickException(f"database not found: {db}")
+    options = FilterOptions(rules=rules or None, without=without, where=where, length=length,
+                            max_seconds=max_seconds, line_steps=line_steps,
+                            instruction_steps=instruction_steps, workers=workers)
+    console = Console(stderr=True)
+    with Progress(TextColumn("analyse"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console,
+                  disable=quiet or not console.is_terminal) as progress:
+        report = filter_runs(db, options, progress=_progress_callback(progress))
+    if out is not None:
+        written = write_kept(db, report.kept, out)
+        click.echo(f"wrote {written} runs to {out}", err=True)
+    click.echo(render(FilterReport.COLUMNS, report.rows(), fmt, title="steptrace filter"))
+
+
+from engine.export import DEFAULT_RUNS_PER_BUCKET, export_parquet  # noqa: E402
+from engine.queries import list_rows, parse_assignments, run_query  # noqa: E402
+
+
+@main.command("query")
+@click.argument("name", required=False)
+@click.option("--list", "list_queries", is_flag=True, help="List the named queries.")
+@db_option
+@click.option("--parquet", type=click.Path(file_okay=False, path_type=Path),
+              help="Query a Parquet export (steptrace export) instead of --db.")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="A parameter of the query (repeatable); see --list.")
+@format_option
+def query_command(name: str | None, list_queries: bool, db: str, parquet: Path | None,
+                  params: tuple[str, ...], fmt: str) -> None:
+    """Run the named query NAME (queries/NAME.sql), or --list them."""
+    if list_queries == (name is not None):
+        raise click.UsageError("give a query NAME or --list (not both)")
+    if list_queries:
+        click.echo(render(*list_rows(), fmt))
+        return
+    result = run_query(name, db=db, parquet=parquet, params=parse_assignments(params))
+    click.echo(render(result.columns, result.rows, fmt))
+
+
+@main.command("export")
+@db_option
+@click.option("--parquet", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory to write (must be empty, or use --force).")
+@click.option("--runs-per-bucket", type=click.IntRange(min=1), default=DEFAULT_RUNS_PER_BUCKET,
+              show_default=True, help="Consecutive run ids per Parquet partition.")
+@click.option("--force", is_flag=True, help="Replace an export already in the directory.")
+@format_option
+def export_command(db: str, parquet: Path, runs_per_bucket: int, force: bool, fmt: str) -> None:
+    """Write every table of the store as Hive-partitioned Parquet (by run_id bucket)."""
+    summary = export_parquet(db, parquet, force=force, runs_per_bucket=runs_per_bucket)
+    click.echo(render(["table", "rows", "files", "partition_by"], summary.as_rows(), fmt,
+                      title=f"steptrace export -> {summary.directory}"))
+
+
+from rich.progress import ProgressColumn  # noqa: E402
+from rich.text import Text  # noqa: E402
+
+from engine.predictions import (DEFAULT_API_KEY_ENV, PredictError, PredictOptions,  # noqa: E402
+                                predict, resolve_api_key)
+
+
+class _RequestRateColumn(ProgressColumn):
+    """Requests per second, as rich estimates it from the recent updates."""
+
+    def render(self, task) -> Text:
+        return Text("" if task.speed is None else f"{task.speed:.1f} req/s")
+
+
+@main.command("predict")
+@click.option("--tasks", "tasks_path", required=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Tasks JSONL, as written by `steptrace tasks`.")
+@click.option("--model", required=True, help="Model name, as the server knows it.")
+@click.option("--base-url", required=True,
+              help="Root of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--api-key-env", metavar="VAR", default=None,
+              help=f"Environment variable holding the API key [default: {DEFAULT_API_KEY_ENV}]; "
+                   "when it is unset a placeholder key is sent (local servers need none).")
+@click.option("--samples", type=click.IntRange(min=1), default=PredictOptions.samples,
+              show_default=True, help="Samples per task (one request each).")
+@click.option("--temperature", type=click.FloatRange(min=0), default=PredictOptions.temperature,
+              show_default=True, help="Sampling temperature.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=PredictOptions.max_tokens,
+              show_default=True, help="Completion tokens per response.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=PredictOptions.concurrency,
+              show_default=True, help="Requests in flight at once.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+              default=PredictOptions.timeout_s, show_default=True,
+              help="Seconds per request attempt.")
+@click.option("--max-retries", type=click.IntRange(min=0), default=PredictOptions.max_retries,
+              show_default=True, help="Retries of a request after a 429, a 5xx, a timeout or a "
+                                      "dropped connection (the client backs off and honours "
+                                      "Retry-After).")
+@db_option
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def predict_command(tasks_path: Path, model: str, base_url: str, api_key_env: str | None,
+                    samples: int, temperature: float, max_tokens: int, concurrency: int,
+                    timeout: float, max_retries: int, db: str, quiet: bool, fmt: str) -> None:
+    """Ask a model every task (one request per task and sample) and store its responses
+    and their parsed answers in the predictions table. A re-run asks only for what is not
+    stored yet, or ended in an error."""
+    if api_key_env is not None and resolve_api_key(api_key_env) is None:
+        click.echo(f"warning: ${api_key_env} is not set; sending a placeholder API key", err=True)
+    options = PredictOptions(model=model, base_url=base_url,
+                             api_key_env=api_key_env or DEFAULT_API_KEY_ENV, samples=samples,
+                             temperature=temperature, max_tokens=max_tokens,
+                             concurrency=concurrency, timeout_s=timeout, max_retries=max_retries)
+    console = Console(stderr=True)
+    with Progress(TextColumn("predict"), BarColumn(), MofNCompleteColumn(), _RequestRateColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(),
+                  console=console, disable=quiet or not console.is_terminal) as progress:
+        bar = progress.add_task("predict", total=None)
+        try:
+            summary = predict(tasks_path, db, options, progress=lambda done, total:
+                              progress.update(bar, completed=done, total=total))
+        except PredictError as exc:
+            raise click.ClickException(str(exc)) from exc
+    if fmt == "json":
+        click.echo(json.dumps(summary.as_dict(), indent=2))
+    else:
+        click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace predict"))
+
+
+from engine.tasks import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES  # noqa: E402
+
+
+@main.command("tasks")
+@db_option
+@click.option("--kinds", default="all", show_default=True, metavar="KIND,...",
+              help=f"Task kinds, comma-separated: all, or any of {', '.join(TASK_KINDS)}.")
+@click.option("--per-run", type=click.IntRange(min=1), default=3, show_default=True,
+              help="At most this many tasks of each kind per run.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the question selection (per run and kind).")
+@click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default="direct",
+              show_default=True, help="Prompt templates: direct, cot (chain of thought) or "
+                                      "cruxeval (output and input only).")
+@click.option("--template-dir", type=click.Path(path_type=Path),
+              help="Directory of your own <kind>.<style>.txt templates (missing files: "
+                   "the bundled ones).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the tasks as JSONL here and as Parquet next to it (.parquet).")
+@click.option("--max-trace-lines", type=click.IntRange(min=1), default=200, show_default=True,
+              help="No trace task for runs with more line steps than this.")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes for the analysis run that branch tasks need.")
+@format_option
+def tasks_command(db: str, kinds: str, per_run: int, seed: int, prompt_style: str,
+                  template_dir: Path | None, out: Path | None, max_trace_lines: int,
+                  workers: int | None, fmt: str) -> None:
+    """Generate prediction tasks with exact answers from the stored traces, store them in
+    the tasks table, and print how many there are of each kind."""
+    from engine.tasks import TaskOptions, generate_tasks, parse_kinds
+    options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed,
+                          prompt_style=prompt_style, template_dir=template_dir, out=out,
+                          max_trace_lines=max_trace_lines, workers=workers)
+    summary = generate_tasks(db, options)
+    click.echo(render(["kind", "tasks", "runs"], summary.rows(), fmt, title="steptrace tasks"))
+    click.echo(summary.timing_text(), err=True)
+
+
+@main.command()
+@click.option("--n", "count", type=click.IntRange(min=0), required=True,
+              help="Number of programs.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Random seed: the same seed writes the same bytes.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Corpus JSONL to write (id, code, input).")
+@format_option
+def synth(count: int, seed: int, out: Path, fmt: str) -> None:
+    """Write a deterministic corpus of CRUXEval-like programs with inputs."""
+    from engine.synth import write_synth  # imported here: no cost for other commands
+    if not out.parent.is_dir():
+        raise ValueError(f"cannot write {out}: no directory {out.parent}")
+    summary = write_synth(out, count, seed)
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace synth"))
+
+
+@main.command()
+@db_option
+@click.option("--chunk-runs", type=click.IntRange(min=1), default=250_000, show_default=True,
+              help="Runs whose steps are held in memory at once.")
+@format_option
+def features(db: str, chunk_runs: int, fmt: str) -> None:
+    """Compute per-run trace features into the run_features table (replaced each time)."""
+    from engine.features import run_features  # numba and polars load only here
+    summary = run_features(db, chunk_runs=chunk_runs)
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace features"))
 
 
 if __name__ == "__main__":  # pragma: no cover
