@@ -129,6 +129,24 @@ def test_batch_detects_changed_module_state_and_moves_on(box):
     assert job(box, PI_PROBE, isolation="batch") == ("ok", "3.141592653589793", False)
 
 
+PATCH_CLASS = ("import fractions\n\ndef f():\n"
+               "    fractions.Fraction.__repr__ = lambda self: 'forged'\n"
+               "    return repr(fractions.Fraction(1, 2))\n")
+FRACTION_PROBE = "import fractions\n\ndef f():\n    return repr(fractions.Fraction(1, 2))\n"
+
+
+def test_batch_detects_a_patched_class_of_a_module(box):
+    """Rebinding a method of a class a module exposes changes no module namespace; the
+    guest compares the classes' namespaces too, so the next job still sees the real one."""
+    start_batch(box)
+    patched = box.run({"code": PATCH_CLASS, "input": ""}, "batch")
+    assert (patched.result["status"], patched.result["output"]) == ("ok", "'forged'")
+    assert patched.result["note"] == ("changed shared interpreter state (fractions.Fraction); "
+                                      "later jobs ran in a fresh instance")
+    assert job(box, FRACTION_PROBE, isolation="batch") == ("ok", "'Fraction(1, 2)'", True)
+    assert job(box, FRACTION_PROBE, isolation="batch") == ("ok", "'Fraction(1, 2)'", False)
+
+
 def test_batch_after_a_trap_gets_a_fresh_instance(box):
     """A timeout discards the batch instance: the next batch job runs in a fresh one."""
     start_batch(box)

@@ -111,11 +111,32 @@ _MODULE_STATE = [(name, module, dict(module.__dict__)) for name, module in sys.m
                  if name != __name__ and getattr(module, "__dict__", None) is not None]
 
 
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: built-in types refuse attribute stores
+
+
+def _mutable_classes() -> list:
+    """Every class a module exposes whose namespace a program could rebind
+    (``fractions.Fraction.__repr__ = ...``), once each, with its namespace as built."""
+    seen: set[int] = set()
+    found = []
+    for _name, _module, state in _MODULE_STATE:
+        for value in state.values():
+            if (isinstance(value, type) and not value.__flags__ & _IMMUTABLE_TYPE
+                    and id(value) not in seen):
+                seen.add(id(value))
+                found.append((value, dict(value.__dict__)))
+    return found
+
+
 def changed_modules() -> list[str]:
-    """Modules whose namespace differs from the built guest's (or that were replaced)."""
+    """Modules whose namespace, or the namespace of a class they expose, differs from the
+    built guest's (or that were replaced)."""
     modules = sys.modules
-    return [name for name, module, state in _MODULE_STATE
-            if modules.get(name) is not module or module.__dict__ != state]
+    changed = [name for name, module, state in _MODULE_STATE
+               if modules.get(name) is not module or module.__dict__ != state]
+    changed.extend(f"{cls.__module__}.{cls.__qualname__}" for cls, state in _CLASS_STATE
+                   if cls.__dict__ != state)
+    return changed
 
 
 # The guest's own code, as built. A program can reach it without imports or frames
@@ -140,6 +161,9 @@ def own_code_changed() -> list[str]:
     return changed
 
 
+# Taken last, after the warm-up and every import, so that what classes cache in their
+# namespace lazily (at first use) is already there.
+_CLASS_STATE = _mutable_classes()
 gc.collect()
 gc.freeze()
 # Last: the snapshot of the guest's own code includes everything defined above. This
