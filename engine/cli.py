@@ -14,7 +14,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
 
 from engine import __version__
 from engine.analysis import AnalysisOptions, analyse_store
-from engine.corpus import CorpusError, demo_corpus_path
+from engine.corpus import CorpusError, demo_corpus_path, source_lines
 from engine.formats import FORMATS, render
 from engine.show import load_run
 from engine.store import DEFAULT_DB, StoreError, query, status_counts
@@ -218,7 +218,7 @@ def show(run_id: int | None, sample_id: str | None, input_index: int, db: str, f
               + (f"  {r['exception_type']}: {r['exception_message']}" if r['exception_message'] else "")
               + ("" if r["output_matches"] is None else f"  matches expected: {r['output_matches']}"),
               ""]
-    header += [f"{i:>3}  {line}" for i, line in enumerate(view.code.splitlines(), start=1)]
+    header += [f"{i:>3}  {line}" for i, line in enumerate(source_lines(view.code), start=1)]
     click.echo("\n".join(header))
     click.echo(render(columns, rows, "table"))
 

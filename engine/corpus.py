@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -35,6 +36,16 @@ def _digest(fields: list) -> str:
     """SHA-256 of a JSON list: unambiguous whatever characters the fields hold."""
     text = json.dumps(fields, ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(code: str) -> list[str]:
+    """The program's lines as Python numbers them (\\n, \\r\\n or \\r ends a line).
+    ``str.splitlines`` would also break at form feeds, \\x1c-\\x1e, \\x85 and
+    \\u2028/\\u2029, which a string literal may hold, and shift every later line."""
+    return _LINE_BREAK.split(code)
 
 
 @dataclass(frozen=True)

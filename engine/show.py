@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 
+from engine.corpus import source_lines
 from engine.store import StoreError, first_line, connect
 
 
@@ -73,7 +74,7 @@ def _read_run(con, run_id: int | None, sample_id: str | None, input_index: int) 
     states = con.execute("SELECT step, var, value, type, truncated FROM states "
                          "WHERE run_id = ? ORDER BY step, rowid", [rid]).fetchall()
     code = run.pop("code")
-    lines = code.splitlines()
+    lines = source_lines(code)
     views = {s[0]: StepView(*s, source=lines[s[3] - 1].strip() if 0 < s[3] <= len(lines) else "")
              for s in steps}
     for step, var, value, type_, truncated in states:

@@ -121,6 +121,8 @@ ANALYSIS_COLUMNS = (
 BRANCH_COLUMNS = ("run_id", "line", "col", "kind", "evaluation", "taken")
 # Tables keyed by run_id that describe a run: replaced with it (trace --force).
 RUN_DETAIL_TABLES = ("steps", "states", "analyses", "branches")
+# Made from a run by later commands, when they have been run: stale once it is replaced.
+DERIVED_RUN_TABLES = ("tasks", "run_features")
 
 
 class StoreError(RuntimeError):
@@ -270,7 +272,10 @@ class TraceWriter:
         con = self.con
         if self.force:
             con.register("replaced", pa.table({"run_key": runs.column("run_key")}))
-            for table in RUN_DETAIL_TABLES:
+            present = {name for (name,) in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+            ).fetchall()}
+            for table in RUN_DETAIL_TABLES + tuple(t for t in DERIVED_RUN_TABLES if t in present):
                 con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
                             "WHERE run_key IN (SELECT run_key FROM replaced))")
             con.execute("DELETE FROM runs WHERE run_key IN (SELECT run_key FROM replaced)")

@@ -34,6 +34,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from engine.corpus import source_lines
 from engine.store import StoreError, connect, first_line
 
 KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
@@ -211,7 +212,7 @@ def program_info(code: str, entry: str) -> ProgramInfo | None:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return None
-    info = ProgramInfo(code.splitlines())
+    info = ProgramInfo(source_lines(code))
     _visit(tree.body, info, in_function=False, conditional=True, entry=entry, top=True)
     for node in ast.walk(tree):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
@@ -519,13 +520,18 @@ def _next_line(facts: RunFacts) -> list[Candidate]:
         for e in _asked(facts, execs):
             if not _askable_next(facts, e.next_line):
                 continue
-            if len(execs) == 1:  # once, to the following line: trivial unless the frame ends
-                score = -1 if isinstance(e.next_line, int) else 1
+            if len(execs) == 1:  # once, on to the line below it: the prompt gives it away
+                score = -1 if e.next_line == _line_below(facts, line) else 1
             else:
                 score = 1 + 2 * (len(set(answers)) > 1) + (e.next_line != common)
             found.append(Candidate(score, (line,), str(e.next_line), "line", line, None, e.k,
                                    (("func", e.func),)))
     return found
+
+
+def _line_below(facts: RunFacts, line: int) -> int | None:
+    """The first statement line after ``line`` in the text (where control falls through)."""
+    return min((other for other in facts.info.question_lines if other > line), default=None)
 
 
 def _next_line_any(facts: RunFacts) -> list[Candidate]:
@@ -639,8 +645,10 @@ def candidates(facts: RunFacts, kind: str) -> list[Candidate]:
 
 def select(found: list[Candidate], limit: int, rng: random.Random) -> list[Candidate]:
     """Up to ``limit`` candidates: highest score first (ties in ``rng`` order), one per
-    group before any group gets a second; trivial ones only when nothing else exists."""
-    pool = [c for c in found if c.score >= 0] or list(found)
+    group before any group gets a second. Trivial ones (score < 0: a line that runs once
+    and goes on to the next, a line that runs whenever the call does) are never asked:
+    the prompt gives their answer away."""
+    pool = [c for c in found if c.score >= 0]
     rng.shuffle(pool)
     pool.sort(key=lambda c: -c.score)
     chosen: list[Candidate] = []
@@ -735,7 +743,7 @@ def _checked(path: Path, kind: str) -> string.Template:
 
 
 def numbered(code: str) -> str:
-    lines = code.splitlines()
+    lines = source_lines(code)
     width = len(str(len(lines)))
     return "\n".join(f"{i:>{width}} | {text}".rstrip() for i, text in enumerate(lines, start=1))
 

@@ -224,7 +224,8 @@ EXPECTED = {
                       (4, "total"): '["0", "1"]', (4, "x"): '["1", "2", "3"]',
                       (5, "total"): '["1", "3"]', (5, "x"): '["1", "3"]'},
         "next_line": {(3, 1): "4", (3, 2): "4", (3, 3): "4", (3, 4): "8",
-                      (4, 1): "5", (4, 2): "7", (4, 3): "5", (5, 1): "3", (5, 2): "3"},
+                      (4, 1): "5", (4, 2): "7", (4, 3): "5", (5, 1): "3", (5, 2): "3",
+                      (7, 1): "3"},  # once, but back to the loop: not the line below
         "next_line_any": {3: "[4, 8]", 4: "[5, 7]", 5: "[3]"},
         "coverage": {4: "true", 5: "true", 7: "true"},
         "line_count": {3: "4", 4: "3", 5: "2"},
@@ -341,16 +342,14 @@ EXPECTED = {
         "branch": {(3, 1): "true", (3, 2): "true", (3, 3): "false",
                    (4, 1): "false", (4, 2): "false"},
     },
-    # Straight-line code: only trivial questions exist, so they are asked. The filter
-    # sees 0, 2, 3; the conditional expression is true.
+    # Straight-line code: every line runs once and goes on to the next, so there is no
+    # coverage, line-count or next-line question (the prompt gives those away). The
+    # filter sees 0, 2, 3; the conditional expression is true.
     "branchy": {
         "output": "('many', [2, 3])", "input": "[0, 2, 3]", "steps": "3",
         "exception": "none", "trace": "[[2, 0], [3, 0], [4, 0]]",
         "state": {(2, "ys", 1): "[2, 3]", (3, "label", 1): "'many'", (3, "ys", 1): "[2, 3]",
                   (4, "label", 1): "'many'", (4, "ys", 1): "[2, 3]"},
-        "next_line": {(2, 1): "3", (3, 1): "4"},
-        "coverage": {2: "true", 3: "true", 4: "true"},
-        "line_count": {2: "1", 3: "1", 4: "1"},
         "branch": {(2, 1): "false", (2, 2): "true", (2, 3): "true", (3, 1): "true"},
     },
     # helper is never called, the if is false: lines 2 and 6 never run. The two-line
@@ -904,8 +903,8 @@ def test_cli_missing_or_empty_db_and_bad_template(tmp_path):
 # ------------------------------------------------------------------ CRUXEval
 CRUXEVAL_COUNTS = {
     "output": (800, 800), "input": (800, 800), "state": (1624, 576), "state_any": (875, 313),
-    "next_line": (1626, 696), "next_line_any": (753, 319), "coverage": (1609, 798),
-    "line_count": (1632, 798), "branch": (883, 438), "steps": (800, 800),
+    "next_line": (1143, 488), "next_line_any": (753, 319), "coverage": (1169, 558),
+    "line_count": (1165, 553), "branch": (883, 438), "steps": (800, 800),
     "trace": (798, 798), "exception": (800, 800),
 }
 
@@ -919,7 +918,7 @@ def test_cruxeval_counts_by_kind_and_answers(cruxeval_db, tmp_path):
                     "--out", tmp_path / "crux.jsonl")
     assert result.exit_code == 0, result.output
     printed = {row["kind"]: (row["tasks"], row["runs"]) for row in json.loads(result.stdout)}
-    assert printed == {**CRUXEVAL_COUNTS, "total": (13000, 800)}
+    assert printed == {**CRUXEVAL_COUNTS, "total": (11610, 800)}
     (ok,), = rows(db, "SELECT count(*) FROM runs WHERE status = 'ok' AND NOT output_truncated "
                       "AND output NOT LIKE '% at 0x%'")
     (finished,), = rows(db, "SELECT count(*) FROM runs WHERE status IN ('ok', 'exception')")
@@ -932,3 +931,24 @@ def test_cruxeval_counts_by_kind_and_answers(cruxeval_db, tmp_path):
     checked = check_against_sql(db)
     assert dict(checked) == {k: n for k, (n, _) in CRUXEVAL_COUNTS.items() if k != "branch"}
     assert branch_check(db) == 794
+
+
+def test_numbered_code_breaks_lines_where_python_does():
+    """A string literal may hold characters that str.splitlines breaks at (\\u2028, \\x1c,
+    form feed); Python does not, so neither does the numbered code a prompt shows."""
+    code = "def f():\n    s = '\u2028\x1c\x0c'\n    return s\n"
+    assert numbered(code) == ("1 | def f():\n2 |     s = '\u2028\x1c\x0c'\n3 |     return s\n4 |")
+
+
+def test_trace_force_drops_the_tasks_of_replaced_runs(generated, tmp_path):
+    """trace --force replaces runs under new ids: their tasks (answers derived from the
+    old trace) go with them, and tasks of runs not replaced stay."""
+    db = copy_db(generated[0], tmp_path)
+    before = dict(rows(db, "SELECT sample_id, count(*) FROM tasks GROUP BY sample_id"))
+    one = tmp_path / "hand.jsonl"  # the corpus's name is part of a run's identity
+    write_corpus(one, [r for r in RECORDS if r["id"] == "loop"])
+    trace_corpus(one, db, TraceOptions(workers=0, force=True))
+    after = dict(rows(db, "SELECT sample_id, count(*) FROM tasks GROUP BY sample_id"))
+    assert before["loop"] > 0 and "loop" not in after
+    assert after == {sample: n for sample, n in before.items() if sample != "loop"}
+    assert rows(db, "SELECT count(*) FROM tasks WHERE run_id NOT IN (SELECT run_id FROM runs)") == [(0,)]
