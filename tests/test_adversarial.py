@@ -175,26 +175,28 @@ def test_file_system(box, baseline, host_files, name, isolation):
 # ----------------------------------------------------------------------------- environment
 
 
-def test_environ_is_empty(box, baseline, monkeypatch):
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+def test_environ_is_empty(box, baseline, monkeypatch, isolation):
     """A host environment variable is not visible: os.environ is empty."""
     name = f"STEPTRACE_SECRET_{uuid.uuid4().hex}"
     monkeypatch.setenv(name, "hunter2")
     code = "import os\ndef f():\n    return (dict(os.environ), os.getenv({name!r}))\n"
-    result = _run(box, code.format(name=name))
+    result = _run(box, code.format(name=name), isolation=isolation)
     assert_fields(result, {"status": "ok", "output": "({}, None)"})
     assert os.environ[name] == "hunter2"
-    assert_next_job_ok(box, "job", baseline)
+    assert_next_job_ok(box, isolation, baseline)
 
 
-def test_getcwd_and_listdir(box, baseline, tmp_path, monkeypatch):
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+def test_getcwd_and_listdir(box, baseline, tmp_path, monkeypatch, isolation):
     """cwd is '/' inside the guest and lists nothing; the host's cwd is not reached."""
     monkeypatch.chdir(tmp_path)
-    result = _run(box, "import os\ndef f():\n    return os.getcwd()\n")
+    result = _run(box, "import os\ndef f():\n    return os.getcwd()\n", isolation=isolation)
     assert_fields(result, {"status": "ok", "output": "'/'"})
-    result = _run(box, "import os\ndef f():\n    return os.listdir('.')\n")
+    result = _run(box, "import os\ndef f():\n    return os.listdir('.')\n", isolation=isolation)
     assert_fields(result, exc("FileNotFoundError", ENOENT + "'.'"))
     assert os.listdir(tmp_path) == []
-    assert_next_job_ok(box, "job", baseline)
+    assert_next_job_ok(box, isolation, baseline)
 
 
 # ----------------------------------------------------------------------------- network
@@ -305,6 +307,17 @@ RESOURCE_ATTACKS = {
     "giant_int_str": ("def f():\n    return str(10**100000)\n", "",
                       exc("ValueError", "Exceeds the limit (4300 digits) for integer string "
                           "conversion; use sys.set_int_max_str_digits() to increase the limit")),
+    "giant_str_to_int": ("def f():\n    return int('1' * 10**5)\n", "",
+                         exc("ValueError", "Exceeds the limit (4300 digits) for integer string "
+                             "conversion: value has 100000 digits; use "
+                             "sys.set_int_max_str_digits() to increase the limit")),
+    "giant_int_input": ("def f(x):\n    return x % 7\n", "1" * 5000,
+                        {"status": "invalid", "exception_message":
+                         "input does not parse as call arguments: Exceeds the limit (4300 "
+                         "digits) for integer string conversion: value has 5000 digits; use "
+                         "sys.set_int_max_str_digits() to increase the limit - Consider "
+                         "hexadecimal for huge integer literals to avoid decimal conversion "
+                         "limits."}),
     "giant_int_returned": ("def f():\n    return 10**100000\n", "",
                            {"status": "ok", "output": "<repr failed: ValueError>",
                             "output_type": "int"}),
@@ -327,6 +340,20 @@ def test_resources(box, baseline, name, isolation):
     code, input, want = RESOURCE_ATTACKS[name]
     result = _run(box, code, input, isolation)
     assert_fields(result, want)
+    assert_next_job_ok(box, isolation, baseline)
+
+
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+def test_direct_fd_writes_reach_nothing_on_the_host(box, baseline, capfd, isolation):
+    """os.write to fds 1 and 2 bypasses sys.stdout: it goes to WASI's stdout/stderr, which
+    the sandbox discards (a write is taken 64 KiB at a time). Nothing reaches the host
+    process's own fds, and the job's captured stdout stays empty."""
+    capfd.readouterr()
+    code = ("import os\ndef f():\n"
+            "    return os.write(1, b'x' * 10**6) + os.write(2, b'y' * 10)\n")
+    result = _run(box, code, isolation=isolation)
+    assert_fields(result, {"status": "ok", "output": "65546", "stdout": ""})
+    assert capfd.readouterr() == ("", "")
     assert_next_job_ok(box, isolation, baseline)
 
 
@@ -489,14 +516,15 @@ def test_monkeypatched_json(box, baseline, isolation):
         assert_fields(again, {"status": "ok", "output": "'[1]'"})
 
 
-def test_eq_raises_during_comparison(box, baseline):
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+def test_eq_raises_during_comparison(box, baseline, isolation):
     """An __eq__ that raises gives output_matches False and a note."""
     code = ("class A:\n    def __eq__(self, other):\n        raise ValueError('no')\n"
             "    def __repr__(self):\n        return 'A()'\ndef f():\n    return A()\n")
-    result = _run(box, code, expected="1")
+    result = _run(box, code, expected="1", isolation=isolation)
     assert_fields(result, {"status": "ok", "output": "A()", "output_matches": False,
                            "note": "comparing with the expected output raised ValueError"})
-    assert_next_job_ok(box, "job", baseline)
+    assert_next_job_ok(box, isolation, baseline)
 
 
 def test_patched_sys_monitoring_next_batch_job(box, baseline):
