@@ -573,3 +573,56 @@ def test_forging_the_tracer_is_reported(box, name, isolation):
                              "    return s\n", "input": "3"}, isolation)
     assert after.fresh_instance is True
     assert (after.result["status"], after.result["output"], after.result["line_steps"]) == ("ok", "3", 9)
+
+
+# ----------------------------------------------------------------------------- through the store
+
+CHUNK = [
+    ("clean_1", "def f(x):\n    return x + 1\n", "1"),
+    ("patch_class", "import fractions\ndef f():\n    fractions.Fraction.__repr__ = lambda s: 'forged'\n"
+                    "    return repr(fractions.Fraction(1, 2))\n", ""),
+    ("probe_class", "import fractions\ndef f():\n    return repr(fractions.Fraction(1, 2))\n", ""),
+    ("patch_module", "import math\ndef f():\n    math.pi = 3\n    return math.pi\n", ""),
+    ("probe_module", "import math\ndef f():\n    return math.pi\n", ""),
+    ("free_tool", "import sys\ndef f():\n    sys.monitoring.free_tool_id(3)\n    return 1\n", ""),
+    ("loop", "def f():\n    while True: pass\n", ""),
+    ("exit", "import os\ndef f():\n    os._exit(3)\n", ""),
+    ("clean_2", "def f(x):\n    y = x * 2\n    return y\n", "4"),
+]
+
+
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+def test_attacks_in_one_chunk_are_stored_with_their_statuses(tmp_path, isolation):
+    """The attacks above in one chunk of one worker, through trace_corpus into DuckDB: every
+    run is stored with the status that says what happened, shared-state changes in batch
+    isolation carry the note, and the jobs after them see the real modules and are traced
+    exactly as in a fresh instance."""
+    import json
+    from engine.tracing import TraceOptions, trace_corpus
+    corpus = tmp_path / "attacks.jsonl"
+    corpus.write_text("".join(json.dumps({"id": i, "code": c, "input": x}) + "\n"
+                              for i, c, x in CHUNK), encoding="utf-8")
+    db = tmp_path / "attacks.duckdb"
+    summary = trace_corpus(corpus, db, TraceOptions(
+        workers=1, isolation=isolation, chunk_size=len(CHUNK), limits=Limits(timeout_s=1)))
+    assert summary.traced == len(CHUNK)
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = {row[0]: row[1:] for row in con.execute(
+            "SELECT sample_id, status, output, note FROM runs ORDER BY run_id").fetchall()}
+        steps = con.execute("SELECT s.event, s.line FROM steps s JOIN runs r USING (run_id) "
+                            "WHERE r.sample_id = 'clean_2' ORDER BY s.step").fetchall()
+    fresh = "later jobs ran in a fresh instance"
+    assert got == {
+        "clean_1": ("ok", "2", None),
+        "patch_class": ("ok", "'forged'", None if isolation == "job" else
+                        f"changed shared interpreter state (fractions.Fraction); {fresh}"),
+        "probe_class": ("ok", "'Fraction(1, 2)'", None),
+        "patch_module": ("ok", "3", None if isolation == "job" else
+                         f"changed shared interpreter state (math); {fresh}"),
+        "probe_module": ("ok", "3.141592653589793", None),
+        "free_tool": ("tampered", None, None),
+        "loop": ("timeout", None, None),
+        "exit": ("exited", None, None),
+        "clean_2": ("ok", "8", None),
+    }
+    assert steps == [("call", 1), ("line", 2), ("line", 3), ("return", 3)]
