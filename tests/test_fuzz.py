@@ -1292,3 +1292,34 @@ _ADD = CATALOGUE["add"][0]
 def test_found_bugs_store(lines):
     """Corpora whose jobs were lost: every distinct job is one run."""
     check_corpus(lines, False, b"\n")
+
+
+# =====================================================================================
+# random programs through the whole path: corpus file -> trace_corpus -> DuckDB
+
+ANY_PROGRAM = st.one_of(programs(), mutated(), st.text(max_size=60))
+
+
+@settings(max_examples=30, **FUZZ)
+@given(st.lists(st.tuples(ANY_PROGRAM, INPUTS), min_size=1, max_size=6),
+       st.sampled_from(["job", "batch"]))
+def test_random_programs_through_the_store(box, jobs, isolation):
+    """Random and broken programs with random inputs, as a JSONL corpus traced into a
+    fresh store: one run per job, each with the status the sandbox gives the same job, a
+    step count equal to its steps rows, and no corpus error (every record is well formed,
+    whatever its program)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus, db = Path(tmp) / "random.jsonl", Path(tmp) / "random.duckdb"
+        corpus.write_text("".join(json.dumps({"code": c, "input": i}) + "\n" for c, i in jobs),
+                          encoding="utf-8")
+        summary = trace_corpus(corpus, db, TraceOptions(workers=0, limits=LIMITS,
+                                                        isolation=isolation))
+        assert summary.corpus_errors == [] and summary.traced == len(jobs)
+        with duckdb.connect(str(db), read_only=True) as con:
+            stored = con.execute(
+                "SELECT r.status, r.n_steps, (SELECT count(*) FROM steps s WHERE s.run_id = r.run_id) "
+                "FROM runs r ORDER BY r.sample_id::INTEGER").fetchall()
+    direct = [run(box, code, text)["status"] for code, text in jobs]
+    assert [status for status, _, _ in stored] == direct
+    assert all(status in STATUSES for status in direct)
+    assert all(n_steps == rows for _, n_steps, rows in stored)
