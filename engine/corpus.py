@@ -45,7 +45,10 @@ def source_lines(code: str) -> list[str]:
     """The program's lines as Python numbers them (\\n, \\r\\n or \\r ends a line).
     ``str.splitlines`` would also break at form feeds, \\x1c-\\x1e, \\x85 and
     \\u2028/\\u2029, which a string literal may hold, and shift every later line."""
-    return _LINE_BREAK.split(code)
+    lines = _LINE_BREAK.split(code)
+    if lines[-1] == "":
+        lines.pop()  # a final line break ends the last line; it starts none
+    return lines
 
 
 @dataclass(frozen=True)
