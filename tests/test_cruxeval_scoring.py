@@ -514,6 +514,6 @@ def test_cli_errors_are_one_line(tmp_path, cruxeval_path, cheap_generations):
     for args, message in cases:
         assert_one_line_error(invoke("score", *args), message)
     usage = invoke("score", "--mode", "input")
-    assert usage.exit_code == 2 and "give one of --cruxeval" in usage.stderr
+    assert usage.exit_code == 2 and "give one of --tasks, --cruxeval" in usage.stderr
     usage = invoke("score", "--cruxeval", good)
     assert usage.exit_code == 2 and "--cruxeval needs --mode input or --mode output" in usage.stderr

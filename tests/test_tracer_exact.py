@@ -1330,3 +1330,52 @@ def test_delta_replay_matches_full_locals(run, name):
             else:
                 local[var] = value
         assert local == snapshots[index][1], index
+
+
+THROW_UNSTARTED = """\
+def h(n):
+    try:
+        yield n
+    finally:
+        n = 0
+
+def f():
+    g = h(1)
+    try:
+        g.throw(ValueError('t'))
+    except ValueError:
+        return 'caught'
+"""
+
+
+def test_throw_into_a_generator_that_never_started(run):
+    """No PY_START fires for a generator thrown into before it ran: its activation begins
+    with a `call` step (its arguments) and then the `throw`; the exception is raised at
+    its first line, before the `try`, so the `finally` does not run. (Found by fuzzing:
+    such a frame used to start with `throw`, or, when the function had never run before,
+    to have no steps at all.)"""
+    result = run(THROW_UNSTARTED, "")
+    assert outcome(result) == ("ok", None, None, "'caught'", "str", None)
+    assert counts(result) == (5, 2, 1)
+    assert steps_of(result) == [
+        ("call", "f", 7, 0, 0),
+        ("line", "f", 8, 0, 0),
+        ("line", "f", 9, 0, 0),
+        ("line", "f", 10, 0, 0),
+        ("call", "h", 1, 1, 1),
+        ("throw", "h", 1, 1, 1),
+        ("raise", "h", 1, 1, 1),
+        ("unwind", "h", 1, 1, 1),
+        ("raise", "f", 10, 0, 0),
+        ("line", "f", 11, 0, 0),
+        ("line", "f", 12, 0, 0),
+        ("return", "f", 12, 0, 0),
+    ]
+    assert deltas(result) == [
+        (2, "g", "<generator object h at ADDR>", "generator"),
+        (4, "n", "1", "int"),
+        (6, "<exception>", "ValueError('t')", "ValueError"),
+        (7, "<exception>", "ValueError('t')", "ValueError"),
+        (8, "<exception>", "ValueError('t')", "ValueError"),
+        (11, "<return>", "'caught'", "str"),
+    ]

@@ -21,7 +21,8 @@ Step kinds (the ``event`` column of the ``steps`` table):
 ``return``     the activation returns (PY_RETURN); carries ``<return>``
 ``yield``      a generator/coroutine suspends (PY_YIELD); carries ``<yield>``
 ``resume``     a suspended generator/coroutine resumes (PY_RESUME)
-``throw``      an exception is thrown into a suspended generator (PY_THROW)
+``throw``      an exception is thrown into a suspended generator (PY_THROW); thrown into
+               one that never started, its activation's ``call`` step comes first
 ``raise``      an exception is raised in, or propagates into, the frame (RAISE); ``<exception>``
 ``unwind``     the activation ends by an exception (PY_UNWIND); carries ``<exception>``
 =============  ============================================================================
@@ -410,14 +411,7 @@ class Tracer:
             # called from a program frame that is not traced: the clean-up of a generator
             # abandoned by a finished activation (see _on_throw) is not part of the call
             return None
-        if code not in self.code_index:
-            self.code_index[code] = len(self.funcs)
-            self.funcs.append(code.co_qualname)
-            self.own = True
-            try:
-                _set_local_events(TOOL_ID, code, self.local_events())
-            finally:
-                self.own = False
+        self._register(code)
         self._check_depth(frame)
         fid = self.next_frame
         self.next_frame += 1
@@ -428,10 +422,27 @@ class Tracer:
         self._record(CALL, code, code.co_firstlineno, frame, fid)
         return None
 
+    def _register(self, code) -> None:
+        """First sight of a program code object: give it an index and turn its local
+        events on (only program code pays for them)."""
+        if code not in self.code_index:
+            self.code_index[code] = len(self.funcs)
+            self.funcs.append(code.co_qualname)
+            self.own = True
+            try:
+                _set_local_events(TOOL_ID, code, self.local_events())
+            finally:
+                self.own = False
+
     def _enter(self, kind: int, code, offset: int) -> None:
         frame = self._frame(3)
         fid = self.frame_ids.get(frame)
-        if fid is None:  # a generator started before tracing began: adopt it
+        adopted = fid is None
+        if adopted:
+            # A generator frame the trace has not seen start: one thrown into before it
+            # ever ran (no PY_START fires then), or one started before tracing began.
+            # Its activation begins here for the trace: a `call` step (with its
+            # arguments) comes first, so every frame starts with `call`.
             fid = self.next_frame
             self.next_frame += 1
             self.frame_ids[frame] = fid
@@ -439,6 +450,9 @@ class Tracer:
         self.stack.append(fid)
         self.frame_depths.pop(frame, None)  # a generator may resume elsewhere
         self._check_depth(frame, enforce=False)
+        if adopted:
+            self.calls += 1
+            self._record(CALL, code, code.co_firstlineno, frame, fid)
         self._record(kind, code, self.line_of(code, offset), frame, fid)
 
     def _on_resume(self, code, offset):
@@ -450,7 +464,8 @@ class Tracer:
         return None
 
     def _on_throw(self, code, offset, exc):
-        if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
+        if (self.quiet or not self.active or code.co_filename != self.filename
+                or self.stop is not None):
             return None
         if not self.stack:
             # No program activation is running: this is a generator that a finished
@@ -458,6 +473,7 @@ class Tracer:
             # of the call; forgetting the frame drops its later events too.
             self.frame_ids.pop(self._frame(2), None)
             return None
+        self._register(code)  # a generator function thrown into before any of its runs
         self._enter(THROW, code, offset)
         return None
 
