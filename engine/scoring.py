@@ -28,6 +28,7 @@ import ast
 import datetime as dt
 import json
 import math
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,10 +270,7 @@ def run_input_checks(requests: list[dict], options: ScoreOptions,
     from engine.tracing import run_chunks  # the sandbox loads only when inputs are checked
     results: list[dict] = [{} for _ in requests]
     chunks = [requests[i:i + chunk_size] for i in range(0, len(requests), chunk_size)]
-    workers = options.workers
-    if workers is None:
-        import os
-        workers = os.cpu_count() or 1
+    workers = options.workers if options.workers is not None else (os.cpu_count() or 1)
     done = 0
     for index, outcomes in run_chunks(chunks, workers, options.limits, isolation="job"):
         for offset, outcome in enumerate(outcomes):

@@ -73,11 +73,13 @@ def linear_memory_keep_resident() -> int:
     keeps mapped for the next instance in that slot.
 
     Every page a job touches in a fresh instance would otherwise fault (copy-on-write from
-    the snapshot): ~750 faults per CRUXEval job. On Linux 6.7+ wasmtime finds the pages a
-    job dirtied with the PAGEMAP_SCAN ioctl and resets only those, so keeping the whole
-    snapshot resident (its heap is under 32 MiB) costs a reset proportional to what the
-    job wrote and saves every fault: 4.3 -> 3.5 ms per job in one process. Older kernels
-    would memset the whole region on every teardown, so they keep 2 MiB."""
+    the snapshot): ~750 faults per CRUXEval job. On Linux 6.7+ wasmtime resets the kept
+    region with the help of the PAGEMAP_SCAN ioctl, which skips pages never touched, so
+    the reset grows with what instances in the slot have touched (everything a CRUXEval
+    job touches lies in the first 32 MiB), not with the region's size. Keeping it all
+    resident trades ~1.2 ms more teardown for no faults: 4.3 -> 3.5 ms per job in one
+    process (bench/README.md). Older kernels would copy the whole region on every
+    teardown, so they keep 2 MiB."""
     release = os.uname().release if hasattr(os, "uname") else ""
     try:
         version = tuple(int(part) for part in release.split("-")[0].split(".")[:2])
