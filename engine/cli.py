@@ -15,9 +15,14 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
 from engine import __version__
 from engine.analysis import AnalysisOptions, analyse_store
 from engine.corpus import CorpusError, demo_corpus_path, source_lines
+from engine.export import DEFAULT_RUNS_PER_BUCKET, export_parquet
 from engine.formats import FORMATS, render
+from engine.predictions import (DEFAULT_API_KEY_ENV, PredictError, PredictOptions, predict,
+                                resolve_api_key)
+from engine.queries import list_rows, parse_assignments, run_query
 from engine.show import load_run
-from engine.store import DEFAULT_DB, StoreError, query, status_counts
+from engine.store import DEFAULT_DB, StoreError, status_counts
+from engine.tasks import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
 from engine.tracing import TraceOptions, TraceSummary, trace_corpus
 from wasm_sandbox.build import BuildError, cache_dir, ensure_component
 from wasm_sandbox.limits import Limits
@@ -63,13 +68,23 @@ def build(force: bool, fmt: str) -> None:
     click.echo(render(["item", "value"], rows, fmt))
 
 
-def _progress_callback(progress: Progress):
-    task = progress.add_task("tracing", total=None, rate="")
+def _progress_bar(label: str, quiet: bool = False) -> Progress:
+    """A progress bar on stderr: done/total, rate, elapsed time and ETA. None is drawn with
+    --quiet or when stderr is not a terminal."""
+    console = Console(stderr=True)
+    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                    console=console, disable=quiet or not console.is_terminal)
+
+
+def _progress_callback(progress: Progress, unit: str = "runs"):
+    """A ``progress(done, total)`` for the library functions, driving one bar's task."""
+    task = progress.add_task("", total=None, rate="")
     started = time.perf_counter()
 
     def update(done: int, total: int) -> None:
         elapsed = time.perf_counter() - started
-        rate = f"{done / elapsed:.0f} runs/s" if done and elapsed > 0 else ""
+        rate = f"{done / elapsed:.0f} {unit}/s" if done and elapsed > 0 else ""
         progress.update(task, completed=done, total=total, rate=rate)
     return update
 
@@ -120,11 +135,7 @@ def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout
     limits = Limits(timeout_s=timeout, max_steps=max_steps, memory_mb=memory_mb, max_repr=max_repr)
     options = TraceOptions(limits=limits, isolation=isolation, force=force,
                            **({} if workers is None else {"workers": workers}))
-    console = Console(stderr=True)
-    show_bar = not quiet and console.is_terminal
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=console, disable=not show_bar) as progress:
+    with _progress_bar("tracing", quiet) as progress:
         summary = trace_corpus(path, db, options, progress=_progress_callback(progress),
                                corpus_name="demo" if demo else str(corpus))
     for error in summary.corpus_errors:
@@ -176,10 +187,7 @@ def analyse(db: str, determinism: bool, workers: int | None, timeout: float, qui
         raise click.ClickException(f"database not found: {db}")
     options = AnalysisOptions(limits=Limits(timeout_s=timeout), determinism=determinism,
                               **({} if workers is None else {"workers": workers}))
-    console = Console(stderr=True)
-    with Progress(TextColumn("analyse"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console,
-                  disable=quiet or not console.is_terminal) as progress:
+    with _progress_bar("analyse", quiet) as progress:
         summary = analyse_store(db, options, progress=_progress_callback(progress))
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace analyse"))
 
@@ -314,13 +322,9 @@ def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: P
     if out is not None and not out.parent.is_dir():
         raise ValueError(f"cannot write {out}: no directory {out.parent}")
     generations = load_generations(generations_path)
-    console = Console(stderr=True)
-    with Progress(TextColumn("checks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=not console.is_terminal) as progress:
-        task = progress.add_task("checks", total=None)
-        result = score_cruxeval(
-            generations, mode, data, workers=workers,
-            progress=lambda done, total: progress.update(task, completed=done, total=total))
+    with _progress_bar("checks") as progress:
+        result = score_cruxeval(generations, mode, data, workers=workers,
+                                progress=_progress_callback(progress, "checks"))
     if out is not None:
         write_official(result, out)
     if fmt == "json":
@@ -374,19 +378,12 @@ def filter_command(db: str, rules: tuple[str, ...], without: tuple[str, ...], wh
     options = FilterOptions(rules=rules or None, without=without, where=where, length=length,
                             max_seconds=max_seconds, line_steps=line_steps,
                             instruction_steps=instruction_steps, workers=workers)
-    console = Console(stderr=True)
-    with Progress(TextColumn("analyse"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console,
-                  disable=quiet or not console.is_terminal) as progress:
+    with _progress_bar("analyse", quiet) as progress:
         report = filter_runs(db, options, progress=_progress_callback(progress))
     if out is not None:
         written = write_kept(db, report.kept, out)
         click.echo(f"wrote {written} runs to {out}", err=True)
     click.echo(render(FilterReport.COLUMNS, report.rows(), fmt, title="steptrace filter"))
-
-
-from engine.export import DEFAULT_RUNS_PER_BUCKET, export_parquet  # noqa: E402
-from engine.queries import list_rows, parse_assignments, run_query  # noqa: E402
 
 
 @main.command("query")
@@ -423,20 +420,6 @@ def export_command(db: str, parquet: Path, runs_per_bucket: int, force: bool, fm
     summary = export_parquet(db, parquet, force=force, runs_per_bucket=runs_per_bucket)
     click.echo(render(["table", "rows", "files", "partition_by"], summary.as_rows(), fmt,
                       title=f"steptrace export -> {summary.directory}"))
-
-
-from rich.progress import ProgressColumn  # noqa: E402
-from rich.text import Text  # noqa: E402
-
-from engine.predictions import (DEFAULT_API_KEY_ENV, PredictError, PredictOptions,  # noqa: E402
-                                predict, resolve_api_key)
-
-
-class _RequestRateColumn(ProgressColumn):
-    """Requests per second, as rich estimates it from the recent updates."""
-
-    def render(self, task) -> Text:
-        return Text("" if task.speed is None else f"{task.speed:.1f} req/s")
 
 
 @main.command("predict")
@@ -479,23 +462,16 @@ def predict_command(tasks_path: Path, model: str, base_url: str, api_key_env: st
                              api_key_env=api_key_env or DEFAULT_API_KEY_ENV, samples=samples,
                              temperature=temperature, max_tokens=max_tokens,
                              concurrency=concurrency, timeout_s=timeout, max_retries=max_retries)
-    console = Console(stderr=True)
-    with Progress(TextColumn("predict"), BarColumn(), MofNCompleteColumn(), _RequestRateColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(),
-                  console=console, disable=quiet or not console.is_terminal) as progress:
-        bar = progress.add_task("predict", total=None)
+    with _progress_bar("predict", quiet) as progress:
         try:
-            summary = predict(tasks_path, db, options, progress=lambda done, total:
-                              progress.update(bar, completed=done, total=total))
+            summary = predict(tasks_path, db, options,
+                              progress=_progress_callback(progress, "requests"))
         except PredictError as exc:
             raise click.ClickException(str(exc)) from exc
     if fmt == "json":
         click.echo(json.dumps(summary.as_dict(), indent=2))
     else:
         click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace predict"))
-
-
-from engine.tasks import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES  # noqa: E402
 
 
 @main.command("tasks")
