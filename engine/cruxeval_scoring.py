@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from engine.stats import pass_at_k_product as pass_at_k  # the harness arithmetic, n < k gives 1.0
 from engine.tracing import run_chunks
 from wasm_sandbox.limits import Limits
 
@@ -175,19 +176,6 @@ def scored_results(kept_passed: list[bool], generations: int) -> list[bool]:
     """The sample's official scored list: the kept generations' results, or
     ``generations`` failures when none of them passed."""
     return kept_passed if any(kept_passed) else [False] * generations
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """1 − C(n−c, k)/C(n, k) with the harness's arithmetic, 1 − ∏ (1 − k/i) for i from
-    n−c+1 to n, multiplied in that order (so results agree to the last bit); 1.0 when
-    n − c < k, which also covers n < k (the estimator is undefined there; the harness
-    says 1.0)."""
-    if n - c < k:
-        return 1.0
-    product = 1.0
-    for i in range(n - c + 1, n + 1):
-        product *= 1.0 - k / i
-    return 1.0 - product
 
 
 def mean_percent(values: Iterable[float]) -> float:

@@ -21,9 +21,20 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         raise ValueError(f"pass@k needs 0 <= c <= n (n={n}, c={c})")
     if k < 1 or n < k:
         raise ValueError(f"pass@{k} needs at least {k} samples per task (n={n})")
+    return pass_at_k_product(n, c, k)
+
+
+def pass_at_k_product(n: int, c: int, k: int) -> float:
+    """1 − ∏ (1 − k/i) for i from n−c+1 to n, multiplied in that order (the arithmetic of
+    the reference implementations, so results agree to the last bit); 1.0 when n − c < k,
+    which also covers n < k, where the estimator is undefined (CRUXEval's harness says
+    1.0). No argument checks: ``pass_at_k`` makes them."""
     if n - c < k:
         return 1.0
-    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+    product = 1.0
+    for i in range(n - c + 1, n + 1):
+        product *= 1.0 - k / i
+    return 1.0 - product
 
 
 @numba.njit(cache=True)

@@ -22,6 +22,7 @@ from engine.cli import main
 from engine.scoring import ScoreOptions, judge, judge_traces
 from engine.stats import probability_a_beats_b
 from openai_stub import StubServer, answer
+from test_tasks import LOOP  # f([1, 2, 3]) == 3; f([3]) == 3 too
 
 DEFAULT = ScoreOptions()
 STRICT = ScoreOptions(type_strict=True)
@@ -95,16 +96,6 @@ def test_trace_distances():
 
 
 # ------------------------------------------------------------------ end to end
-LOOP = """\
-def f(xs):
-    total = 0
-    for x in xs:
-        if x % 2:
-            total += x
-        else:
-            total -= 1
-    return total
-"""
 KINDS = ("output", "input", "state", "next_line", "coverage", "trace")
 
 
