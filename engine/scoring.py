@@ -31,6 +31,7 @@ import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -359,7 +360,9 @@ class ScoreSummary:
     resamples: int = 10_000
     seed: int = 0
 
+    @cached_property
     def _by_task(self) -> dict[tuple[str, str], list[Verdict]]:
+        """Verdicts per (model, task), grouped once (every table reads them)."""
         grouped: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
         for v in self.verdicts:
             grouped[(v.model, v.task_id)].append(v)
@@ -367,7 +370,7 @@ class ScoreSummary:
 
     def task_pass1(self) -> dict[tuple[str, str], float]:
         """Per (model, task): the share of its samples that are right (pass@1)."""
-        return {key: sum(v.correct for v in vs) / len(vs) for key, vs in self._by_task().items()}
+        return {key: sum(v.correct for v in vs) / len(vs) for key, vs in self._by_task.items()}
 
     def _pass_row(self, groups: list[list[Verdict]]) -> list:
         n_tasks = len(groups)
@@ -383,7 +386,7 @@ class ScoreSummary:
     def by_kind(self) -> tuple[list[str], list[list]]:
         columns = (["model", "kind", "tasks", "samples"] + [f"pass@{k}" for k in self.ks]
                    + ["unparseable %", "pass@1 95% CI", "trace distance"])
-        by_task = self._by_task()
+        by_task = self._by_task
         keys = sorted({(m, self.tasks[t]["kind"]) for m, t in by_task})
         rows = []
         for model in sorted({m for m, _ in keys}):
@@ -401,7 +404,7 @@ class ScoreSummary:
 
     def by_difficulty(self) -> tuple[list[str], list[list]]:
         columns = ["model", "feature", "bucket", "tasks", "samples", "pass@1"]
-        by_task = self._by_task()
+        by_task = self._by_task
         rows = []
         for model in sorted({m for m, _ in by_task}):
             buckets: dict[tuple[str, str, int], list[list[Verdict]]] = defaultdict(list)
