@@ -441,8 +441,11 @@ def _program_facts(con) -> pa.Table:
 def _text_facts(con) -> pa.Table:
     rows = con.execute("SELECT r.run_id, p.code, r.input, r.output FROM runs r "
                        "JOIN programs p USING (program_id)").fetchall()
-    programs: dict[str, bool] = {}
-    ok = [programs.setdefault(code, printable(code)) and printable(text) and printable(output)
+    programs: dict[str, bool] = {}  # each program's text is checked once, not once per run
+    for _, code, _, _ in rows:
+        if code not in programs:
+            programs[code] = printable(code)
+    ok = [programs[code] and printable(text) and printable(output)
           for _, code, text, output in rows]
     return pa.table({"run_id": pa.array([row[0] for row in rows], pa.int64()),
                      "printable": pa.array(ok, pa.bool_())})

@@ -25,7 +25,7 @@ import re
 import string
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterable
@@ -884,11 +884,9 @@ def store_tasks(con: duckdb.DuckDBPyConnection, db: str | Path,
     """Upsert ``tasks`` (one row per task_id; ``created_at`` kept from the first time) and
     return them as stored, in a stable order."""
     tasks = sorted(tasks, key=_sort_key)
-    columns = {name: [] for name in TASK_COLUMNS}
-    for task in tasks:
-        for name, value in asdict(task).items():
-            columns[name].append(value)
-    incoming = pa.table({name: pa.array(columns[name], TASK_TYPES[name]) for name in TASK_COLUMNS})
+    # getattr, not dataclasses.asdict: asdict deep-copies every field of every task
+    incoming = pa.table({name: pa.array([getattr(task, name) for task in tasks], TASK_TYPES[name])
+                         for name in TASK_COLUMNS})
     order = pa.table({"task_id": incoming.column("task_id"),
                       "ord": pa.array(range(len(tasks)), pa.int64())})
     updates = ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS[1:] if c != "created_at")
