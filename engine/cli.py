@@ -422,56 +422,177 @@ def export_command(db: str, parquet: Path, runs_per_bucket: int, force: bool, fm
                       title=f"steptrace export -> {summary.directory}"))
 
 
+def request_options(temperature: float):
+    """The options of a run of requests to an OpenAI-compatible server (predict, generate)."""
+    options = [
+        click.option("--model", required=True, help="Model name, as the server knows it."),
+        click.option("--base-url", required=True,
+                     help="Root of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1."),
+        click.option("--api-key-env", metavar="VAR", default=None,
+                     help=f"Environment variable holding the API key [default: "
+                          f"{DEFAULT_API_KEY_ENV}]; when it is unset a placeholder key is sent "
+                          "(local servers need none)."),
+        click.option("--temperature", type=click.FloatRange(min=0), default=temperature,
+                     show_default=True, help="Sampling temperature."),
+        click.option("--max-tokens", type=click.IntRange(min=1),
+                     default=PredictOptions.max_tokens, show_default=True,
+                     help="Completion tokens per response."),
+        click.option("--concurrency", type=click.IntRange(min=1),
+                     default=PredictOptions.concurrency, show_default=True,
+                     help="Requests in flight at once."),
+        click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+                     default=PredictOptions.timeout_s, show_default=True,
+                     help="Seconds per request attempt."),
+        click.option("--max-retries", type=click.IntRange(min=0),
+                     default=PredictOptions.max_retries, show_default=True,
+                     help="Retries of a request after a 429, a 5xx, a timeout or a dropped "
+                          "connection (the client backs off and honours Retry-After)."),
+    ]
+
+    def apply(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+    return apply
+
+
+def request_settings(model: str, base_url: str, api_key_env: str | None, temperature: float,
+                     max_tokens: int, concurrency: int, timeout: float, max_retries: int,
+                     samples: int = 1) -> PredictOptions:
+    """PredictOptions from the request options, warning when the named key is unset."""
+    if api_key_env is not None and resolve_api_key(api_key_env) is None:
+        click.echo(f"warning: ${api_key_env} is not set; sending a placeholder API key", err=True)
+    return PredictOptions(model=model, base_url=base_url,
+                          api_key_env=api_key_env or DEFAULT_API_KEY_ENV, samples=samples,
+                          temperature=temperature, max_tokens=max_tokens,
+                          concurrency=concurrency, timeout_s=timeout, max_retries=max_retries)
+
+
+def _echo_summary(summary, fmt: str, title: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(summary.as_dict(), indent=2))
+    else:
+        click.echo(render(["item", "value"], summary.as_rows(), fmt, title=title))
+
+
 @main.command("predict")
 @click.option("--tasks", "tasks_path", required=True,
               type=click.Path(dir_okay=False, path_type=Path),
               help="Tasks JSONL, as written by `steptrace tasks`.")
-@click.option("--model", required=True, help="Model name, as the server knows it.")
-@click.option("--base-url", required=True,
-              help="Root of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--api-key-env", metavar="VAR", default=None,
-              help=f"Environment variable holding the API key [default: {DEFAULT_API_KEY_ENV}]; "
-                   "when it is unset a placeholder key is sent (local servers need none).")
+@request_options(temperature=PredictOptions.temperature)
 @click.option("--samples", type=click.IntRange(min=1), default=PredictOptions.samples,
               show_default=True, help="Samples per task (one request each).")
-@click.option("--temperature", type=click.FloatRange(min=0), default=PredictOptions.temperature,
-              show_default=True, help="Sampling temperature.")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=PredictOptions.max_tokens,
-              show_default=True, help="Completion tokens per response.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=PredictOptions.concurrency,
-              show_default=True, help="Requests in flight at once.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
-              default=PredictOptions.timeout_s, show_default=True,
-              help="Seconds per request attempt.")
-@click.option("--max-retries", type=click.IntRange(min=0), default=PredictOptions.max_retries,
-              show_default=True, help="Retries of a request after a 429, a 5xx, a timeout or a "
-                                      "dropped connection (the client backs off and honours "
-                                      "Retry-After).")
 @db_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @format_option
-def predict_command(tasks_path: Path, model: str, base_url: str, api_key_env: str | None,
-                    samples: int, temperature: float, max_tokens: int, concurrency: int,
-                    timeout: float, max_retries: int, db: str, quiet: bool, fmt: str) -> None:
+def predict_command(tasks_path: Path, samples: int, db: str, quiet: bool, fmt: str,
+                    **request) -> None:
     """Ask a model every task (one request per task and sample) and store its responses
     and their parsed answers in the predictions table. A re-run asks only for what is not
     stored yet, or ended in an error."""
-    if api_key_env is not None and resolve_api_key(api_key_env) is None:
-        click.echo(f"warning: ${api_key_env} is not set; sending a placeholder API key", err=True)
-    options = PredictOptions(model=model, base_url=base_url,
-                             api_key_env=api_key_env or DEFAULT_API_KEY_ENV, samples=samples,
-                             temperature=temperature, max_tokens=max_tokens,
-                             concurrency=concurrency, timeout_s=timeout, max_retries=max_retries)
+    options = request_settings(samples=samples, **request)
     with _progress_bar("predict", quiet) as progress:
         try:
             summary = predict(tasks_path, db, options,
                               progress=_progress_callback(progress, "requests"))
         except PredictError as exc:
             raise click.ClickException(str(exc)) from exc
+    _echo_summary(summary, fmt, "steptrace predict")
+
+
+GENERATE_TEMPERATURE = 0.8  # candidates should differ from one another
+
+
+@main.command("generate")
+@request_options(temperature=GENERATE_TEMPERATURE)
+@click.option("--n", "count", type=click.IntRange(min=1), required=True,
+              help="Generations (one request each).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Fixes each generation's method and few-shot pair.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Candidates JSONL to write (a corpus for `steptrace trace`).")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Prompts and raw responses, appended [default: OUT with .log.jsonl].")
+@click.option("--methods-file", "methods_files", multiple=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="More methods to prompt with, one a line (e.g. collections.Counter."
+                   "most_common); repeatable.")
+@click.option("--no-builtin-methods", is_flag=True,
+              help="Prompt only with the --methods-file methods, not those of str/list/dict.")
+@click.option("--fewshot", "fewshot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Few-shot pool JSONL (id, method, code, inputs) [default: the bundled one].")
+@click.option("--template", "template_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Prompt template with $examples and $method [default: the bundled one].")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def generate_command(count: int, seed: int, out: Path, log_path: Path | None,
+                     methods_files: tuple[Path, ...], no_builtin_methods: bool,
+                     fewshot_path: Path | None, template_path: Path | None, quiet: bool,
+                     fmt: str, **request) -> None:
+    """Ask a model for candidate benchmark functions, each using one named method, with
+    test inputs; log every prompt and response, and write the parsed candidates. A re-run
+    asks only for generations not logged yet, or logged with an error."""
+    from engine.generate import GenerateOptions, builtin_methods, generate, read_methods
+    if no_builtin_methods and not methods_files:
+        raise click.UsageError("--no-builtin-methods needs at least one --methods-file")
+    methods = [] if no_builtin_methods else builtin_methods()
+    for path in methods_files:
+        methods += [m for m in read_methods(path) if m not in methods]
+    options = GenerateOptions(n=count, seed=seed, methods=tuple(methods),
+                              fewshot_path=fewshot_path, template_path=template_path,
+                              log_path=log_path)
+    settings = request_settings(**request)
+    with _progress_bar("generate", quiet) as progress:
+        try:
+            summary = generate(out, options, settings,
+                               progress=_progress_callback(progress, "requests"))
+        except PredictError as exc:
+            raise click.ClickException(str(exc)) from exc
+    _echo_summary(summary, fmt, "steptrace generate")
+
+
+@main.command("dedupe")
+@click.argument("records", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="JSONL of the records of the functions kept.")
+@format_option
+def dedupe_command(records: Path, out: Path, fmt: str) -> None:
+    """Drop functions that duplicate an earlier one, exactly or after renaming identifiers
+    and replacing literals (RECORDS: e.g. the output of `steptrace filter --out`)."""
+    from engine.dedupe import dedupe_file
+    report = dedupe_file(records, out)
     if fmt == "json":
-        click.echo(json.dumps(summary.as_dict(), indent=2))
-    else:
-        click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace predict"))
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    click.echo(render(["stage", "functions", "records"], report.as_rows(), fmt,
+                      title=f"steptrace dedupe -> {out}"))
+
+
+@main.command("select")
+@click.argument("records", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--n", "count", type=click.IntRange(min=1), required=True,
+              help="Samples in the benchmark (one function, one input each).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--candidates", type=click.Path(dir_okay=False, path_type=Path),
+              help="The candidates file of `steptrace generate`, for each function's method "
+                   "(without it every function counts as one method).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Benchmark JSONL in CRUXEval's format (id, code, input, output); the "
+                   "sources (candidate id, method per sample) go beside it.")
+@click.option("--allow-fewer", is_flag=True,
+              help="Write a smaller benchmark when fewer than N functions are eligible.")
+@format_option
+def select_command(records: Path, count: int, seed: int, candidates: Path | None, out: Path,
+                   allow_fewer: bool, fmt: str) -> None:
+    """Sample the benchmark from deduplicated records, balanced over the prompted methods,
+    and print the method distribution."""
+    from engine.selection import select_file
+    report = select_file(records, out, count, seed, candidates, allow_fewer)
+    if fmt == "json":
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    click.echo(render(["method", "available", "selected"], report.as_rows(), fmt,
+                      title=f"steptrace select: {report.chosen} of {report.requested}"))
 
 
 @main.command("tasks")

@@ -23,7 +23,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -269,6 +269,19 @@ class PredictionStore:
 
 
 # ------------------------------------------------------------------ predicting
+class RowSink(Protocol):
+    """Where a run's rows go: the predictions table, or a generation log."""
+
+    def write(self, rows: list[Prediction]) -> None: ...
+
+
+class RowCounter(Protocol):
+    def count(self, row: Prediction) -> None: ...
+
+
+Extract = Callable[[str | None, Task], str | None] | None
+
+
 def predict(tasks_path: str | Path, db: str | Path, options: PredictOptions,
             progress: Progress | None = None) -> PredictSummary:
     """Ask ``options.model`` every (task, sample) pair not yet stored without an error,
@@ -282,7 +295,7 @@ def predict(tasks_path: str | Path, db: str | Path, options: PredictOptions,
         pairs = [(task, sample) for task in tasks for sample in range(options.samples)]
         todo = [(task, sample) for task, sample in pairs if (task.task_id, sample) not in done]
         summary.pairs, summary.skipped = len(pairs), len(pairs) - len(todo)
-        run = _Run(options, store, summary, progress or (lambda done, total: None))
+        run = RequestRun(options, store, summary, progress or (lambda done, total: None))
         fatal = asyncio.run(run.execute(todo))
     finally:
         store.close()
@@ -293,15 +306,18 @@ def predict(tasks_path: str | Path, db: str | Path, options: PredictOptions,
     return summary
 
 
-class _Run:
-    """One run's requests, its writer and its stop flag (no state outlives the run)."""
+class RequestRun:
+    """One run's requests, its writer and its stop flag (no state outlives the run).
+    ``steptrace predict`` and ``steptrace generate`` share it: the rows go to ``store``
+    (anything with ``write(rows)``) and ``extract`` finds the answer in a response."""
 
-    def __init__(self, options: PredictOptions, store: PredictionStore,
-                 summary: PredictSummary, progress: Progress) -> None:
+    def __init__(self, options: PredictOptions, store: RowSink, summary: RowCounter,
+                 progress: Progress, extract: Extract = None) -> None:
         self.options = options
         self.store = store
         self.summary = summary
         self.progress = progress
+        self.extract = extract or _extract_task_answer
         self.fatal: str | None = None
         self.write_failed = False
         self.answered = 0
@@ -361,7 +377,8 @@ class _Run:
             return Prediction(task.task_id, options.model, sample, task.kind,
                               latency_ms=_ms_since(started),
                               error=f"{type(exc).__name__}: {first_line(exc)}")
-        return _prediction(task, sample, options.model, response, _ms_since(started))
+        return _prediction(task, sample, options.model, response, _ms_since(started),
+                           self.extract)
 
     async def _write_batches(self) -> None:
         """The single writer: commits a batch every ``flush_rows`` rows or
@@ -391,7 +408,7 @@ class _Run:
         if batch and not self.write_failed:
             try:
                 await asyncio.to_thread(self.store.write, batch)
-            except StoreError as exc:
+            except (StoreError, OSError) as exc:
                 self.write_failed = True
                 self.fatal = str(exc)
                 return []
@@ -438,14 +455,19 @@ def _server_message(exc: openai.APIStatusError) -> str:
     return first_line(exc)
 
 
-def _prediction(task: Task, sample: int, model: str, response, latency_ms: float) -> Prediction:
+def _extract_task_answer(text: str | None, task: Task) -> str | None:
+    return extract_answer(text, task.kind, task.prompt_style)
+
+
+def _prediction(task: Task, sample: int, model: str, response, latency_ms: float,
+                extract: Callable[[str | None, Task], str | None]) -> Prediction:
     """A row from a completion, tolerating servers that leave fields out."""
     choices = getattr(response, "choices", None) or []
     choice = choices[0] if choices else None
     message = getattr(choice, "message", None)
     text = getattr(message, "content", None)
     usage = getattr(response, "usage", None)
-    answer = extract_answer(text, task.kind, task.prompt_style)
+    answer = extract(text, task)
     return Prediction(
         task.task_id, model, sample, task.kind, raw_text=text, answer=answer,
         parsed=answer is not None,
