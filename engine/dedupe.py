@@ -42,13 +42,14 @@ class _Normaliser(ast.NodeTransformer):
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
 
-    def rename(self, name: str) -> str:
-        if name in _BUILTINS and name not in self.names:
+    def rename(self, name: str, binds: bool = True) -> str:
+        """A read of a builtin the program never bound keeps its name."""
+        if not binds and name in _BUILTINS and name not in self.names:
             return name
         return self.names.setdefault(name, f"v{len(self.names)}")
 
     def visit_Name(self, node: ast.Name) -> ast.Name:
-        node.id = self.rename(node.id)
+        node.id = self.rename(node.id, binds=not isinstance(node.ctx, ast.Load))
         return node
 
     def visit_arg(self, node: ast.arg) -> ast.arg:

@@ -196,16 +196,18 @@ class GenerationLog:
     def __init__(self, path: Path, requests: dict[str, GenerationRequest]) -> None:
         self.path = path
         self.requests = requests
-        self._end_partial_line()
+        self._drop_partial_line()
 
-    def _end_partial_line(self) -> None:
-        """After a crash mid-line, start the next line on a line of its own."""
-        if self.path.exists() and self.path.stat().st_size:
-            with self.path.open("rb") as log:
-                log.seek(-1, 2)
-                if log.read(1) != b"\n":
-                    with self.path.open("a", encoding="utf-8") as out:
-                        out.write("\n")
+    def _drop_partial_line(self) -> None:
+        """A crash mid-write leaves a line with no newline: cut it off (its generation
+        was never counted as logged) so that the next line starts clean."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if end != len(data):
+            with self.path.open("r+b") as log:
+                log.truncate(end)
 
     def write(self, rows: list[Prediction]) -> None:
         lines = [json.dumps(self._record(row), ensure_ascii=False) + "\n" for row in rows]
