@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,15 +27,14 @@ from typing import Callable, Iterator
 import duckdb
 import pyarrow as pa
 
-from engine.store import (ANALYSIS_COLUMNS, BRANCH_COLUMNS, StoreError, connect, first_line)
+from engine.store import (ANALYSIS_COLUMNS, BRANCH_COLUMNS, FINISHED_STATUSES, MEMORY_ADDRESS,
+                          StoreError, analysis_missing, connect, first_line)
 from engine.tracing import run_chunks
 from wasm_sandbox.build import BuildError
 from wasm_sandbox.limits import Limits
 from wasm_sandbox.runtime import Sandbox
 
 VARIANT = "reseeded"
-FINISHED = ("ok", "exception")
-_ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)
 _PROBE = {"code": "def f():\n    return hash('steptrace determinism probe')\n", "input": "",
           "entry": "f"}
 
@@ -91,6 +89,19 @@ FROM runs r JOIN programs p USING (program_id)
 WHERE r.status IN ('ok', 'exception') AND {missing}
 ORDER BY r.run_id
 """
+
+
+def ensure_analysed(db: str | Path, determinism: bool = False, workers: int | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> int:
+    """Analyse the finished runs that lack it (and check their determinism when asked),
+    starting the sandbox only if one does; the number of analysis and determinism runs
+    made. What ``tasks`` (branch outcomes) and ``filter`` (operand and determinism rules)
+    need before they read the store."""
+    if not analysis_missing(db, determinism):
+        return 0
+    extra = {} if workers is None else {"workers": workers}
+    summary = analyse_store(db, AnalysisOptions(determinism=determinism, **extra), progress)
+    return summary.analysed + summary.determinism_checked
 
 
 def analyse_store(db: str | Path, options: AnalysisOptions | None = None,
@@ -161,7 +172,7 @@ def _check_variant(limits: Limits) -> None:
 
 # ---------------------------------------------------------------- agreement
 def _plain(text: str | None) -> str | None:
-    return None if text is None else _ADDRESS.sub(" at 0x…", text)
+    return None if text is None else MEMORY_ADDRESS.sub(" at 0x…", text)
 
 
 def disagreement(run: StoredRun, result: dict) -> str | None:
@@ -196,7 +207,7 @@ def _store_analyses(con, db, runs: list[StoredRun], results: list[dict],
             "determinism_note": None,
             "note": ("condition outcomes beyond the first 1,000,000 not kept"
                      if report.get("evaluations_truncated") else result.get("exception_message")
-                     if result.get("status") not in FINISHED else None),
+                     if result.get("status") not in FINISHED_STATUSES else None),
             "analysed_at": now,
         }
         for name in ANALYSIS_COLUMNS:

@@ -32,7 +32,8 @@ from typing import Callable, Mapping
 import duckdb
 import pyarrow as pa
 
-from engine.store import StoreError, connect, first_line
+from engine.analysis import ensure_analysed
+from engine.store import StoreError, connect, first_line, has_table
 
 STATIC, DYNAMIC, DETERMINISM, SQL = "static", "dynamic", "determinism", "sql"
 KINDS = (STATIC, DYNAMIC, DETERMINISM)
@@ -275,33 +276,7 @@ def _ensure_analysis(db, rules: list[Rule], options: FilterOptions, progress) ->
     if not any(rule.needs_analysis for rule in rules):
         return 0
     determinism = any(rule.kind == DETERMINISM for rule in rules)
-    if not _analysis_missing(db, determinism):
-        return 0
-    from engine.analysis import AnalysisOptions, analyse_store  # the sandbox: only if needed
-    extra = {} if options.workers is None else {"workers": options.workers}
-    summary = analyse_store(db, AnalysisOptions(determinism=determinism, **extra), progress)
-    return summary.analysed + summary.determinism_checked
-
-
-def _analysis_missing(db, determinism: bool) -> bool:
-    con = connect(db, read_only=True)
-    try:
-        if not _has_table(con, "analyses"):
-            return True  # a version 1 store: analyse_store upgrades it
-        check = "a.run_id IS NULL" + (" OR a.deterministic IS NULL" if determinism else "")
-        return con.execute(
-            "SELECT count(*) FROM runs r LEFT JOIN analyses a USING (run_id) "
-            f"WHERE r.status IN ('ok', 'exception') AND ({check})").fetchall()[0][0] > 0
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
-    finally:
-        con.close()
-
-
-def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    found = con.execute("SELECT count(*) FROM information_schema.tables "
-                        "WHERE table_schema = 'main' AND table_name = ?", [name]).fetchall()
-    return found[0][0] > 0
+    return ensure_analysed(db, determinism, options.workers, progress)
 
 
 _NO_ANALYSES = ("(SELECT NULL::BIGINT AS run_id, NULL::BIGINT AS float_ops, "
@@ -331,7 +306,7 @@ def _evaluate(con, db, rules: list[Rule], options: FilterOptions,
     try:
         con.register("program_facts", _program_facts(con))
         con.register("text_facts", _text_facts(con))
-        analyses = "analyses" if _has_table(con, "analyses") else _NO_ANALYSES
+        analyses = "analyses" if has_table(con, "analyses") else _NO_ANALYSES
         checks = [(rule.name, rule.removes(options)) for rule in rules]
         if where is not None:
             con.register("where_kept", _where_kept(con, where))

@@ -10,6 +10,7 @@ index, input and expected output): tracing the same corpus again skips stored ke
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -437,3 +438,34 @@ def status_counts(db: str | Path) -> dict[str, int]:
     """Runs in the store by status."""
     result = query(db, "SELECT status, count(*) FROM runs GROUP BY status ORDER BY status")
     return dict(result.rows)
+
+
+# Runs whose call finished (returned or raised): the ones with a whole trace to analyse.
+FINISHED_STATUSES = ("ok", "exception")
+# A memory address in a repr (``<object at 0x7f…>``): differs between runs by nature.
+MEMORY_ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)
+
+
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    found = con.execute("SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_schema = 'main' AND table_name = ?", [name]).fetchall()
+    return found[0][0] > 0
+
+
+def analysis_missing(db: str | Path, determinism: bool = False) -> bool:
+    """Whether a finished run lacks its analysis (or, with ``determinism``, its
+    determinism verdict): a read-only look, so that callers start the sandbox only
+    when there is work for it."""
+    con = connect(db, read_only=True)
+    try:
+        if not has_table(con, "analyses"):
+            return True  # a version 1 store: analyse_store upgrades it
+        check = "a.run_id IS NULL" + (" OR a.deterministic IS NULL" if determinism else "")
+        statuses = ", ".join(f"'{status}'" for status in FINISHED_STATUSES)
+        return con.execute(
+            "SELECT count(*) FROM runs r LEFT JOIN analyses a USING (run_id) "
+            f"WHERE r.status IN ({statuses}) AND ({check})").fetchall()[0][0] > 0
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
+    finally:
+        con.close()

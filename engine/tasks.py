@@ -21,7 +21,6 @@ import datetime as dt
 import hashlib
 import json
 import random
-import re
 import string
 import time
 from collections import Counter
@@ -35,17 +34,16 @@ import polars as pl
 import pyarrow as pa
 
 from engine.corpus import source_lines
-from engine.store import StoreError, connect, first_line
+from engine.analysis import ensure_analysed
+from engine.store import FINISHED_STATUSES, MEMORY_ADDRESS, StoreError, connect, first_line
 
 KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
          "line_count", "branch", "steps", "trace", "exception")
 STYLES = ("direct", "cot", "cruxeval")
-FINISHED = ("ok", "exception")
 STEP_KINDS = {"state", "state_any", "next_line", "next_line_any", "coverage", "line_count",
               "trace"}
 STATE_KINDS = {"state", "state_any"}
 UNBOUND = "unbound"
-_ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)
 _CODE_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 TASKS_DDL = """
@@ -350,7 +348,8 @@ LEFT JOIN analyses a USING (run_id)
 WHERE r.status IN ('ok', 'exception')
 ORDER BY r.run_id
 """
-_FINISHED = "run_id IN (SELECT run_id FROM runs WHERE status IN ('ok', 'exception'))"
+_FINISHED = ("run_id IN (SELECT run_id FROM runs WHERE status IN ("
+             + ", ".join(f"'{status}'" for status in FINISHED_STATUSES) + "))")
 
 
 def load_runs(con: duckdb.DuckDBPyConnection, kinds: Iterable[str]) -> list[RunData]:
@@ -446,7 +445,7 @@ def _bound(value: tuple) -> bool:
 
 def _answerable(value: tuple) -> bool:
     """A value a model could write exactly: bound, kept whole, free of memory addresses."""
-    return _bound(value) and not value[2] and not _ADDRESS.search(value[0] or "")
+    return _bound(value) and not value[2] and not MEMORY_ADDRESS.search(value[0] or "")
 
 
 def _plain_var(name: str) -> bool:
@@ -600,7 +599,7 @@ def _branch(facts: RunFacts) -> list[Candidate]:
 
 def _output(facts: RunFacts) -> list[Candidate]:
     run = facts.run
-    if run.status != "ok" or run.output_truncated or _ADDRESS.search(run.output or ""):
+    if run.status != "ok" or run.output_truncated or MEMORY_ADDRESS.search(run.output or ""):
         return []
     return [Candidate(0, (), run.output, "repr", question=(("input", run.input),),
                       value_type=run.output_type)]
@@ -854,13 +853,8 @@ def _check(db: str | Path, options: TaskOptions) -> None:
 
 def _analyse(db: str | Path, options: TaskOptions) -> float:
     """Condition outcomes come from the analysis run; make sure every run has one."""
-    try:
-        from engine.analysis import AnalysisOptions, analyse_store
-    except ImportError:  # pragma: no cover - only before engine.analysis existed
-        return 0.0
     mark = time.perf_counter()
-    extra = {} if options.workers is None else {"workers": options.workers}
-    analyse_store(db, AnalysisOptions(**extra))
+    ensure_analysed(db, workers=options.workers)
     return time.perf_counter() - mark
 
 
