@@ -170,7 +170,7 @@ _RULES = (
          lambda o: "every int operation has an operand with |x| <= 3",
          lambda o: "coalesce(int_ops_large > 0, false)", needs_analysis=True),
     Rule("short_seq_ops", DYNAMIC,
-         lambda o: "every str/list/tuple operation has an operand of length <= 3",
+         lambda o: "every str/list/tuple/bytes operation has an operand of length <= 3",
          lambda o: "coalesce(seq_ops_long > 0, false)", needs_analysis=True),
     Rule("time", DYNAMIC,
          lambda o: f"the traced call finished within {o.max_seconds:g} s",

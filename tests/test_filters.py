@@ -115,7 +115,7 @@ CRUXEVAL_TABLE = [
     ("no_true_division", "dynamic", "no executed true division (/)", 0, 800),
     ("small_int_ops", "dynamic", "every int operation has an operand with |x| <= 3", 0, 800),
     ("short_seq_ops", "dynamic",
-     "every str/list/tuple operation has an operand of length <= 3", 0, 800),
+     "every str/list/tuple/bytes operation has an operand of length <= 3", 0, 800),
     ("time", "dynamic", "the traced call finished within 2 s", 0, 800),
     ("no_exception", "dynamic", "the call returned (status ok)", 0, 800),
     ("steps", "dynamic", "line/instruction steps within bounds (none set)", 0, 800),
@@ -389,7 +389,7 @@ def test_cli_analyses_when_needed(traced_db, tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)[0] == {
         "rule": "short_seq_ops", "kind": "dynamic",
-        "description": "every str/list/tuple operation has an operand of length <= 3",
+        "description": "every str/list/tuple/bytes operation has an operand of length <= 3",
         "removed": 1, "kept": 19}
     assert rows(db, "SELECT count(*), count(deterministic) FROM analyses") == [(17, 0)]
 
