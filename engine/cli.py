@@ -659,5 +659,47 @@ def features(db: str, chunk_runs: int, fmt: str) -> None:
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace features"))
 
 
+@main.command("size-check")
+@click.option("--db", type=click.Path(dir_okay=False), default=None,
+              help="Store with a scores table (`steptrace score`): per-task pass@1 per model.")
+@click.option("--model", "models", multiple=True, metavar="NAME",
+              help="With --db: the models to compare (default: every scored model).")
+@click.option("--kind", help="With --db: only tasks of this kind (e.g. output).")
+@click.option("--scores", "scores_csv", type=click.Path(dir_okay=False, path_type=Path),
+              help="Instead of --db: a CSV with a header sample_id,<model>,<model>,...")
+@click.option("--sizes", default="100:2000:100", show_default=True, metavar="START:STOP:STEP",
+              help="Benchmark sizes to try (or N,N,...); at most the pool size.")
+@click.option("--level", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=0.05, show_default=True,
+              help="Highest acceptable probability that a pair's order reverses.")
+@click.option("--resamples", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Random benchmarks drawn per size.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@format_option
+def size_check_command(db: str | None, models: tuple[str, ...], kind: str | None,
+                       scores_csv: Path | None, sizes: str, level: float, resamples: int,
+                       seed: int, fmt: str) -> None:
+    """How large a benchmark drawn from the candidate pool must be for every pair of models
+    to keep its pool order (CRUXEval §3.3): the probability of a reversal per size."""
+    from engine.sizecheck import load_pool_scores, load_scores_csv, parse_sizes, size_check
+    if (db is None) == (scores_csv is None):
+        raise click.UsageError("give exactly one of --db and --scores")
+    if scores_csv is not None and (models or kind):
+        raise click.UsageError("--model and --kind go with --db")
+    pool = (load_scores_csv(scores_csv) if scores_csv is not None
+            else load_pool_scores(db, models, kind))
+    result = size_check(pool.scores, pool.models, parse_sizes(sizes), level, resamples, seed)
+    if fmt == "json":
+        click.echo(json.dumps({**result.as_dict(), "dropped": pool.dropped}, indent=2))
+        return
+    click.echo(render(result.columns(), result.as_rows(), fmt,
+                      title=f"reversal probability, pool of {result.pool}"))
+    if fmt == "table":
+        smallest = result.smallest_n
+        click.echo(f"samples scored for some models only (left out): {pool.dropped}")
+        click.echo(f"smallest n with every reversal below {level:g}: {smallest}" if smallest
+                   else f"no size tried keeps every reversal below {level:g}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -75,6 +75,15 @@ def test_edit_distance_exact_values():
         0.0, 0.0, 1.0, pytest.approx(1 / 3)]
 
 
+def python_splitmix64(state: int) -> tuple[int, int]:
+    """One step of splitmix64 in plain Python integers: (new state, 64 random bits)."""
+    state = (state + 0x9E3779B97F4A7C15) & MASK
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return state, z ^ (z >> 31)
+
+
 def python_bootstrap_means(scores: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """The same resampling with splitmix64 in plain Python integers."""
     state = seed
@@ -83,11 +92,8 @@ def python_bootstrap_means(scores: np.ndarray, resamples: int, seed: int) -> np.
     for r in range(resamples):
         total = [0.0] * models
         for _ in range(n):
-            state = (state + 0x9E3779B97F4A7C15) & MASK
-            z = state
-            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-            row = (z ^ (z >> 31)) % n
+            state, bits = python_splitmix64(state)
+            row = bits % n
             for m in range(models):
                 total[m] += scores[row, m]
         out[r] = [t / n for t in total]
