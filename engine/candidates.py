@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
 ENTRY = "f"
 _TAGGED_CODE = re.compile(r"\[PYTHON\]\s*\n(.*?)\[/PYTHON\]", re.DOTALL)
@@ -174,12 +174,14 @@ def write_candidates(logged: dict[str, dict], planned: Iterable[Planned],
     return report
 
 
-def read_candidates(path: str | Path) -> dict[str, dict]:
-    """The candidates file by id (what ``dedupe`` and ``select`` need: method, code)."""
+def read_objects(path: str | Path, what: str, valid: Callable[[dict], bool],
+                 needs: str) -> list[dict]:
+    """The JSON objects of a JSONL file, one a line, each passing ``valid``; ValueError
+    naming the file and line of the first that does not (``needs`` says what it lacks)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"candidates file not found: {path}")
-    found: dict[str, dict] = {}
+        raise ValueError(f"{what} not found: {path}")
+    records = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
@@ -187,7 +189,14 @@ def read_candidates(path: str | Path) -> dict[str, dict]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(record, dict) or not isinstance(record.get("id"), str):
-            raise ValueError(f"{path}:{number}: a candidate needs a string 'id'")
-        found[record["id"]] = record
-    return found
+        if not (isinstance(record, dict) and valid(record)):
+            raise ValueError(f"{path}:{number}: {needs}")
+        records.append(record)
+    return records
+
+
+def read_candidates(path: str | Path) -> dict[str, dict]:
+    """The candidates file by id (what ``select`` needs: each function's method)."""
+    records = read_objects(path, "candidates file", lambda r: isinstance(r.get("id"), str),
+                           "a candidate needs a string 'id'")
+    return {record["id"]: record for record in records}

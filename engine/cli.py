@@ -29,7 +29,8 @@ from wasm_sandbox.limits import Limits
 from wasm_sandbox.pool import PoolError
 from wasm_sandbox.runtime import ISOLATIONS, Sandbox
 
-EXPECTED_ERRORS = (StoreError, CorpusError, BuildError, PoolError, ValueError, OSError)
+EXPECTED_ERRORS = (StoreError, CorpusError, BuildError, PoolError, PredictError, ValueError,
+                   OSError)
 
 db_option = click.option("--db", default=DEFAULT_DB, show_default=True,
                          type=click.Path(dir_okay=False), help="DuckDB trace store.")
@@ -492,11 +493,7 @@ def predict_command(tasks_path: Path, samples: int, db: str, quiet: bool, fmt: s
     stored yet, or ended in an error."""
     options = request_settings(samples=samples, **request)
     with _progress_bar("predict", quiet) as progress:
-        try:
-            summary = predict(tasks_path, db, options,
-                              progress=_progress_callback(progress, "requests"))
-        except PredictError as exc:
-            raise click.ClickException(str(exc)) from exc
+        summary = predict(tasks_path, db, options, progress=_progress_callback(progress, "requests"))
     _echo_summary(summary, fmt, "steptrace predict")
 
 
@@ -543,11 +540,8 @@ def generate_command(count: int, seed: int, out: Path, log_path: Path | None,
                               log_path=log_path)
     settings = request_settings(**request)
     with _progress_bar("generate", quiet) as progress:
-        try:
-            summary = generate(out, options, settings,
-                               progress=_progress_callback(progress, "requests"))
-        except PredictError as exc:
-            raise click.ClickException(str(exc)) from exc
+        summary = generate(out, options, settings,
+                           progress=_progress_callback(progress, "requests"))
     _echo_summary(summary, fmt, "steptrace generate")
 
 

@@ -24,6 +24,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from engine.candidates import read_objects
+
 _BUILTINS = frozenset(dir(builtins))
 _TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 EXACT, NEAR = "exact", "near"
@@ -129,22 +131,8 @@ class DedupeReport:
 
 def read_records(path: str | Path) -> list[dict]:
     """Corpus records (``steptrace filter --out`` writes them: id, code, input, output)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"file not found: {path}")
-    records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        if not (isinstance(record, dict) and isinstance(record.get("code"), str)
-                and record.get("id") is not None):
-            raise ValueError(f"{path}:{number}: a record needs 'id' and a string 'code'")
-        records.append(record)
-    return records
+    return read_objects(path, "file", lambda r: isinstance(r.get("code"), str)
+                        and r.get("id") is not None, "a record needs 'id' and a string 'code'")
 
 
 def function_id(record: dict) -> tuple[str, str]:
