@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.steptrace-installed
 DB     ?= steptrace.duckdb
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean chromium
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "steptrace needs Python 3.11+ (set PYTHON=...)")'
@@ -25,8 +25,16 @@ demo: $(STAMP)
 	@echo; echo "-- queries/hottest_lines.sql"
 	$(BIN)/steptrace sql -f queries/hottest_lines.sql --db $(DB)
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
+
+# The report test (tests/test_report.py) loads the page in Debian's headless Chromium.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null 2>&1 || { echo "chromium is missing and there is no apt-get: install Chromium as 'chromium' on PATH"; exit 1; }; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  echo "installing Debian's chromium for the report test"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 bench: $(STAMP)
 	$(BIN)/python bench/trace_cruxeval.py

@@ -653,6 +653,19 @@ def features(db: str, chunk_runs: int, fmt: str) -> None:
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace features"))
 
 
+@main.command("report")
+@db_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="HTML file to write (one self-contained page).")
+@format_option
+def report_command(db: str, out: Path, fmt: str) -> None:
+    """Write an HTML page of plots over the store (statuses, step distributions, tasks,
+    accuracy by kind, difficulty and standard-library method) with the tables behind them."""
+    from engine.report import write_report  # matplotlib loads only here
+    summary = write_report(db, out)
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace report"))
+
+
 @main.command("size-check")
 @click.option("--db", type=click.Path(dir_okay=False), default=None,
               help="Store with a scores table (`steptrace score`): per-task pass@1 per model.")
