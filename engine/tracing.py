@@ -94,7 +94,8 @@ def run_chunks(chunks: list[list[dict]], workers: int, limits: Limits, isolation
             for index, chunk in enumerate(chunks):
                 yield index, [sandbox.run(request, isolation) for request in chunk]
         return
-    with WorkerPool(min(workers, max(1, len(chunks))), limits, isolation, artifacts) as pool:
+    with WorkerPool(min(workers, max(1, len(chunks))), limits, isolation, artifacts,
+                    verified=True) as pool:
         yield from pool.run(chunks)
 
 
