@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -84,10 +85,15 @@ def _chunks(jobs: list[Job], size: int) -> list[list[Job]]:
 
 
 def run_chunks(chunks: list[list[dict]], workers: int, limits: Limits, isolation: str = "job",
-               variant: str = "") -> Iterator[tuple[int, list[JobOutcome]]]:
+               variant: str = "", pool: WorkerPool | None = None
+               ) -> Iterator[tuple[int, list[JobOutcome]]]:
     """Run chunks of guest requests (in worker processes, or here with ``workers=0``);
     yield ``(chunk index, outcomes)`` as chunks finish, in any order. ``variant`` names
-    a separately initialised build of the guest (see wasm_sandbox.build)."""
+    a separately initialised build of the guest (see wasm_sandbox.build). A ``pool``
+    started earlier (``start_pool``) is used as it is."""
+    if pool is not None:
+        yield from pool.run(chunks)
+        return
     artifacts = prepare(limits, variant)
     if workers == 0:
         with Sandbox(limits, artifacts) as sandbox:
@@ -99,12 +105,24 @@ def run_chunks(chunks: list[list[dict]], workers: int, limits: Limits, isolation
         yield from pool.run(chunks)
 
 
-def run_jobs(jobs: list[Job], options: TraceOptions) -> Iterator[list[TracedRun]]:
+def start_pool(options: TraceOptions) -> WorkerPool | None:
+    """Workers started now, so that they boot (~0.1 s: interpreter, imports, deserialising
+    the component) while this process loads the corpus and reads the store; None for
+    ``workers=0``."""
+    if options.workers == 0:
+        return None
+    artifacts = prepare(options.limits)
+    return WorkerPool(options.workers, options.limits, options.isolation, artifacts,
+                      verified=True)
+
+
+def run_jobs(jobs: list[Job], options: TraceOptions,
+             pool: WorkerPool | None = None) -> Iterator[list[TracedRun]]:
     """Run ``jobs`` in the sandbox; yield finished runs chunk by chunk (any order)."""
     chunks = _chunks(jobs, options.chunk_size)
     requests = [[job.request() for job in chunk] for chunk in chunks]
     for index, outcomes in run_chunks(requests, options.workers, options.limits,
-                                      options.isolation):
+                                      options.isolation, pool=pool):
         yield [TracedRun(job, *_unpack(outcome), options.isolation)
                for job, outcome in zip(chunks[index], outcomes)]
 
@@ -118,6 +136,18 @@ def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOpti
                  corpus_name: str | None = None) -> TraceSummary:
     """Trace every job of ``corpus`` not yet in ``db``; ``progress(done, total)``."""
     started = time.perf_counter()
+    with ExitStack() as stack:
+        pool = start_pool(options)
+        if pool is not None:
+            stack.enter_context(pool)
+        summary = _trace(corpus, db, options, progress, corpus_name, pool)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _trace(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
+           progress: Callable[[int, int], None] | None, corpus_name: str | None,
+           pool: WorkerPool | None) -> TraceSummary:
     loaded = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
     summary = TraceSummary(corpus=corpus_name or str(corpus), db=str(db),
                            jobs=len(loaded.jobs), corpus_errors=list(loaded.errors))
@@ -135,7 +165,7 @@ def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOpti
         pending: list[TracedRun] = []
         last_commit = time.perf_counter()
         done = 0
-        for finished in run_jobs(jobs, options) if jobs else ():
+        for finished in run_jobs(jobs, options, pool) if jobs else ():
             pending.extend(finished)
             for traced in finished:
                 summary.add(traced)
@@ -149,7 +179,6 @@ def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOpti
         writer.write(pending)
     finally:
         con.close()
-    summary.seconds = time.perf_counter() - started
     return summary
 
 
