@@ -11,13 +11,18 @@ Run: ``.venv/bin/python bench/scale_1m.py --dir /tmp/scale [--n 1000000] [--seed
    their sum is the figure for "peak RSS while tracing"; the host's and the largest
    worker's own peaks (getrusage) are printed too;
 3. ``export_parquet`` writes DIR/scale_pq;
-4. every named query runs on the store and on the export, each run on a fresh
-   connection (``run_query``), three times; the median is printed with the row count.
-   Queries that need tasks, predictions or scores, which a traced-only store has not,
-   are listed as such;
-5. ``run_features`` runs in a child process (bench/features_bench.py's helper).
+4. ``--phase tasks`` (after ``trace``, before ``queries``; part of ``all``) gives the
+   accuracy queries something to read: ``generate_tasks`` makes output, input and steps
+   tasks (one of each per run, 3,000,000), then **synthetic** predictions and scores
+   are inserted by SQL for two models (one sample per task; ``correct`` drawn from a
+   hash of task and model, 60% and 45%): no model is asked, the point is the size of
+   the tables the queries read. The analysis (branch outcomes) is not run: at ~160
+   runs/s it would take ~2 hours, so ``branch_balance`` reads an empty table;
+5. every named query runs on the store and on the export, each run on a fresh
+   connection (``run_query``), three times; the median is printed with the row count;
+6. ``run_features`` runs in a child process (bench/features_bench.py's helper).
 
-``--phase queries`` skips 1-2 and reuses DIR's store (to time the queries again on a
+``--phase queries`` skips 1-4 and reuses DIR's store (to time the queries again on a
 quiet machine). Figures go to bench/README.md by hand, with the machine.
 """
 
@@ -37,6 +42,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from engine.export import export_parquet  # noqa: E402
+from engine.predictions import PredictionStore  # noqa: E402
+from engine.scoring import SCORES_DDL  # noqa: E402
+from engine.store import connect  # noqa: E402
+from engine.tasks import TaskOptions, generate_tasks  # noqa: E402
 from engine.queries import load_queries, run_query  # noqa: E402
 from engine.store import StoreError  # noqa: E402
 from engine.synth import write_synth  # noqa: E402
@@ -112,6 +121,44 @@ def trace_phase(n: int, seed: int, workers: int, directory: Path) -> None:
           f"host {host_mb:,.0f} MB, largest worker {worker_mb:,.0f} MB", flush=True)
 
 
+SYNTHETIC_PREDICTIONS = """
+INSERT INTO predictions (task_id, model, sample_index, kind, raw_text, answer, parsed,
+                         prompt_tokens, completion_tokens, latency_ms, error, finish_reason,
+                         created_at)
+SELECT task_id, m.model, 0, kind, '[ANSWER] x [/ANSWER]', 'x', true, 100, 8, 1.0, NULL,
+       'stop', now()::TIMESTAMP
+FROM tasks, (VALUES ('model-a'), ('model-b')) m(model)
+"""
+SYNTHETIC_SCORES = """
+INSERT INTO scores
+SELECT task_id, model, sample_index, kind, true,
+       hash(task_id || model) % 100 < CASE model WHEN 'model-a' THEN 60 ELSE 45 END,
+       NULL, NULL, now()::TIMESTAMP
+FROM predictions
+"""
+
+
+def tasks_phase(directory: Path) -> None:
+    db = directory / "scale.duckdb"
+    started = time.perf_counter()
+    summary = generate_tasks(db, TaskOptions(kinds=("output", "input", "steps"), per_run=1))
+    print(f"tasks: {sum(summary.by_kind.values()):,} in {time.perf_counter() - started:.0f} s",
+          flush=True)
+    PredictionStore(db).close()  # creates the predictions table
+    con = connect(db)
+    try:
+        started = time.perf_counter()
+        con.execute(SCORES_DDL)
+        con.execute(SYNTHETIC_PREDICTIONS)
+        con.execute(SYNTHETIC_SCORES)
+        counts = [con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+                  for t in ("predictions", "scores")]
+    finally:
+        con.close()
+    print(f"synthetic predictions {counts[0]:,} and scores {counts[1]:,} "
+          f"(SQL, no model asked) in {time.perf_counter() - started:.0f} s", flush=True)
+
+
 def _time_query(name: str, where: dict) -> tuple[float, int] | str:
     seconds = []
     rows = 0
@@ -159,12 +206,14 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--phase", choices=("all", "trace", "queries"), default="all")
+    parser.add_argument("--phase", choices=("all", "trace", "tasks", "queries"), default="all")
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     print(f"cores: {os.cpu_count()}   python: {sys.version.split()[0]}   n: {args.n:,}", flush=True)
     if args.phase in ("all", "trace"):
         trace_phase(args.n, args.seed, args.workers, args.dir)
+    if args.phase in ("all", "tasks"):
+        tasks_phase(args.dir)
     if args.phase in ("all", "queries"):
         queries_phase(args.dir)
 
