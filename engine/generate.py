@@ -284,6 +284,9 @@ def generate(out: str | Path, options: GenerateOptions, request: PredictOptions,
     started = time.perf_counter()
     out = Path(out)
     log_path = options.log_path or log_path_for(out)
+    for path in (out, log_path):
+        if not path.parent.is_dir():
+            raise GenerateError(f"cannot write {path}: no directory {path.parent}")
     methods = list(options.methods) or builtin_methods()
     pool = load_fewshot(options.fewshot_path or default_fewshot_path())
     template = load_template(options.template_path or default_template_path())

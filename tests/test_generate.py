@@ -7,9 +7,11 @@ import json
 from collections import Counter
 
 import pytest
+from click.testing import CliRunner
 
 from engine.candidates import (NO_CODE, NO_ENTRY, NO_INPUTS, call_arguments, parse_response,
                                write_candidates)
+from engine.cli import main
 from engine.generate import (FewShot, GenerateError, GenerateOptions, GenerationLog,
                              builtin_methods, default_fewshot_path, default_template_path,
                              generate, load_fewshot, load_template, plan, read_log,
@@ -17,6 +19,7 @@ from engine.generate import (FewShot, GenerateError, GenerateOptions, Generation
 from engine.predictions import PredictError, PredictOptions, Prediction
 from openai_stub import StubServer, answer
 from test_benchmark import GOOD_STRIP, method_of
+from test_cli import assert_one_line_error
 
 METHODS = ["str.upper", "list.append", "dict.get", "str.zfill"]
 
@@ -218,3 +221,13 @@ def test_write_candidates_replaces_the_file_whole(tmp_path):
     assert report.rejected == {"not asked yet": 1, "request failed": 1}
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [requests[0].gen_id]
     assert not (tmp_path / "c.jsonl.partial").exists()
+
+
+def test_cli_refuses_an_out_file_in_a_missing_directory(tmp_path):
+    """Checked before any request is made: the responses could not be logged."""
+    with StubServer({}, key_of=method_of) as server:
+        out = tmp_path / "no" / "c.jsonl"
+        result = CliRunner().invoke(main, ["generate", "--model", "stub-model", "--base-url",
+                                           server.base_url, "--n", "2", "--out", str(out)])
+        assert sum(server.requests.values()) == 0
+    assert_one_line_error(result, f"cannot write {out}: no directory {tmp_path / 'no'}")
