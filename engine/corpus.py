@@ -100,24 +100,33 @@ def demo_corpus_path() -> Path:
 
 def load_corpus(path: str | Path) -> Corpus:
     """Load a JSONL file or a directory of ``.py`` files; see the module docstring."""
+    corpus = Corpus()
+    for job_or_error in iter_corpus(path):
+        _collect(corpus, job_or_error)
+    return corpus
+
+
+def iter_corpus(path: str | Path) -> Iterator[Job | str]:
+    """The jobs of a corpus one at a time, with a message (str) in place of each bad
+    record: reading a corpus of any size holds one record at a time. CorpusError when
+    the corpus cannot be read at all."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"corpus not found: {path}")
-    corpus = Corpus()
     if path.is_dir():
+        empty = True
         for job_or_error in _iter_directory(path):
-            _collect(corpus, job_or_error)
-        if not corpus.jobs and not corpus.errors:
+            empty = False
+            yield job_or_error
+        if empty:
             raise CorpusError(f"no .py files in corpus directory {path}")
-        return corpus
+        return
     try:
         handle = open(path, "rb")
     except OSError as exc:
         raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from exc
     with handle:
-        for job_or_error in _iter_jsonl(handle, path):
-            _collect(corpus, job_or_error)
-    return corpus
+        yield from _iter_jsonl(handle, path)
 
 
 def _collect(corpus: Corpus, item: Job | str) -> None:

@@ -1,9 +1,11 @@
 """Job orchestration: corpus → sandbox workers → store.
 
-``trace_corpus`` loads a corpus, leaves out jobs the store already holds (resume), runs
-the rest in chunks across worker processes (or in this process with ``workers=0``) and
-commits finished runs in batches, so an interrupted run keeps every committed batch and a
-re-run finishes the rest.
+``trace_corpus`` reads a corpus twice, a record at a time: once to count its jobs and leave
+out duplicates and jobs the store already holds (resume), once to hand the rest, a few
+chunks ahead, to worker processes (or to this process with ``workers=0``). Finished runs
+are committed in batches, so an interrupted run keeps every committed batch and a re-run
+finishes the rest. Memory grows with the corpus only by a set of job keys (~100 bytes a
+job), not with the jobs or their results.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
-from engine.corpus import Corpus, Job, load_corpus
+from engine.corpus import Corpus, Job, iter_corpus
 from engine.store import TracedRun, TraceWriter, connect
 from wasm_sandbox.limits import Limits
 from wasm_sandbox.pool import WorkerPool, prepare
@@ -80,11 +82,18 @@ class TraceSummary:
                 "corpus_errors": self.corpus_errors}
 
 
-def _chunks(jobs: list[Job], size: int) -> list[list[Job]]:
-    return [jobs[i:i + size] for i in range(0, len(jobs), size)]
+def _chunks(jobs: Iterable[Job], size: int) -> Iterator[list[Job]]:
+    chunk: list[Job] = []
+    for job in jobs:
+        chunk.append(job)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
-def run_chunks(chunks: list[list[dict]], workers: int, limits: Limits, isolation: str = "job",
+def run_chunks(chunks: Iterable[list[dict]], workers: int, limits: Limits, isolation: str = "job",
                variant: str = "", pool: WorkerPool | None = None
                ) -> Iterator[tuple[int, list[JobOutcome]]]:
     """Run chunks of guest requests (in worker processes, or here with ``workers=0``);
@@ -100,8 +109,8 @@ def run_chunks(chunks: list[list[dict]], workers: int, limits: Limits, isolation
             for index, chunk in enumerate(chunks):
                 yield index, [sandbox.run(request, isolation) for request in chunk]
         return
-    with WorkerPool(min(workers, max(1, len(chunks))), limits, isolation, artifacts,
-                    verified=True) as pool:
+    size = min(workers, max(1, len(chunks))) if isinstance(chunks, list) else workers
+    with WorkerPool(size, limits, isolation, artifacts, verified=True) as pool:
         yield from pool.run(chunks)
 
 
@@ -116,15 +125,21 @@ def start_pool(options: TraceOptions) -> WorkerPool | None:
                       verified=True)
 
 
-def run_jobs(jobs: list[Job], options: TraceOptions,
+def run_jobs(jobs: Iterable[Job], options: TraceOptions,
              pool: WorkerPool | None = None) -> Iterator[list[TracedRun]]:
-    """Run ``jobs`` in the sandbox; yield finished runs chunk by chunk (any order)."""
-    chunks = _chunks(jobs, options.chunk_size)
-    requests = [[job.request() for job in chunk] for chunk in chunks]
-    for index, outcomes in run_chunks(requests, options.workers, options.limits,
+    """Run ``jobs`` in the sandbox; yield finished runs chunk by chunk (any order). Jobs
+    are read from ``jobs`` lazily, a few chunks ahead of the workers."""
+    held: dict[int, list[Job]] = {}  # the jobs of chunks handed out and not yet back
+
+    def requests() -> Iterator[list[dict]]:
+        for index, chunk in enumerate(_chunks(jobs, options.chunk_size)):
+            held[index] = chunk
+            yield [job.request() for job in chunk]
+
+    for index, outcomes in run_chunks(requests(), options.workers, options.limits,
                                       options.isolation, pool=pool):
         yield [TracedRun(job, *_unpack(outcome), options.isolation)
-               for job, outcome in zip(chunks[index], outcomes)]
+               for job, outcome in zip(held.pop(index), outcomes)]
 
 
 def _unpack(outcome: JobOutcome) -> tuple[dict, int]:
@@ -148,30 +163,32 @@ def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOpti
 def _trace(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
            progress: Callable[[int, int], None] | None, corpus_name: str | None,
            pool: WorkerPool | None) -> TraceSummary:
-    loaded = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
-    summary = TraceSummary(corpus=corpus_name or str(corpus), db=str(db),
-                           jobs=len(loaded.jobs), corpus_errors=list(loaded.errors))
+    """Two passes over the corpus, so that memory does not grow with its size (beyond a
+    set of job keys, ~100 bytes a job): the first counts jobs, bad records and duplicates
+    and asks the store which keys it holds; the second reads the jobs again and hands
+    the ones to trace to the workers a few chunks at a time."""
+    summary = TraceSummary(corpus=corpus_name or str(corpus), db=str(db))
+    todo = _survey(corpus, summary)  # before the store is opened: a bad corpus makes none
     con = connect(db)
     try:
         writer = TraceWriter(con, force=options.force, path=db)
-        jobs = _deduplicated(loaded.jobs)
-        summary.duplicates = summary.jobs - len(jobs)
         if not options.force:
-            stored = writer.stored_keys(job.key for job in jobs)
-            jobs = [job for job in jobs if job.key not in stored]
-        summary.skipped = summary.jobs - summary.duplicates - len(jobs)
+            todo -= writer.stored_keys(todo)
+        summary.skipped = summary.jobs - summary.duplicates - len(todo)
+        total = len(todo)
         if progress:
-            progress(0, len(jobs))
+            progress(0, total)
         pending: list[TracedRun] = []
         last_commit = time.perf_counter()
         done = 0
-        for finished in run_jobs(jobs, options, pool) if jobs else ():
+        jobs = (job for job in _items(corpus) if not isinstance(job, str) and _take(todo, job))
+        for finished in run_jobs(jobs, options, pool) if todo else ():
             pending.extend(finished)
             for traced in finished:
                 summary.add(traced)
             done += len(finished)
             if progress:
-                progress(done, len(jobs))
+                progress(done, total)
             if (len(pending) >= options.commit_every
                     or time.perf_counter() - last_commit >= options.commit_seconds):
                 writer.write(pending)
@@ -182,13 +199,29 @@ def _trace(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
     return summary
 
 
-def _deduplicated(jobs: list[Job]) -> list[Job]:
-    """A corpus may list the same job twice; it is one run."""
-    seen: set[str] = set()
-    unique = []
-    for job in jobs:
-        key = job.key
-        if key not in seen:
-            seen.add(key)
-            unique.append(job)
-    return unique
+def _items(corpus: str | Path | Corpus) -> Iterator[Job | str]:
+    if isinstance(corpus, Corpus):
+        return iter([*corpus.errors, *corpus.jobs])
+    return iter_corpus(corpus)
+
+
+def _survey(corpus: str | Path | Corpus, summary: TraceSummary) -> set[str]:
+    """First pass: the keys of the corpus's jobs (each once), counting jobs, duplicates
+    and bad records."""
+    keys: set[str] = set()
+    for item in _items(corpus):
+        if isinstance(item, str):
+            summary.corpus_errors.append(item)
+            continue
+        summary.jobs += 1
+        keys.add(item.key)
+    summary.duplicates = summary.jobs - len(keys)
+    return keys
+
+
+def _take(todo: set[str], job: Job) -> bool:
+    """True the first time a job to trace comes by (a corpus may list a job twice)."""
+    if job.key in todo:
+        todo.remove(job.key)
+        return True
+    return False

@@ -415,3 +415,39 @@ def test_demo_corpus_statuses_and_matches(tmp_path):
                                               ("demo_uncaught", "exception")]
     assert rows(db, "SELECT n_steps, line_steps FROM runs "
                     "WHERE sample_id = 'demo_infinite_loop'") == [(100000, 100000)]
+
+
+def test_tracing_reads_the_corpus_a_few_chunks_ahead_of_the_workers(tmp_path, monkeypatch):
+    """Memory does not grow with the corpus: the second pass over it (the one that hands
+    jobs to the workers) is never more than a few chunks ahead of the finished runs.
+    200 jobs in chunks of 4 on 2 workers: at most (IN_FLIGHT + 1) chunks a worker waiting
+    or queued, IN_FLIGHT a worker in flight and one being assembled, i.e. 11 chunks = 44
+    jobs, read ahead; the store gets every job once."""
+    from wasm_sandbox.pool import IN_FLIGHT
+    corpus = tmp_path / "many.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"j{i}", "code": "def f(x):\n    return x\n",
+                                          "input": str(i)}) + "\n" for i in range(200)))
+    passes: list[list[int]] = []  # per pass over the corpus: items read so far
+    original = tracing.iter_corpus
+
+    def counting(path):
+        read = [0]
+        passes.append(read)
+        for item in original(path):
+            read[0] += 1
+            yield item
+
+    ahead: list[int] = []
+
+    def progress(done: int, total: int) -> None:
+        if len(passes) == 2:
+            ahead.append(passes[1][0] - done)
+
+    monkeypatch.setattr(tracing, "iter_corpus", counting)
+    db = tmp_path / "many.duckdb"
+    summary = trace_corpus(corpus, db, TraceOptions(workers=2, chunk_size=4), progress=progress)
+    assert (summary.jobs, summary.traced, len(passes)) == (200, 200, 2)
+    assert passes[0][0] == passes[1][0] == 200
+    bound = 4 * ((IN_FLIGHT + 1) * 2 + IN_FLIGHT * 2 + 1)
+    assert bound == 44 and 0 < max(ahead) <= bound, ahead
+    assert sorted(int(r[0]) for r in query(db, "SELECT input FROM runs").rows) == list(range(200))

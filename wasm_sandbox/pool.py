@@ -147,12 +147,22 @@ class WorkerPool:
         return None
 
     def run(self, chunks: Iterable[list[dict]]) -> Iterator[tuple[int, list[JobOutcome]]]:
-        """Yield ``(chunk index, outcomes)`` as chunks finish (not in order)."""
-        pending = list(enumerate(chunks))
-        pending.reverse()
+        """Yield ``(chunk index, outcomes)`` as chunks finish (not in order). ``chunks`` is
+        read lazily: only a few chunks per worker are taken from it ahead of the work."""
+        source = iter(enumerate(chunks))
+        pending: list[tuple[int, list[dict]]] = []  # next chunk last; retried ones go last
         retried: set[int] = set()
         in_flight = 0
-        while pending or in_flight:
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < (IN_FLIGHT + 1) * len(self._workers):
+                item = next(source, None)
+                if item is None:
+                    exhausted = True
+                else:
+                    pending.insert(0, item)
+            if not (pending or in_flight):
+                break
             in_flight += self._hand_out(pending)
             message = self._receive()
             if message is None:
