@@ -33,6 +33,7 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  command -v apt-get >/dev/null 2>&1 || { echo "chromium is missing and there is no apt-get: install Chromium as 'chromium' on PATH"; exit 1; }; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  [ -z "$$SUDO" ] || command -v sudo >/dev/null 2>&1 || { echo "chromium is missing: install Debian's chromium package as root (apt-get install chromium)"; exit 1; }; \
 	  echo "installing Debian's chromium for the report test"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 

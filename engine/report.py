@@ -12,12 +12,15 @@ from __future__ import annotations
 import datetime as dt
 import html
 import io
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from engine.queries import run_query
 from engine.store import QueryResult, StoreError, connect, first_line
@@ -26,19 +29,29 @@ PALETTE = ("#3b6ea5", "#e07b39", "#5a9e4b", "#b5483f", "#7d5ba6", "#8c6d31", "#c
 MAX_METHODS = 25  # methods plotted (by tasks); the table lists them all
 
 
+def _all(result: QueryResult) -> QueryResult:
+    """The whole result: most sections show every row of their query."""
+    return result
+
+
 @dataclass(frozen=True)
 class Section:
-    """One plot: the query behind it and how to draw its rows (None: nothing to draw)."""
+    """One plot: the query behind it, the part of its result the plot and the table show
+    (two sections may share one query), and how to draw those rows (None: nothing to draw)."""
 
     id: str
     title: str
     caption: str
     query: str
     draw: Callable[[QueryResult], Figure | None]
+    select: Callable[[QueryResult], QueryResult] = _all
 
 
 @dataclass
 class ReportSummary:
+    """What was written, for the CLI's summary and the tests: the plots drawn and, for
+    each section without one, the reason the page gives."""
+
     out: str
     runs: int
     programs: int
@@ -59,18 +72,35 @@ def _figure(width: float = 7.0, height: float = 3.2) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
+def _value_label(value: float, fraction: bool) -> str:
+    """The number written on a bar: a 0.0 pass@1 is then visible; a missing one (NaN, no
+    bar) gets no label, so "wrong every time" and "no such task" never look alike."""
+    if math.isnan(value):
+        return ""
+    return f"{value:.2f}" if fraction else f"{value:g}"
+
+
 def _bars(labels: list[str], series: dict[str, list[float]], ylabel: str,
-          horizontal: bool = False) -> Figure:
-    """Grouped bars: one group per label, one bar per series."""
-    height = max(3.2, 0.28 * len(labels) + 1.2) if horizontal else 3.2
+          horizontal: bool = False, fraction: bool = False) -> Figure:
+    """Grouped bars with their values written on them: a group per label, a bar per
+    series. ``fraction``: values are shares in [0, 1] (pass@1), else whole counts."""
+    height = max(3.2, 0.28 * len(labels) * max(1, len(series)) + 1.2) if horizontal else 3.2
     figure = _figure(7.0, height)
     axes = figure.subplots()
     width = 0.8 / max(1, len(series))
     for i, (name, values) in enumerate(series.items()):
         positions = [x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))]
         draw = axes.barh if horizontal else axes.bar
-        draw(positions, values, width, label=name, color=PALETTE[i % len(PALETTE)])
+        bars = draw(positions, values, width, label=name, color=PALETTE[i % len(PALETTE)])
+        axes.bar_label(bars, [_value_label(v, fraction) for v in values], padding=2,
+                       fontsize="x-small")
     ticks = range(len(labels))
+    values_axis = axes.xaxis if horizontal else axes.yaxis
+    if fraction:
+        (axes.set_xlim if horizontal else axes.set_ylim)(0, 1.1)
+    else:
+        values_axis.set_major_locator(MaxNLocator(integer=True))
+        axes.margins(**{"x" if horizontal else "y": 0.12})
     if horizontal:
         axes.set_yticks(list(ticks), labels)
         axes.invert_yaxis()
@@ -99,7 +129,10 @@ def _steps(result: QueryResult) -> Figure | None:
     figure = _figure(7.0, 3.0 * len(measures))
     for axes, measure in zip(figure.subplots(len(measures), 1, squeeze=False)[:, 0], measures):
         mine = [r for r in rows if r["measure"] == measure]
-        axes.bar(range(len(mine)), [r["runs"] for r in mine], color=PALETTE[0])
+        bars = axes.bar(range(len(mine)), [r["runs"] for r in mine], color=PALETTE[0])
+        axes.bar_label(bars, padding=2, fontsize="x-small")
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.margins(y=0.12)
         axes.set_xticks(range(len(mine)), [_bucket(r["bucket_from"], r["bucket_to"])
                                            for r in mine], rotation=30, ha="right")
         axes.set_title(measure.replace("_", " "), fontsize="medium")
@@ -113,25 +146,40 @@ def _tasks(result: QueryResult) -> Figure | None:
 
 
 def _by_model(rows: list[dict], label: str) -> tuple[list[str], dict[str, list[float]]]:
-    """Labels and one pass@1 series per model (0 where a model has no scored task)."""
+    """Labels and one pass@1 series per model (NaN, drawn as no bar, where a model has
+    no scored task of that label)."""
     labels = list(dict.fromkeys(r[label] for r in rows))
     models = sorted({r["model"] for r in rows})
     values = {(r["model"], r[label]): r["pass_at_1"] for r in rows}
-    return labels, {m: [values.get((m, x)) or 0.0 for x in labels] for m in models}
+    return labels, {m: [float(values.get((m, x), math.nan)) for x in labels] for m in models}
+
+
+def _overall(result: QueryResult) -> QueryResult:
+    """accuracy_by_kind's rows over all buckets (bucket_from NULL), without the buckets."""
+    keep = [i for i, c in enumerate(result.columns) if c not in ("bucket_from", "bucket_to")]
+    bucket = result.columns.index("bucket_from")
+    return QueryResult([result.columns[i] for i in keep],
+                       [tuple(row[i] for i in keep) for row in result.rows
+                        if row[bucket] is None])
+
+
+def _bucketed(result: QueryResult) -> QueryResult:
+    """accuracy_by_kind's rows of one difficulty bucket each."""
+    bucket = result.columns.index("bucket_from")
+    return QueryResult(result.columns, [r for r in result.rows if r[bucket] is not None])
 
 
 def _accuracy_kind(result: QueryResult) -> Figure | None:
-    rows = [r for r in _dicts(result) if r["bucket_from"] is None and r["pass_at_1"] is not None]
+    rows = [r for r in _dicts(result) if r["pass_at_1"] is not None]
     if not rows:
         return None
     labels, series = _by_model(rows, "kind")
-    return _bars(labels, series, "pass@1")
+    return _bars(labels, series, "pass@1", fraction=True)
 
 
 def _accuracy_difficulty(result: QueryResult) -> Figure | None:
     """One panel per model: pass@1 by line-step bucket, a line per kind."""
-    rows = [r for r in _dicts(result) if r["bucket_from"] is not None
-            and r["pass_at_1"] is not None]
+    rows = [r for r in _dicts(result) if r["pass_at_1"] is not None]
     if not rows:
         return None
     models = sorted({r["model"] for r in rows})
@@ -164,7 +212,7 @@ def _accuracy_method(result: QueryResult) -> Figure | None:
     labels, series = _by_model([r for r in rows if r["method"] in top], "method")
     order = sorted(labels, key=top.index)
     series = {m: [values[labels.index(x)] for x in order] for m, values in series.items()}
-    return _bars(order, series, "pass@1", horizontal=True)
+    return _bars(order, series, "pass@1", horizontal=True, fraction=True)
 
 
 SECTIONS = (
@@ -177,10 +225,10 @@ SECTIONS = (
             "tasks_by_kind", _tasks),
     Section("accuracy-kind", "Accuracy by kind",
             "pass@1 of each model by task kind (over all difficulty buckets).",
-            "accuracy_by_kind", _accuracy_kind),
+            "accuracy_by_kind", _accuracy_kind, _overall),
     Section("accuracy-difficulty", "Accuracy by difficulty",
             "pass@1 by difficulty bucket (line steps of the task's run), a line per kind.",
-            "accuracy_by_kind", _accuracy_difficulty),
+            "accuracy_by_kind", _accuracy_difficulty, _bucketed),
     Section("accuracy-method", "Accuracy by standard-library method",
             f"pass@1 on tasks whose program calls each str/list/dict method "
             f"(CRUXEval Appendix A.3); the {MAX_METHODS} methods with most tasks.",
@@ -195,24 +243,40 @@ def _dicts(result: QueryResult) -> list[dict]:
 
 def svg(figure: Figure, salt: str) -> str:
     """The figure as an inline ``<svg>`` element: text as paths (no fonts needed), no
-    date, ids salted per figure so that two figures on one page never share one."""
+    date, fixed hash salt (same bytes every time), and every id prefixed with ``salt``:
+    matplotlib names elements figure_1, axes_1 and glyphs DejaVuSans-48 in every SVG, and
+    ids must be unique across the page the figures share."""
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": salt}):
         figure.savefig(buffer, format="svg",
                        metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return _scope_ids(text[text.index("<svg"):], salt)
+
+
+_ID_OR_REFERENCE = re.compile(r'(\bid="|\bhref="#|url\(#)([^")]+)')
+
+
+def _scope_ids(text: str, prefix: str) -> str:
+    """``text`` with each id it defines, and each reference to one, as ``prefix-id``."""
+    defined = set(re.findall(r'\bid="([^"]+)"', text))
+    return _ID_OR_REFERENCE.sub(
+        lambda m: m[1] + (f"{prefix}-{m[2]}" if m[2] in defined else m[2]), text)
 
 
 def table(result: QueryResult) -> str:
+    """The rows as an HTML table, every value escaped; numbers right-aligned."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in result.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>"
-                   for row in result.rows)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in result.rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _cell(value) -> str:
-    return "" if value is None else html.escape(str(value))
+def _cell(value: object) -> str:
+    if value is None:
+        return "<td></td>"
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    opening = '<td class="num">' if number else "<td>"
+    return f"{opening}{html.escape(str(value))}</td>"
 
 
 STYLE = """
@@ -222,8 +286,8 @@ nav a { margin-right: 1rem; } section { margin: 2.5rem 0; }
 figure.plot { margin: 0; } figure.plot svg { max-width: 100%; height: auto; }
 figcaption { color: #555; font-size: .9rem; }
 table { border-collapse: collapse; margin-top: .8rem; font-size: .85rem; }
-th, td { border: 1px solid #ccc; padding: .15rem .5rem; text-align: right; }
-th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
+th, td { border: 1px solid #ccc; padding: .15rem .5rem; text-align: left; }
+th { background: #f2f2f2; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .empty { color: #8a4b00; background: #fff6e5; padding: .5rem .8rem; border-radius: 4px; }
 """
 
@@ -252,8 +316,11 @@ def _counts(db: str | Path) -> tuple[int, int]:
         con.close()
 
 
-def write_report(db: str | Path, out: str | Path) -> ReportSummary:
-    """Run the queries behind every section on ``db`` and write the page to ``out``."""
+def write_report(db: str | Path, out: str | Path,
+                 now: dt.datetime | None = None) -> ReportSummary:
+    """Run the queries behind every section on ``db`` and write the page to ``out``.
+    ``now`` is the time the page says it was made (default: the current time); with the
+    same store and ``now`` the page is the same bytes."""
     if not Path(db).exists():
         raise StoreError(f"database not found: {db}")
     out = Path(out)
@@ -261,42 +328,54 @@ def write_report(db: str | Path, out: str | Path) -> ReportSummary:
         raise ValueError(f"cannot write {out}: no directory {out.parent}")
     runs, programs = _counts(db)
     summary = ReportSummary(str(out), runs, programs)
-    cache: dict[str, QueryResult | StoreError] = {}
+    results: dict[str, QueryResult | StoreError] = {}
     sections = []
     for section in SECTIONS:
-        if section.query not in cache:
-            try:
-                cache[section.query] = run_query(section.query, db=db)
-            except StoreError as exc:
-                cache[section.query] = exc
-        found = cache[section.query]
-        result = found if isinstance(found, QueryResult) else None
-        figure, reason = None, None
-        if result is None:
-            reason = f"no data: {first_line(found)}"
-        elif not result.rows:
-            reason = "no data: the query returned no rows"
-        else:
-            figure = section.draw(result)
-            reason = None if figure is not None else "no scored predictions to plot"
-        if figure is not None:
-            summary.plots.append(section.id)
-        else:
-            summary.empty[section.id] = reason
-        sections.append(_section_html(section, result, figure, reason))
-    page = _page(db, runs, programs, sections)
+        if section.query not in results:  # two sections read accuracy_by_kind: run it once
+            results[section.query] = _run(section.query, db)
+        sections.append(_render_section(section, results[section.query], summary))
+    page = _page(db, runs, programs, sections, now or dt.datetime.now(dt.timezone.utc))
     out.write_text(page, encoding="utf-8")
     summary.bytes = len(page.encode("utf-8"))
     return summary
 
 
-def _page(db: str | Path, runs: int, programs: int, sections: list[str]) -> str:
-    made = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+def _run(name: str, db: str | Path) -> QueryResult | StoreError:
+    """The query's result, or the one-line error of a store without its tables (which
+    the section shows instead of a plot)."""
+    try:
+        return run_query(name, db=db)
+    except StoreError as exc:
+        return exc
+
+
+def _render_section(section: Section, found: QueryResult | StoreError,
+                    summary: ReportSummary) -> str:
+    """The section's HTML; records in ``summary`` whether it has a plot and why not."""
+    result = section.select(found) if isinstance(found, QueryResult) else None
+    figure, reason = None, None
+    if result is None:
+        reason = f"no data: {first_line(found)}"
+    elif not result.rows:
+        reason = "no data: the query returned no rows"
+    else:
+        figure = section.draw(result)
+        reason = None if figure is not None else "no scored predictions to plot"
+    if figure is not None:
+        summary.plots.append(section.id)
+    else:
+        summary.empty[section.id] = reason
+    return _section_html(section, result, figure, reason)
+
+
+def _page(db: str | Path, runs: int, programs: int, sections: list[str],
+          now: dt.datetime) -> str:
+    made = now.strftime("%Y-%m-%d %H:%M %Z").strip()
     links = "".join(f'<a href="#{s.id}">{html.escape(s.title)}</a>' for s in SECTIONS)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<link rel=\"icon\" href=\"data:,\"><title>steptrace report</title>"
             f"<style>{STYLE}</style></head><body><h1>steptrace report</h1>"
             f"<p class=\"meta\">Store <code>{html.escape(str(db))}</code>: {runs} runs of "
-            f"{programs} programs. Made {made}.</p><nav>{links}</nav>"
+            f"{programs} programs. Made {html.escape(made)}.</p><nav>{links}</nav>"
             + "".join(sections) + "</body></html>\n")

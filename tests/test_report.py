@@ -6,10 +6,12 @@ itself, and shows every plot."""
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -47,7 +49,7 @@ def section_of(page: str, section_id: str) -> str:
 
 def table_rows(fragment: str) -> list[list[str]]:
     body = re.search(r"<tbody>(.*?)</tbody>", fragment, re.DOTALL).group(1)
-    return [[html.unescape(cell) for cell in re.findall(r"<td>(.*?)</td>", row)]
+    return [[html.unescape(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
             for row in re.findall(r"<tr>(.*?)</tr>", body)]
 
 
@@ -64,17 +66,55 @@ def test_full_store_has_every_plot_and_its_table(stores, tmp_path):
         ["invalid", "1", "0", "1", "0"]]
     assert table_rows(section_of(page, "tasks")) == [
         ["exception", "5", "5", "4"], ["steps", "5", "5", "4"], ["output", "4", "4", "3"]]
-    # accuracy by kind: m1 right on 2 of 2, 1 of 2, 1 of 2 output samples → 0.667
-    kinds = table_rows(section_of(page, "accuracy-kind"))
-    assert ["m1", "output", "", "", "3", "6", "0", "6", "0.667"] in kinds
-    assert ["m2", "output", "", "", "2", "2", "0", "2", "0.5"] in kinds
+    # accuracy by kind: accuracy_by_kind's rows over all buckets (m1 right on 2 of 2, 1 of
+    # 2, 1 of 2 output samples → 0.667; its steps task has no scored prediction)
+    assert table_rows(section_of(page, "accuracy-kind")) == [
+        ["m1", "exception", "1", "2", "1", "2", "0.0"],
+        ["m1", "output", "3", "6", "0", "6", "0.667"],
+        ["m1", "steps", "1", "1", "0", "0", ""],
+        ["m2", "output", "2", "2", "0", "2", "0.5"]]
+    # accuracy by difficulty: the same query's rows of one line-step bucket each
+    assert table_rows(section_of(page, "accuracy-difficulty")) == [
+        ["m1", "exception", "16", "32", "1", "2", "1", "2", "0.0"],
+        ["m1", "output", "8", "16", "2", "4", "0", "4", "0.75"],
+        ["m1", "output", "16", "32", "1", "2", "0", "2", "0.5"],
+        ["m1", "steps", "2", "4", "1", "1", "0", "0", ""],
+        ["m2", "output", "8", "16", "1", "1", "0", "1", "0.0"],
+        ["m2", "output", "16", "32", "1", "1", "0", "1", "1.0"]]
     methods = table_rows(section_of(page, "accuracy-method"))
     assert ["m1", "lower", "3", "5", "0", "4", "0.75"] in methods
-    # self-contained: inline SVG only, no script, nothing fetched
+    assert '<td>ok</td><td class="num">4</td>' in section_of(page, "status")
+
+
+def test_the_page_is_self_contained(stores, tmp_path):
+    """Inline SVG only: no script, no image, no stylesheet, nothing to fetch. The only
+    http URLs are the SVG namespace names (identifiers, never fetched); every url() and
+    href inside the plots points into the page, and no two plots share an id."""
+    out = tmp_path / "report.html"
+    write_report(stores[1], out)
+    page = out.read_text(encoding="utf-8")
     assert "<script" not in page and "<img" not in page and "<link rel=\"stylesheet\"" not in page
-    urls = set(re.findall(r'(?:href|src)="([^"#][^"]*)"', page))
-    assert urls == {"data:,"}
     assert page.count("<svg") == len(PLOTS)
+    assert Counter(re.findall(r'([\w:]+)="(https?://[^"]*)"', page)) == Counter({
+        ("xmlns", "http://www.w3.org/2000/svg"): len(PLOTS),
+        ("xmlns:xlink", "http://www.w3.org/1999/xlink"): len(PLOTS)})
+    assert len(re.findall(r"https?://", page)) == 2 * len(PLOTS)
+    assert set(re.findall(r'(?:href|src)="([^"#][^"]*)"', page)) == {"data:,"}
+    assert all(ref.startswith("#") for ref in re.findall(r"url\(([^)]*)\)", page))
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids))
+    references = set(re.findall(r'href="#([^"]+)"|url\(#([^)]+)\)', page))
+    assert {name for pair in references for name in pair if name} <= set(ids)
+
+
+def test_same_store_and_time_give_the_same_bytes(stores, tmp_path):
+    """The SVG carries no date and salted ids: the page changes only with its time."""
+    made = dt.datetime(2024, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
+    first, second = tmp_path / "a.html", tmp_path / "b.html"
+    write_report(stores[1], first, now=made)
+    write_report(stores[1], second, now=made)
+    assert first.read_bytes() == second.read_bytes()
+    assert ": 6 runs of 5 programs. Made 2024-01-02 03:04 UTC.</p>" in first.read_text()
 
 
 def test_store_without_tasks_says_what_to_run(stores, tmp_path):
