@@ -178,10 +178,12 @@ class PoolScores:
     dropped: int = 0            # samples not scored for every model, left out
 
 
-def load_pool_scores(db: str | Path, models: Sequence[str] = (),
+def load_pool_scores(db: str | Path, models: Sequence[str] | None = None,
                      kind: str | None = None) -> PoolScores:
     """Per-task pass@1 (the share of correct samples) of each model from the store's
-    ``scores`` table (``steptrace score``); tasks not scored for every model are left out."""
+    ``scores`` table (``steptrace score``). ``models`` None or empty: every scored model.
+    Tasks not scored for every chosen model are left out (and counted in ``dropped``):
+    comparing means over different task sets would not compare the models."""
     if not Path(db).exists():
         raise StoreError(f"database not found: {db}")
     con = connect(db, read_only=True)
@@ -196,7 +198,8 @@ def load_pool_scores(db: str | Path, models: Sequence[str] = (),
         raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
     finally:
         con.close()
-    return _pivot(rows, tuple(models) or tuple(sorted({model for _, model, _ in rows})), db)
+    chosen = tuple(models or ()) or tuple(sorted({model for _, model, _ in rows}))
+    return _pivot(rows, chosen, db)
 
 
 def _pivot(rows: list[tuple], models: tuple[str, ...], where: object) -> PoolScores:
@@ -209,6 +212,9 @@ def _pivot(rows: list[tuple], models: tuple[str, ...], where: object) -> PoolSco
     if missing:
         raise ValueError(f"no scores for model {missing[0]!r} in {where}")
     complete = [task for task, values in by_task.items() if all(m in values for m in models)]
+    if models and not complete:
+        raise ValueError(f"no task in {where} is scored for every model of "
+                         f"{', '.join(models)}")
     matrix = np.array([[by_task[task][m] for m in models] for task in complete], np.float64)
     return PoolScores(models, tuple(complete), matrix.reshape(len(complete), len(models)),
                       len(by_task) - len(complete))

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from engine.cli import main
-from engine.sizecheck import (_reversal_counts, load_pool_scores, load_scores_csv,
-                              parse_sizes, size_check)
+from engine.sizecheck import (SizeCheck, _reversal_counts, load_pool_scores,
+                              load_scores_csv, parse_sizes, size_check)
 from engine.scoring import SCORES_DDL
 from engine.store import StoreError, connect
 from test_cli import assert_one_line_error
@@ -121,6 +121,31 @@ def test_kernel_equals_its_pure_python_twin_on_random_inputs():
         assert fast[0].tolist() == slow[0] and fast[1].tolist() == slow[1]
 
 
+def test_a_tie_counts_exactly_half_a_reversal():
+    """Replayed with the twin: probability = (reversals + ties / 2) / resamples, to the bit.
+    At n = 1 most draws tie (16 of the 20 samples are equal), so the rule matters."""
+    sizes, resamples, seed = [1, 4, 20], 500, 7
+    result = size_check(known_pool(), ["A", "B"], sizes, resamples=resamples, seed=seed)
+    reversals, ties = python_reversal_counts(known_pool(), sizes, [0], [1], resamples, seed)
+    assert ties[0][0] > reversals[0][0] > 0
+    assert ties[2][0] == reversals[2][0] == 0
+    assert result.probability[:, 0].tolist() == [(r[0] + 0.5 * t[0]) / resamples
+                                                 for r, t in zip(reversals, ties)]
+    assert result.probability[:, 0].tolist() == [0.432, 0.324, 0.0]
+
+
+def check_with(probabilities: list[float], level: float = 0.05) -> SizeCheck:
+    return SizeCheck(("A", "B"), (("A", "B"),), (0.6, 0.4), 100, (10, 20, 30, 40),
+                     np.array(probabilities).reshape(-1, 1), 100, 0, level)
+
+
+def test_smallest_n_is_the_size_from_which_every_larger_size_passes():
+    assert check_with([0.2, 0.01, 0.3, 0.0]).smallest_n == 40    # 20 passes, 30 does not
+    assert check_with([0.2, 0.04, 0.01, 0.0]).smallest_n == 20
+    assert check_with([0.01, 0.01, 0.01, 0.05]).smallest_n is None  # below, not equal
+    assert check_with([0.01, 0.01, 0.01, 0.049]).smallest_n == 10
+
+
 @pytest.mark.parametrize("args, message", [
     ((np.ones((5, 1)), ["A"], [1]), "a size check needs at least two models, got 1"),
     ((known_pool(), ["A", "B"], [21]), "size 21 is larger than the pool (20 samples)"),
@@ -168,6 +193,12 @@ def test_load_pool_scores_pass_at_1_per_task(tmp_path):
     assert output.samples == ("t1", "t2") and output.scores.tolist() == [[1.0, 0.5], [1.0, 0.0]]
     with pytest.raises(ValueError, match=r"^no scores for model 'm3' in "):
         load_pool_scores(db, ["m1", "m3"])
+    assert load_pool_scores(db, None).scores.tolist() == pool.scores.tolist()
+    disjoint = scores_store(tmp_path / "d.duckdb", [("t1", "m1", 0, "output", True),
+                                                    ("t2", "m2", 0, "output", True)])
+    with pytest.raises(ValueError, match=r"^no task in .*d\.duckdb is scored for every model "
+                                         r"of m1, m2$"):
+        load_pool_scores(disjoint)
     connect(tmp_path / "empty.duckdb").close()
     with pytest.raises(StoreError, match="has no scores table: run steptrace score --tasks first"):
         load_pool_scores(tmp_path / "empty.duckdb")
@@ -203,6 +234,8 @@ def test_cli_json_and_table(tmp_path):
     assert payload["reversal_probability"]["20"] == {"A > B": 0.0}
     expected = size_check(known_pool(), ["A", "B"], [5, 10, 15, 20], 0.1, 20_000, 3)
     assert payload["reversal_probability"]["10"]["A > B"] == expected.probability[1, 0]
+    assert payload["reversal_probability"]["5"]["A > B"] == 0.3131       # exact: 0.3124
+    assert payload["reversal_probability"]["15"]["A > B"] == 0.06315     # exact: 0.0624
     table = CliRunner().invoke(main, args)
     assert table.exit_code == 0
     assert table.stdout.splitlines()[-1] == "smallest n with every reversal below 0.1: 15"
@@ -218,3 +251,27 @@ def test_cli_bad_inputs(tmp_path):
                           f"database not found: {tmp_path / 'none.duckdb'}")
     both = CliRunner().invoke(main, ["size-check", "--scores", csv, "--db", "x.duckdb"])
     assert both.exit_code == 2 and "give exactly one of --db and --scores" in both.stderr
+
+
+def test_cli_from_a_store(tmp_path):
+    """--db with --model and --kind: per-task pass@1, the dropped task counted."""
+    rows = [(f"t{i:02d}", model, j, "output", correct)
+            for i in range(20) for model, column in (("A", 0), ("B", 1))
+            for j, correct in enumerate([bool(known_pool()[i, column])] * 2)]
+    rows += [("t20", "A", 0, "output", True), ("t21", "A", 0, "input", False),
+             ("t21", "B", 0, "input", True)]
+    db = scores_store(tmp_path / "s.duckdb", rows)
+    args = ["size-check", "--db", str(db), "--model", "B", "--model", "A", "--kind", "output",
+            "--sizes", "5,10,15,20", "--level", "0.1", "--resamples", "20000", "--seed", "3"]
+    result = CliRunner().invoke(main, args + ["--format", "json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert (payload["pool"], payload["dropped"], payload["smallest_n"]) == (20, 1, 15)
+    assert payload["models"] == ["B", "A"] and payload["pairs"] == [["A", "B"]]
+    assert payload["pool_means"] == {"B": 0.35, "A": 0.45}
+    # tasks in the CSV test's order: the same draws, the same figure, columns swapped or not
+    assert payload["reversal_probability"]["10"] == {"A > B": 0.19}
+    table = CliRunner().invoke(main, args)
+    assert table.stdout.splitlines()[-2:] == [
+        "samples scored for some models only (left out): 1",
+        "smallest n with every reversal below 0.1: 15"]
