@@ -158,7 +158,7 @@ def children_of(pid: int) -> dict[int, tuple[int, str]]:
 
 
 def spawn_workers(pid: int) -> dict[int, tuple[int, str]]:
-    return {p: v for p, v in children_of(pid).items() if "multiprocessing.spawn" in v[1]}
+    return {p: v for p, v in children_of(pid).items() if "wasm_sandbox.worker" in v[1]}
 
 
 def still_running(processes: dict[int, tuple[int, str]]) -> list[str]:
@@ -356,7 +356,7 @@ def test_worker_killed_while_sending_its_results_does_not_hang_the_pool():
             time.sleep(0.02)
         assert blocked_since is not None, "set-up: chunk 1's worker should block sending"
         os.kill(sender.pid, signal.SIGKILL)
-        sender.join(10)
+        sender.wait(10)
 
         def consume():
             try:

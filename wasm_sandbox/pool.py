@@ -8,29 +8,37 @@ once, and the chunks queued behind it go back to the queue as if never handed ou
 chunk that kills a worker twice is reported as ``crashed`` for each of its jobs. Nothing
 another worker finished is lost.
 
-Each worker sends its results through a pipe of its own, which the parent waits on
-together with the others: a worker that dies in the middle of sending leaves only its own
-pipe at end-of-file (a shared queue would leave the parent blocked on a half-read message,
-or the other workers on the queue's lock). Workers check between jobs that the parent is
-alive and exit without flushing anything when it is not.
+A worker is a plain interpreter running :mod:`wasm_sandbox.worker` (not a
+multiprocessing child, which would import the parent's main module too). Each worker
+sends its results through a pipe of its own, which the parent waits on together with the
+others: a worker that dies in the middle of sending leaves only its own pipe at
+end-of-file (a shared queue would leave the parent blocked on a half-read message, or the
+other workers on the queue's lock). Chunks go to a worker through its inbox pipe, written
+by a thread of its own so the parent never blocks on a busy worker's full pipe. Workers
+check between jobs that the parent is alive and exit without flushing anything when it
+is not.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
 import queue
+import subprocess
+import sys
+import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Iterator
 
 from wasm_sandbox.build import GuestArtifacts, ensure_component, is_verified
 from wasm_sandbox.build import artifacts as guest_artifacts
 from wasm_sandbox.limits import Limits
-from wasm_sandbox.runtime import (JobOutcome, Sandbox, compiled_path, load_component,
-                                  make_engine)
+from wasm_sandbox.runtime import JobOutcome, compiled_path, load_component, make_engine
+from wasm_sandbox.worker import WorkerSetup
 
 POLL_S = 0.5
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # on the workers' PYTHONPATH
 IN_FLIGHT = 2  # chunks handed to a worker at once
 
 
@@ -38,10 +46,40 @@ class PoolError(RuntimeError):
     """A worker could not start (the message says why)."""
 
 
+class _Inbox:
+    """A worker's inbox: ``put`` never blocks; a thread of its own writes the pipe, which
+    blocks while the worker is busy and its pipe is full (a chunk of long programs is
+    larger than a pipe holds) while the parent must go on reading results."""
+
+    _STOP = object()
+
+    def __init__(self, connection: mpc.Connection, name: str) -> None:
+        self._connection = connection
+        self._items: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._feed, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, item: object) -> None:
+        self._items.put(item)
+
+    def _feed(self) -> None:
+        while (item := self._items.get()) is not self._STOP:
+            try:
+                self._connection.send(item)
+            except OSError:  # the worker died: the pool hands its chunks out again
+                break
+        self._connection.close()
+
+    def close(self, timeout: float) -> None:
+        """Send what is queued (within ``timeout``), then close the pipe."""
+        self._items.put(self._STOP)
+        self._thread.join(timeout)
+
+
 @dataclass
 class _Worker:
-    process: mp.Process
-    inbox: mp.Queue
+    process: subprocess.Popen
+    inbox: _Inbox
     results: mpc.Connection
     chunks: list[tuple[int, list[dict]]] = field(default_factory=list)  # first: running
     ready: bool = False
@@ -59,42 +97,6 @@ def prepare(limits: Limits, variant: str = "") -> GuestArtifacts:
     if not is_verified(compiled_path(found, limits)):
         load_component(make_engine(limits), limits, found)
     return found
-
-
-def _worker_main(limits: Limits, isolation: str, artifacts: GuestArtifacts, verified: bool,
-                 inbox: mp.Queue, results: mpc.Connection, worker_id: int) -> None:
-    try:
-        sandbox = Sandbox(limits, artifacts, verified)
-    except BaseException as exc:  # reported to the parent, which fails the whole run
-        results.send(("failed", worker_id, f"{type(exc).__name__}: {exc}"))
-        return
-    results.send(("ready", worker_id, None))
-    parent = mp.parent_process()
-
-    def orphaned() -> bool:
-        return parent is not None and not parent.is_alive()
-
-    while not orphaned():
-        try:
-            item = inbox.get(timeout=POLL_S)
-        except queue.Empty:
-            continue
-        if item is None:
-            break
-        chunk_id, requests = item
-        outcomes = []
-        for request in requests:
-            if orphaned():
-                break
-            outcomes.append(sandbox.run(request, isolation))
-        else:
-            try:
-                results.send(("done", worker_id, (chunk_id, outcomes)))
-            except OSError:  # the parent closed its end: it is gone
-                break
-    sandbox.close()
-    if orphaned():
-        os._exit(0)  # nothing to flush for a parent that no longer reads
 
 
 def crashed_outcomes(count: int, message: str) -> list[JobOutcome]:
@@ -115,7 +117,6 @@ class WorkerPool:
         self.isolation = isolation
         self.verified = verified or artifacts is None
         self.artifacts = artifacts or prepare(limits)
-        self._ctx = mp.get_context("spawn")
         self._workers: dict[int, _Worker] = {}
         self._next_id = 0
         for _ in range(workers):
@@ -124,15 +125,26 @@ class WorkerPool:
     def _start_worker(self) -> int:
         worker_id = self._next_id
         self._next_id += 1
-        inbox = self._ctx.Queue()
-        reader, writer = self._ctx.Pipe(duplex=False)
-        process = self._ctx.Process(
-            target=_worker_main, name=f"steptrace-worker-{worker_id}", daemon=True,
-            args=(self.limits, self.isolation, self.artifacts, self.verified, inbox, writer,
-                  worker_id))
-        process.start()
-        writer.close()  # the worker holds the only write end: its death means end-of-file
-        self._workers[worker_id] = _Worker(process, inbox, reader)
+        inbox_read, inbox_write = os.pipe()
+        results_read, results_write = os.pipe()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))}
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "wasm_sandbox.worker", str(inbox_read),
+                 str(results_write)], pass_fds=(inbox_read, results_write), env=env,
+                stdin=subprocess.DEVNULL)
+        finally:
+            # the worker holds the only other ends: its death means end-of-file here,
+            # and the parent's death end-of-file in its inbox
+            os.close(inbox_read)
+            os.close(results_write)
+        inbox = _Inbox(mpc.Connection(inbox_write, readable=False),
+                       f"steptrace-inbox-{worker_id}")
+        inbox.put(WorkerSetup(worker_id, self.limits, self.isolation, self.artifacts,
+                              self.verified))
+        results = mpc.Connection(results_read, writable=False)
+        self._workers[worker_id] = _Worker(process, inbox, results)
         return worker_id
 
     def _receive(self) -> tuple | None:
@@ -143,7 +155,7 @@ class WorkerPool:
             try:
                 return connection.recv()
             except (EOFError, OSError):
-                readers[connection].process.join(1)
+                _wait(readers[connection].process, 1)
         return None
 
     def run(self, chunks: Iterable[list[dict]]) -> Iterator[tuple[int, list[JobOutcome]]]:
@@ -207,14 +219,15 @@ class WorkerPool:
         running chunk once; the ones queued behind it, which never ran, always)."""
         lost = []
         for worker_id, worker in list(self._workers.items()):
-            if worker.process.is_alive():
+            if worker.process.poll() is None:
                 continue
             del self._workers[worker_id]
+            worker.inbox.close(0)
             worker.results.close()
             if not worker.ready:  # died while starting: a replacement would die too
                 self.close()
                 raise PoolError(f"sandbox worker exited while starting "
-                                f"(exit code {worker.process.exitcode})")
+                                f"(exit code {worker.process.returncode})")
             self._start_worker()
             if worker.chunks:
                 running, *queued = worker.chunks
@@ -225,12 +238,12 @@ class WorkerPool:
 
     def close(self) -> None:
         for worker in self._workers.values():
-            if worker.process.is_alive():
-                worker.inbox.put(None)
+            worker.inbox.put(None)  # finish the running chunk, then exit
+            worker.inbox.close(0)
         for worker in self._workers.values():
-            worker.process.join(timeout=5)
-            if worker.process.is_alive():
+            if not _wait(worker.process, 5):
                 worker.process.kill()
+                worker.process.wait()
             worker.results.close()
         self._workers.clear()
 
@@ -239,3 +252,12 @@ class WorkerPool:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _wait(process: subprocess.Popen, timeout: float) -> bool:
+    """Whether ``process`` exited (and was reaped) within ``timeout`` seconds."""
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
