@@ -16,7 +16,6 @@ unsafe: wasmtime trusts its bytes.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import os
 import platform
 import secrets
@@ -65,6 +64,8 @@ def guest_sources() -> list[Path]:
 
 
 def cache_key() -> str:
+    import importlib.metadata  # here: a worker never computes the key, and this costs 12 ms
+
     digest = hashlib.sha256()
     root = tracer_dir()
     for path in guest_sources():
