@@ -385,6 +385,61 @@ def test_worker_killed_while_sending_its_results_does_not_hang_the_pool():
             for i, outcomes in delivered] == [(1, ["ok"], [str(sum(range(5000)))])]
 
 
+def test_chunks_and_results_larger_than_a_pipe_do_not_deadlock_one_worker():
+    """One worker, three chunks whose requests (~200 KB of program text each) and results
+    (~130 KB of trace each) both outgrow a pipe. The pool queues the second chunk while
+    the first runs: were that write made by the pool's own thread, it would block on the
+    worker's full inbox while the worker blocks sending its results to the pool, which is
+    not reading them. Every chunk comes back, each with its own sum."""
+    code = "# " + "x" * 200_000 + "\n" + BIG_TRACE
+    chunks = [[{"code": code, "input": str(2000 + i)}] for i in range(3)]
+    pool = pool_module.WorkerPool(1, Limits(timeout_s=60))
+    delivered: list = []
+    runner = threading.Thread(target=lambda: delivered.extend(pool.run(chunks)), daemon=True)
+    try:
+        runner.start()
+        runner.join(HANG_GUARD_S)
+        hung = runner.is_alive()
+    finally:
+        if runner.is_alive():
+            kill_processes({w.process.pid: (proc_stat(w.process.pid)[2], "worker")
+                            for w in pool._workers.values() if proc_stat(w.process.pid)})
+        pool.close()
+    assert not hung, "the pool and its worker blocked on each other's pipes"
+    assert sorted((i, o[0].result["status"], o[0].result["output"]) for i, o in delivered) == [
+        (i, "ok", str(sum(range(2000 + i)))) for i in range(3)]
+
+
+def test_a_worker_that_cannot_load_the_component_fails_the_pool_with_its_reason(tmp_path):
+    """Artifacts that do not exist: the worker reports why it could not start, and the
+    pool raises that as one PoolError (no retry: a replacement would fail the same way)."""
+    missing = build.GuestArtifacts("missing", tmp_path / "none.wasm", tmp_path / "none.cwasm")
+    pool = pool_module.WorkerPool(1, Limits(), artifacts=missing, verified=True)
+    with pytest.raises(pool_module.PoolError) as raised:
+        list(pool.run([[{"code": SMALL, "input": "1"}]]))
+    pool.close()
+    message = str(raised.value)
+    assert message.startswith("sandbox worker failed to start: "), message
+    assert "none.wasm" in message, message
+
+
+def test_workers_load_the_sandbox_only_not_the_parents_modules():
+    """A worker is a fresh interpreter running wasm_sandbox.worker: wasmtime's library is
+    mapped into it, DuckDB's (which this test process has loaded) is not."""
+    assert any("duckdb" in line for line in Path("/proc/self/maps").read_text().splitlines())
+    pool = pool_module.WorkerPool(1, Limits())
+    try:
+        [(_, outcomes)] = list(pool.run([[{"code": SMALL, "input": "1"}]]))
+        assert outcomes[0].result["output"] == "2"
+        [worker] = pool._workers.values()
+        maps = Path(f"/proc/{worker.process.pid}/maps").read_text()
+        command = Path(f"/proc/{worker.process.pid}/cmdline").read_bytes().split(b"\0")
+    finally:
+        pool.close()
+    assert "wasmtime" in maps and "duckdb" not in maps
+    assert command[1:3] == [b"-m", b"wasm_sandbox.worker"]
+
+
 # ------------------------------------------------------------------ 2. killed CLI
 def schema_wal_size(tmp_path: Path) -> int:
     """Bytes of WAL a new store holds right after ``connect`` (its schema)."""
