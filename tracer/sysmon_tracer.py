@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import sys
 # Bound here, not looked up in builtins at each use: a program may rebind builtins.
-from builtins import len, range, type  # noqa: A004
+from builtins import len, range, type, zip  # noqa: A004
 
 from bounded_repr import bounded_repr
 from guest_io import StopTracing
@@ -206,14 +206,26 @@ class Tracer:
             self.own = False
 
     def _own_state(self) -> tuple:
-        """What a job may not change in the tracer: its limits and its recording lists."""
+        """What a job may not change in the tracer: its limits, then its recording lists
+        (compared by identity in ``_state_changed``)."""
         return (self.max_steps, self.max_repr, self.count_instructions, self.filename,
-                tuple(map(id, (self.ev, self.ln, self.dp, self.fr, self.fn, self.states,
-                               self.funcs, self.code_index, self.callbacks))))
+                self.ev, self.ln, self.dp, self.fr, self.fn, self.states, self.funcs,
+                self.code_index, self.callbacks)
+
+    def _state_changed(self) -> bool:
+        """Objects are compared with ``is``, not by ``id()``: every ``id()`` call raises
+        an audit event, that is a call of the audit hook (18 a job, ~3% of a batch job)."""
+        now, then = self._own_state(), self.expected_state
+        if now[:4] != then[:4]:
+            return True
+        for current, expected in zip(now[4:], then[4:]):
+            if current is not expected:
+                return True
+        return False
 
     def _tamper_reasons(self) -> str | None:
         reasons = []
-        if self._own_state() != self.expected_state:
+        if self._state_changed():
             reasons.append("the program changed the tracer's state")
         if self.refused:
             reasons.append("the program tried to reach interpreter internals ("
