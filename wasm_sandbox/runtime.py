@@ -28,12 +28,14 @@ import resource
 import sys
 import threading
 import time
+from ctypes import POINTER, byref, c_char_p, cast, string_at
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import wasmtime
 import wasmtime._bindings as wasmtime_ffi
 from wasmtime import component as wc
+from wasmtime._ffi import WASMTIME_COMPONENT_STRING
 
 from wasm_sandbox.build import GuestArtifacts, ensure_component, is_verified, write_verified
 from wasm_sandbox.limits import Limits
@@ -184,6 +186,43 @@ def classify_trap(exc: Exception, limits: Limits) -> dict:
     return {"status": status, "exception_message": message}
 
 
+_STRING = WASMTIME_COMPONENT_STRING.value
+
+
+class StringExport:
+    """The guest's ``run: func(request: string) -> string``, called through wasmtime's C
+    API directly. ``wasmtime.component.Func.__call__`` asks the function for its type on
+    every call and copies the result string out through a ctypes array type made for its
+    length: ~10 µs a call for a no-op request (25 -> 15 µs), ~60 µs for a traced job's
+    ~1 KB result. Errors and traps are raised as wasmtime-py raises them."""
+
+    def __init__(self, func: wc.Func) -> None:
+        self._func = func._func
+
+    def __call__(self, store: wasmtime.Store, payload: str) -> str:
+        data = payload.encode()
+        param = wasmtime_ffi.wasmtime_component_val_t()
+        param.kind = _STRING
+        wasmtime_ffi.wasm_byte_vec_new(byref(param.of.string), len(data),
+                                       cast(c_char_p(data), POINTER(wasmtime_ffi.wasm_byte_t)))
+        result = wasmtime_ffi.wasmtime_component_val_t()
+        try:
+            error = wasmtime_ffi.wasmtime_component_func_call(
+                byref(self._func), store._context(), byref(param), 1, byref(result), 1)
+        finally:
+            wasmtime_ffi.wasmtime_component_val_delete(byref(param))
+        if error:
+            raise wasmtime.WasmtimeError._from_ptr(error)
+        try:
+            if result.kind != _STRING:
+                raise wasmtime.WasmtimeError(f"the guest's run returned value kind {result.kind}, "
+                                             "not a string")
+            text = result.of.string
+            return string_at(text.data, text.size).decode()
+        finally:
+            wasmtime_ffi.wasmtime_component_val_delete(byref(result))
+
+
 class Sandbox:
     """Runs jobs in fresh (or, with ``batch`` isolation, reused) guest instances."""
 
@@ -215,7 +254,10 @@ class Sandbox:
         store.set_limits(memory_size=self.limits.memory_bytes)
         store.set_wasi(wasmtime.WasiConfig())  # nothing inherited: no files, env, args, stdio
         instance = self.linker.instantiate(store, self.component)
-        return store, instance.get_func(store, "run")
+        func = instance.get_func(store, "run")
+        if func is None:
+            raise wasmtime.WasmtimeError("the guest component exports no function 'run'")
+        return store, StringExport(func)
 
     def call(self, payload: str, isolation: str = "job") -> tuple[str | None, dict | None, bool]:
         """Send one JSON request; return (result text, trap result, fresh instance?)."""
