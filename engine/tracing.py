@@ -99,18 +99,19 @@ def run_chunks(chunks: Iterable[list[dict]], workers: int, limits: Limits, isola
     """Run chunks of guest requests (in worker processes, or here with ``workers=0``);
     yield ``(chunk index, outcomes)`` as chunks finish, in any order. ``variant`` names
     a separately initialised build of the guest (see wasm_sandbox.build). A ``pool``
-    started earlier (``start_pool``) is used as it is."""
+    started earlier (``start_pool``) runs these chunks and is then told to finish, so
+    that its workers exit while the caller stores the last results."""
     if pool is not None:
         yield from pool.run(chunks)
+        pool.finish()
         return
-    artifacts = prepare(limits, variant)
     if workers == 0:
-        with Sandbox(limits, artifacts) as sandbox:
+        with Sandbox(limits, prepare(limits, variant)) as sandbox:
             for index, chunk in enumerate(chunks):
                 yield index, [sandbox.run(request, isolation) for request in chunk]
         return
     size = min(workers, max(1, len(chunks))) if isinstance(chunks, list) else workers
-    with WorkerPool(size, limits, isolation, artifacts, verified=True) as pool:
+    with WorkerPool(size, limits, isolation, variant=variant) as pool:
         yield from pool.run(chunks)
 
 
@@ -120,9 +121,7 @@ def start_pool(options: TraceOptions) -> WorkerPool | None:
     ``workers=0``."""
     if options.workers == 0:
         return None
-    artifacts = prepare(options.limits)
-    return WorkerPool(options.workers, options.limits, options.isolation, artifacts,
-                      verified=True)
+    return WorkerPool(options.workers, options.limits, options.isolation)
 
 
 def run_jobs(jobs: Iterable[Job], options: TraceOptions,

@@ -778,3 +778,43 @@ def test_corrupted_compiled_cache_is_rebuilt_by_the_cli(tmp_path):
     after = real_cwasm.stat()
     assert (after.st_mtime_ns, after.st_size) == (real_stat.st_mtime_ns, real_stat.st_size)
     assert build.is_verified(real_cwasm)
+
+
+def test_a_finished_pool_lets_its_workers_exit_and_takes_no_more_chunks():
+    """``finish`` after the last chunk: the workers exit on their own (while the caller
+    would be storing results), before ``close``; a later ``run`` is refused."""
+    pool = pool_module.WorkerPool(2, Limits())
+    try:
+        delivered = sorted((i, o[0].result["output"]) for i, o in pool.run(
+            [[{"code": SMALL, "input": str(n)}] for n in range(4)]))
+        pool.finish()
+        processes = [worker.process for worker in pool._workers.values()]
+        exit_codes = [process.wait(HANG_GUARD_S) for process in processes]
+        with pytest.raises(pool_module.PoolError, match="told to finish"):
+            list(pool.run([[{"code": SMALL, "input": "1"}]]))
+    finally:
+        pool.close()
+    assert delivered == [(n, str(n + 1)) for n in range(4)]
+    assert exit_codes == [0, 0]
+
+
+def test_workers_started_before_a_failing_preparation_exit_quietly(monkeypatch, capfd):
+    """The pool starts its workers before preparing the component; when preparing fails
+    the error reaches the caller, and the workers, still waiting for their set-up, exit
+    without a traceback."""
+    started: list[subprocess.Popen] = []
+    real_popen = pool_module.subprocess.Popen
+
+    def recording_popen(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    def failing_prepare(limits, variant=""):
+        raise build.BuildError("componentize-py is not installed")
+
+    monkeypatch.setattr(pool_module.subprocess, "Popen", recording_popen)
+    monkeypatch.setattr(pool_module, "prepare", failing_prepare)
+    with pytest.raises(build.BuildError, match="componentize-py is not installed"):
+        pool_module.WorkerPool(2, Limits())
+    assert [process.wait(HANG_GUARD_S) for process in started] == [0, 0]
+    assert "Traceback" not in capfd.readouterr().err

@@ -108,21 +108,40 @@ class WorkerPool:
     """``with WorkerPool(2, limits, "job") as pool: for chunk_id, outcomes in pool.run(chunks)``."""
 
     def __init__(self, workers: int, limits: Limits, isolation: str = "job",
-                 artifacts: GuestArtifacts | None = None, verified: bool = False) -> None:
-        """``verified``: ``artifacts`` come from :func:`prepare` just now, so the workers
-        need not hash the ``.cwasm`` again."""
+                 artifacts: GuestArtifacts | None = None, verified: bool = False,
+                 variant: str = "") -> None:
+        """Without ``artifacts`` the workers are started first and the component is
+        prepared (:func:`prepare`: built if need be, its ``.cwasm`` hashed, ~25 ms) while
+        their interpreters start; they get their set-up once it is ready.
+        ``verified``: the given ``artifacts`` come from :func:`prepare` just now, so the
+        workers need not hash the ``.cwasm`` again."""
         if workers < 1:
             raise ValueError("a pool needs at least one worker")
         self.limits = limits
         self.isolation = isolation
-        self.verified = verified or artifacts is None
-        self.artifacts = artifacts or prepare(limits)
+        self.verified = verified
+        self.artifacts = artifacts
         self._workers: dict[int, _Worker] = {}
         self._next_id = 0
+        self._finished = False
         for _ in range(workers):
             self._start_worker()
+        if self.artifacts is None:
+            try:
+                self.artifacts = prepare(limits, variant)
+            except BaseException:
+                self.close()
+                raise
+            self.verified = True
+            for worker_id, worker in self._workers.items():
+                worker.inbox.put(self._setup(worker_id))
+
+    def _setup(self, worker_id: int) -> WorkerSetup:
+        assert self.artifacts is not None
+        return WorkerSetup(worker_id, self.limits, self.isolation, self.artifacts, self.verified)
 
     def _start_worker(self) -> int:
+        """Start a worker process; it gets its set-up now if the component is known."""
         worker_id = self._next_id
         self._next_id += 1
         inbox_read, inbox_write = os.pipe()
@@ -141,8 +160,8 @@ class WorkerPool:
             os.close(results_write)
         inbox = _Inbox(mpc.Connection(inbox_write, readable=False),
                        f"steptrace-inbox-{worker_id}")
-        inbox.put(WorkerSetup(worker_id, self.limits, self.isolation, self.artifacts,
-                              self.verified))
+        if self.artifacts is not None:
+            inbox.put(self._setup(worker_id))
         results = mpc.Connection(results_read, writable=False)
         self._workers[worker_id] = _Worker(process, inbox, results)
         return worker_id
@@ -161,6 +180,8 @@ class WorkerPool:
     def run(self, chunks: Iterable[list[dict]]) -> Iterator[tuple[int, list[JobOutcome]]]:
         """Yield ``(chunk index, outcomes)`` as chunks finish (not in order). ``chunks`` is
         read lazily: only a few chunks per worker are taken from it ahead of the work."""
+        if self._finished:
+            raise PoolError("the pool was told to finish: it takes no more chunks")
         source = iter(enumerate(chunks))
         pending: list[tuple[int, list[dict]]] = []  # next chunk last; retried ones go last
         retried: set[int] = set()
@@ -236,9 +257,17 @@ class WorkerPool:
                 lost += [(chunk, True) for chunk in queued]
         return lost
 
+    def finish(self) -> None:
+        """No more chunks: each worker exits once its work is done, while the caller goes
+        on (storing the last results); ``close`` then only waits for them."""
+        if not self._finished:
+            self._finished = True
+            for worker in self._workers.values():
+                worker.inbox.put(None)  # finish the running chunk, then exit
+
     def close(self) -> None:
+        self.finish()
         for worker in self._workers.values():
-            worker.inbox.put(None)  # finish the running chunk, then exit
             worker.inbox.close(0)
         for worker in self._workers.values():
             if not _wait(worker.process, 5):

@@ -45,16 +45,28 @@ def serve(inbox: mpc.Connection, results: mpc.Connection) -> None:
         return os.getppid() != parent
 
     try:
-        setup: WorkerSetup = inbox.recv()
+        setup: WorkerSetup | None = inbox.recv()
     except (EOFError, OSError):
+        return
+    if setup is None:  # the pool closed before the component was ready
         return
     try:
         sandbox = Sandbox(setup.limits, setup.artifacts, setup.verified)
     except BaseException as exc:  # reported to the parent, which fails the whole run
-        results.send(("failed", setup.worker_id, f"{type(exc).__name__}: {exc}"))
+        _send(results, ("failed", setup.worker_id, f"{type(exc).__name__}: {exc}"))
         return
-    results.send(("ready", setup.worker_id, None))
+    if not _send(results, ("ready", setup.worker_id, None)):
+        return
     _run_chunks(sandbox, setup, inbox, results, orphaned)
+
+
+def _send(results: mpc.Connection, message: tuple) -> bool:
+    """Send ``message``; False when the parent has closed its end (it is gone)."""
+    try:
+        results.send(message)
+    except OSError:
+        return False
+    return True
 
 
 def _run_chunks(sandbox: Sandbox, setup: WorkerSetup, inbox: mpc.Connection,
@@ -74,9 +86,7 @@ def _run_chunks(sandbox: Sandbox, setup: WorkerSetup, inbox: mpc.Connection,
             if orphaned():
                 return
             outcomes.append(sandbox.run(request, setup.isolation))
-        try:
-            results.send(("done", setup.worker_id, (chunk_id, outcomes)))
-        except OSError:  # the parent closed its end: it is gone
+        if not _send(results, ("done", setup.worker_id, (chunk_id, outcomes))):
             return
 
 
