@@ -144,7 +144,7 @@ class Tracer:
         self.frame_ids: dict = {}       # live frame object -> frame id
         self.frame_depths: dict = {}    # running program frame -> Python depth above base
         self.prev: dict = {}            # frame id -> {name: (obj, repr, type)}
-        self.stack: list[int] = []      # frame ids of active program frames
+        self.stack: list[tuple] = []    # (frame id, frame) of active program frames
         self.next_frame = 0
         self.line_steps = 0
         self.instructions = 0
@@ -429,7 +429,7 @@ class Tracer:
         self.next_frame += 1
         self.frame_ids[frame] = fid
         self.prev[fid] = {}
-        self.stack.append(fid)
+        self.stack.append((fid, frame))
         self.calls += 1
         self._record(CALL, code, code.co_firstlineno, frame, fid)
         return None
@@ -459,7 +459,7 @@ class Tracer:
             self.next_frame += 1
             self.frame_ids[frame] = fid
             self.prev[fid] = {}
-        self.stack.append(fid)
+        self.stack.append((fid, frame))
         self.frame_depths.pop(frame, None)  # a generator may resume elsewhere
         self._check_depth(frame, enforce=False)
         if adopted:
@@ -494,9 +494,16 @@ class Tracer:
             return None
         if self.stop is not None:
             raise self.stop
-        frame = self._frame(2)
-        fid = self.frame_ids.get(frame)
-        if fid is not None:  # None for a frame begun in a quiet section, or being finalised
+        stack = self.stack
+        if stack:
+            # The running frame is the innermost one the trace follows: every program frame
+            # that runs while the trace is on and not quiet entered it through PY_START,
+            # PY_RESUME or PY_THROW, which push it here (or, started from an untraced
+            # program frame, only while nothing is on this stack). Asking the interpreter
+            # (sys._getframe, an audit event each: ~11 a job) is needed only where a frame
+            # begins or ends. With an empty stack the line is not the call's (a frame
+            # begun in a quiet section, or being finalised after the call).
+            fid, frame = stack[-1]
             self.line_steps += 1
             self._record(LINE, code, line, frame, fid)
         return None
