@@ -219,6 +219,9 @@ class TraceWriter:
         self.con = con
         self.force = force
         self.path = path
+        self._held: list[tuple] = []  # (runs, steps, states, programs) tables per add
+        self._held_ids: list[int] = []
+        self._saved: tuple | None = None  # the ids' state before the first held add
         try:
             self.next_run_id = con.execute(
                 "SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
@@ -243,11 +246,37 @@ class TraceWriter:
         return {key for (key,) in found}
 
     def write(self, batch: list[TracedRun]) -> list[int]:
-        """Commit ``batch`` in one transaction; return the run ids given."""
+        """Commit ``batch`` (and any runs added before) in one transaction; return the run
+        ids given."""
+        self.add(batch)
+        return self.commit()
+
+    @property
+    def held(self) -> int:
+        """Runs added and not yet committed."""
+        return len(self._held_ids)
+
+    def add(self, batch: list[TracedRun]) -> None:
+        """Turn ``batch`` into Arrow rows now (giving run and program ids) and hold them for
+        the next :meth:`commit`. ``trace_corpus`` adds each chunk as it comes back, while
+        the workers run on, so that its last commit only inserts."""
         if not batch:
-            return []
-        saved = (self.next_run_id, self.next_program_id, dict(self.program_ids))
+            return
+        if self._saved is None:
+            self._saved = (self.next_run_id, self.next_program_id, dict(self.program_ids))
         runs, steps, states, programs, run_ids = self._tables(batch)
+        self._held.append((runs, steps, states, programs))
+        self._held_ids.extend(run_ids)
+
+    def commit(self) -> list[int]:
+        """Store the held runs in one transaction; return their run ids. When it fails
+        nothing of them is stored and their ids are given again."""
+        if not self._held:
+            return []
+        runs, steps, states, programs = (pa.concat_tables(parts).combine_chunks()
+                                         for parts in zip(*self._held))
+        run_ids, saved = self._held_ids, self._saved
+        self._held, self._held_ids, self._saved = [], [], None
         con = self.con
         try:
             con.execute("BEGIN TRANSACTION")
@@ -261,7 +290,7 @@ class TraceWriter:
                     pass  # DuckDB already aborted it (a failed COMMIT): keep the real error
                 raise
         except BaseException as exc:
-            # nothing of this batch is stored: forget the ids handed out for it
+            # nothing of these runs is stored: forget the ids handed out for them
             self.next_run_id, self.next_program_id, self.program_ids = saved
             if isinstance(exc, duckdb.Error):
                 raise StoreError(f"cannot write to database {self.path}: {first_line(exc)}") from exc

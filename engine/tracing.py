@@ -177,22 +177,21 @@ def _trace(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
         total = len(todo)
         if progress:
             progress(0, total)
-        pending: list[TracedRun] = []
         last_commit = time.perf_counter()
         done = 0
         jobs = (job for job in _items(corpus) if not isinstance(job, str) and _take(todo, job))
         for finished in run_jobs(jobs, options, pool) if todo else ():
-            pending.extend(finished)
+            writer.add(finished)
             for traced in finished:
                 summary.add(traced)
             done += len(finished)
             if progress:
                 progress(done, total)
-            if (len(pending) >= options.commit_every
+            if (writer.held >= options.commit_every
                     or time.perf_counter() - last_commit >= options.commit_seconds):
-                writer.write(pending)
-                pending, last_commit = [], time.perf_counter()
-        writer.write(pending)
+                writer.commit()
+                last_commit = time.perf_counter()
+        writer.commit()
     finally:
         con.close()
     return summary
