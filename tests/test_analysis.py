@@ -17,6 +17,8 @@ from engine.analysis import AnalysisOptions, analyse_store
 from engine.cli import main
 from engine.store import StoreError, connect
 from engine.tracing import TraceOptions, trace_corpus
+from wasm_sandbox.build import BuildError
+from wasm_sandbox.limits import Limits
 
 BRANCHY = """\
 def f(x, ys):
@@ -301,3 +303,29 @@ def test_untraced_run_mode_and_unknown_mode(sandbox):
     bad = sandbox.run({"code": code, "input": "1", "mode": "fast"}).result
     assert (bad["status"], bad["exception_message"]) == (
         "invalid", "unknown mode 'fast'; use one of trace, analyse, run")
+
+
+def test_a_variant_that_orders_single_characters_alike_is_built_again(monkeypatch):
+    """The variant must differ from the main build in the hash of a long string and in the
+    low bits that order sets of single characters (FNV in the WASI guest: one pair of
+    builds in eight share them). A variant that does not is rebuilt; one that never does
+    is refused after VARIANT_ATTEMPTS builds."""
+    import engine.analysis as analysis
+    import wasm_sandbox.build as build
+    import wasm_sandbox.pool as pool
+
+    probes = {"": [[111, 3]], analysis.VARIANT: [[222, 3], [333, 5]]}  # one bad build
+    rebuilds: list[str] = []
+    monkeypatch.setattr(analysis, "_probe", lambda limits, variant: probes[variant][
+        min(len(rebuilds), len(probes[variant]) - 1) if variant else 0])
+    monkeypatch.setattr(build, "ensure_component",
+                        lambda force=False, variant="": rebuilds.append(variant))
+    monkeypatch.setattr(pool, "prepare", lambda limits, variant="": None)
+    analysis._check_variant(Limits())
+    assert rebuilds == [analysis.VARIANT]
+
+    rebuilds.clear()
+    probes[analysis.VARIANT] = [[222, 3]]
+    with pytest.raises(BuildError, match="hashes strings as the main build does"):
+        analysis._check_variant(Limits())
+    assert rebuilds == [analysis.VARIANT] * analysis.VARIANT_ATTEMPTS

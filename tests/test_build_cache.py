@@ -72,3 +72,57 @@ def test_build_error_for_an_unusable_cache_directory(tmp_path, monkeypatch):
     monkeypatch.setenv(build.CACHE_ENV, str(blocker / "cache"))
     with pytest.raises(build.BuildError, match="cannot create cache directory"):
         build.ensure_component()
+
+
+def test_a_checked_file_is_hashed_again_only_when_its_status_changes(tmp_path, monkeypatch):
+    """Once a file matched its digest (and had settled), its status is stamped and it is not
+    hashed again; an in-place rewrite of the same size changes its ctime, so it is hashed
+    again and found corrupt. A file changed just before it was hashed gets no stamp."""
+    hashed: list[Path] = []
+    real_digest = build.file_digest
+
+    def counting_digest(path):
+        hashed.append(path)
+        return real_digest(path)
+
+    monkeypatch.setattr(build, "file_digest", counting_digest)
+    target = tmp_path / "a.cwasm"
+    build.write_verified(target, b"compiled bytes")
+    assert build.is_verified(target) and build.is_verified(target)
+    assert len(hashed) == 2  # just written: not settled, so not stamped
+    assert not build.checked_stamp(target).exists()
+
+    monkeypatch.setattr(build, "STAMP_SETTLE_NS", 0)
+    assert build.is_verified(target)
+    assert build.is_verified(target) and build.is_verified(target)
+    assert len(hashed) == 3  # stamped by the third check; the next two trusted it
+
+    with open(target, "r+b") as handle:  # same size, corrupted in place
+        handle.write(b"X")
+    assert not build.is_verified(target)
+    assert len(hashed) == 4
+    build.write_verified(target, b"compiled bytes")  # replaced: a new inode and digest
+    assert build.is_verified(target)
+    assert len(hashed) == 5
+
+
+def test_a_rebuilt_component_drops_its_stale_compiled_forms(tmp_path, monkeypatch):
+    """``ensure_component(force=True)`` rebuilds the ``.wasm``; the ``.cwasm`` files compiled
+    from the old one (one per engine setting, ``guest-KEY-FINGERPRINT.cwasm``, with their
+    sidecars) go, or a verified stale one would still be loaded. Another key's files,
+    including the variant's (``guest-KEY-reseeded-…``), stay."""
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(build, "componentize", lambda out, env=None: out.write_bytes(b"new"))
+    main = build.artifacts("k" * 24)
+    variant = build.artifacts("k" * 24, variant="reseeded")
+    names = ["-0badf00d.cwasm", "-0badf00d.cwasm.sha256", "-0badf00d.cwasm.checked",
+             "-12345678.cwasm", "-12345678.cwasm.sha256"]
+    for found in (main, variant):
+        for suffix in names:
+            (tmp_path / f"guest-{found.key}{suffix}").write_bytes(b"old")
+    monkeypatch.setattr(build, "cache_key", lambda: "k" * 24)
+    rebuilt = build.ensure_component(force=True)
+    assert rebuilt == main and main.wasm.read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted(
+        [main.wasm.name, build.sidecar(main.wasm).name]
+        + [f"guest-{variant.key}{suffix}" for suffix in names])

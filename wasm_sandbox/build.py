@@ -18,11 +18,13 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,23 +95,57 @@ def file_digest(path: Path) -> str:
 def write_verified(path: Path, data: bytes) -> None:
     """Write ``data`` and its digest sidecar atomically (rename), digest last."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    for target, payload in ((path, data),
-                            (sidecar(path), hashlib.sha256(data).hexdigest().encode())):
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-        os.replace(tmp, target)
+    _write_atomic(path, data)
+    _write_atomic(sidecar(path), hashlib.sha256(data).hexdigest().encode())
+
+
+def _write_atomic(target: Path, payload: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(payload)
+    os.replace(tmp, target)
 
 
 def sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
+# A file whose status last changed less than this long before it was hashed gets no
+# stamp: a same-size rewrite within one tick of a coarse file-system clock could keep
+# its ctime (git's "racily clean" files).
+STAMP_SETTLE_NS = 2_000_000_000
+
+
+def checked_stamp(path: Path) -> Path:
+    return path.with_name(path.name + ".checked")
+
+
+def _status(path: Path) -> str:
+    st = os.stat(path)
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
 def is_verified(path: Path) -> bool:
-    """True when ``path`` exists and matches the digest in its sidecar."""
+    """True when ``path`` exists and matches the digest in its sidecar.
+
+    Hashing the 41 MB ``.cwasm`` takes ~25 ms, on every command that runs the sandbox;
+    so a file that matched is stamped with its status (inode, size, mtime, ctime) and is
+    hashed again only when that changed. Any write, truncation, rename over it or
+    ``utime`` changes its ctime, which no user-space call can set back."""
     try:
         expected = sidecar(path).read_text().strip()
-        return bool(expected) and file_digest(path) == expected
+        if not expected:
+            return False
+        before = _status(path)
+        stamp = checked_stamp(path)
+        if stamp.exists() and stamp.read_text() == f"{before} {expected}":
+            return True
+        if file_digest(path) != expected:
+            return False
+        settled = time.time_ns() - int(before.rsplit(":", 1)[1]) >= STAMP_SETTLE_NS
+        if settled and _status(path) == before:
+            _write_atomic(stamp, f"{before} {expected}".encode())
+        return True
     except OSError:
         return False
 
@@ -155,6 +191,18 @@ def ensure_component(force: bool = False, variant: str = "") -> GuestArtifacts:
             componentize(out, {"PYTHONHASHSEED": str(secrets.randbelow(2**32 - 1) + 1)}
                          if variant else None)
             write_verified(found.wasm, out.read_bytes())
-        for stale in (found.cwasm, sidecar(found.cwasm)):
+        for stale in compiled_files(found):
             stale.unlink(missing_ok=True)
     return found
+
+
+def compiled_files(found: GuestArtifacts) -> list[Path]:
+    """Every compiled form of ``found`` (one ``.cwasm`` per engine setting, named
+    ``guest-KEY-FINGERPRINT.cwasm``) with its sidecars: stale once the ``.wasm`` is
+    rebuilt, and a verified stale one would otherwise still be loaded."""
+    pattern = re.compile(rf"guest-{re.escape(found.key)}(-[0-9a-f]{{8}})?\.cwasm"
+                         r"(\.sha256|\.checked)?")
+    try:
+        return sorted(p for p in found.cwasm.parent.iterdir() if pattern.fullmatch(p.name))
+    except OSError:
+        return []
