@@ -348,6 +348,11 @@ def test_entry_not_callable_is_invalid(tight):
     (")", "input does not parse as call arguments: unmatched ')'"),
     ("1; 2", "input does not parse as call arguments: invalid syntax"),
     ("1), (2", "input does not parse as call arguments: input is not a plain argument list"),
+    # no ")": compiled as it is; the compiler's own refusals read the same either way
+    ("await x", "input does not parse as call arguments: 'await' outside function"),
+    ("(await x)", "input does not parse as call arguments: 'await' outside function"),
+    ("[1, 2", "input does not parse as call arguments: closing parenthesis ')' does not "
+              "match opening parenthesis '[' on line 1"),
 ])
 def test_input_that_does_not_parse_is_invalid(tight, input_text, message):
     """Input text that is not an argument list (including one that closes the call early

@@ -105,15 +105,25 @@ def _describe(exc: BaseException) -> str:
         return f"<{type(exc).__name__}: str() failed>"
 
 
-def parse_call_arguments(input_text: str) -> ast.Expression:
-    """Parse ``input_text`` as the inside of a call, exactly as ``f(<input>)`` would read it
-    (trailing commas, keywords, ``*args``, comments). Raises SyntaxError or ValueError."""
-    tree = ast.parse(f"{ARGS_HELPER}({input_text}\n)", INPUT_FILE, mode="eval")
+def compile_call_arguments(input_text: str) -> CodeType:
+    """Compile ``input_text`` as the inside of a call, exactly as ``f(<input>)`` would read it
+    (trailing commas, keywords, ``*args``, comments): ``ARGS_HELPER(<input>)``. Raises
+    SyntaxError or ValueError.
+
+    Text without a ``)`` cannot close the helper's parenthesis early, so the expression is
+    the helper's call and the text is compiled as it is. Otherwise (``1), g(2``) it is
+    parsed first and refused unless its top level is that call: the round trip through
+    Python's AST objects costs ~30 µs a job in the guest, so only the 4% of CRUXEval
+    inputs with a ``)`` pay it."""
+    source = f"{ARGS_HELPER}({input_text}\n)"
+    if ")" not in input_text:
+        return compile(source, INPUT_FILE, "eval")
+    tree = ast.parse(source, INPUT_FILE, mode="eval")
     call = tree.body
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
             and call.func.id == ARGS_HELPER):
         raise ValueError("input is not a plain argument list")
-    return tree
+    return compile(tree, INPUT_FILE, "eval")
 
 
 def new_result() -> dict:
@@ -211,17 +221,16 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
         _invalid(result, f"entry {entry!r} is not callable")
         return
     try:
-        arg_tree = parse_call_arguments(input_text)
+        input_code = compile_call_arguments(input_text)
     except MemoryError:
         _out_of_memory(result, "MemoryError while parsing the input")
         return
     except (SyntaxError, ValueError) as exc:
         _invalid(result, f"input does not parse as call arguments: {getattr(exc, 'msg', exc)}")
         return
+    result["codes"].append(input_code)
     namespace[ARGS_HELPER] = collect_arguments
     try:
-        input_code = compile(arg_tree, INPUT_FILE, "eval")
-        result["codes"].append(input_code)
         args, kwargs = eval(input_code, namespace)
     except MemoryError:
         _out_of_memory(result, "MemoryError while evaluating the input")
