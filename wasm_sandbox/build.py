@@ -193,7 +193,44 @@ def ensure_component(force: bool = False, variant: str = "") -> GuestArtifacts:
             write_verified(found.wasm, out.read_bytes())
         for stale in compiled_files(found):
             stale.unlink(missing_ok=True)
+        prune_cache(found.key.split("-", 1)[0], found.wasm.parent)
     return found
+
+
+KEEP_BUILDS = 4  # source keys whose builds stay in the cache (the newest)
+_BUILD_FILE = re.compile(r"guest-([0-9a-f]{24})(-.+)?\.(wasm|cwasm)(\.sha256|\.checked)?")
+
+
+def prune_cache(keep: str, root: Path) -> list[Path]:
+    """After a build: delete every file of all but the ``KEEP_BUILDS`` most recently built
+    source keys (``keep``, the one just built, always stays; a key's variant and compiled
+    forms go with it). Each change of the guest's sources or tools makes a new key,
+    ~130 MB with its variant and compiled forms, so without this the cache only grows.
+    A process still running a deleted ``.cwasm`` keeps its mapping; one about to load it
+    builds again. Best effort: a file that cannot be deleted stays."""
+    groups: dict[str, list[Path]] = {}
+    try:
+        for path in root.iterdir():
+            match = _BUILD_FILE.fullmatch(path.name)
+            if match:
+                groups.setdefault(match.group(1), []).append(path)
+    except OSError:
+        return []
+
+    def built(key: str) -> float:
+        times = [p.stat().st_mtime for p in groups[key] if p.suffix == ".wasm" and p.exists()]
+        return max(times, default=0.0)
+
+    newest = sorted((key for key in groups if key != keep), key=built, reverse=True)
+    removed = []
+    for key in newest[KEEP_BUILDS - 1:]:
+        for path in groups[key]:
+            try:
+                path.unlink()
+                removed.append(path)
+            except OSError:
+                pass
+    return sorted(removed)
 
 
 def compiled_files(found: GuestArtifacts) -> list[Path]:
