@@ -103,8 +103,13 @@ def test_a_checked_file_is_hashed_again_only_when_its_status_changes(tmp_path, m
     assert not build.is_verified(target)
     assert len(hashed) == 4
     build.write_verified(target, b"compiled bytes")  # replaced: a new inode and digest
-    assert build.is_verified(target)
-    assert len(hashed) == 5
+
+    def read_only(target, payload):
+        raise PermissionError(13, "Read-only file system", str(target))
+
+    monkeypatch.setattr(build, "_write_atomic", read_only)  # no stamp can be written
+    assert build.is_verified(target) and build.is_verified(target)
+    assert len(hashed) == 6  # both hashed, both verified
 
 
 def test_a_rebuilt_component_drops_its_stale_compiled_forms(tmp_path, monkeypatch):

@@ -120,34 +120,39 @@ def checked_stamp(path: Path) -> Path:
     return path.with_name(path.name + ".checked")
 
 
-def _status(path: Path) -> str:
+def _status(path: Path) -> tuple[str, int]:
+    """The file's status as a stamp names it, and its ctime (ns)."""
     st = os.stat(path)
-    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}", st.st_ctime_ns
 
 
 def is_verified(path: Path) -> bool:
     """True when ``path`` exists and matches the digest in its sidecar.
 
-    Hashing the 41 MB ``.cwasm`` takes ~25 ms, on every command that runs the sandbox;
-    so a file that matched is stamped with its status (inode, size, mtime, ctime) and is
-    hashed again only when that changed. Any write, truncation, rename over it or
-    ``utime`` changes its ctime, which no user-space call can set back."""
+    Hashing the 41 MB ``.cwasm`` takes ~25 ms, on every command and in every worker that
+    loads it; so a file that matched is stamped with its status (inode, size, mtime,
+    ctime) and is hashed again only when that changed. Any write, truncation, rename over
+    it or ``utime`` changes its ctime, which no user-space call can set back. The stamp is
+    best effort: in a read-only cache every check hashes."""
     try:
         expected = sidecar(path).read_text().strip()
         if not expected:
             return False
-        before = _status(path)
+        before, changed_ns = _status(path)
         stamp = checked_stamp(path)
         if stamp.exists() and stamp.read_text() == f"{before} {expected}":
             return True
         if file_digest(path) != expected:
             return False
-        settled = time.time_ns() - int(before.rsplit(":", 1)[1]) >= STAMP_SETTLE_NS
-        if settled and _status(path) == before:
-            _write_atomic(stamp, f"{before} {expected}".encode())
-        return True
     except OSError:
         return False
+    if time.time_ns() - changed_ns >= STAMP_SETTLE_NS:
+        try:
+            if _status(path)[0] == before:
+                _write_atomic(stamp, f"{before} {expected}".encode())
+        except OSError:
+            pass
+    return True
 
 
 def componentize(output: Path, env_overrides: dict[str, str] | None = None) -> None:
