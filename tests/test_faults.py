@@ -414,7 +414,7 @@ def test_a_worker_that_cannot_load_the_component_fails_the_pool_with_its_reason(
     """Artifacts that do not exist: the worker reports why it could not start, and the
     pool raises that as one PoolError (no retry: a replacement would fail the same way)."""
     missing = build.GuestArtifacts("missing", tmp_path / "none.wasm", tmp_path / "none.cwasm")
-    pool = pool_module.WorkerPool(1, Limits(), artifacts=missing, verified=True)
+    pool = pool_module.WorkerPool(1, Limits(), artifacts=missing)
     with pytest.raises(pool_module.PoolError) as raised:
         list(pool.run([[{"code": SMALL, "input": "1"}]]))
     pool.close()

@@ -87,9 +87,9 @@ class _Worker:
 
 def prepare(limits: Limits, variant: str = "") -> GuestArtifacts:
     """Build the component and compile its ``.cwasm`` in this process, so workers only
-    deserialise (and never race to build). The ``.cwasm`` is checked against its digest
-    here, once: the workers started next trust it (``Sandbox(verified=True)``). When it
-    is valid the ``.wasm`` it was compiled from is not needed, nor hashed."""
+    deserialise (and never race to build). Checking the ``.cwasm`` here also stamps it
+    (see ``build.is_verified``), so the workers' own checks need not hash it again. When
+    it is valid the ``.wasm`` it was compiled from is not needed, nor hashed."""
     found = guest_artifacts(variant=variant)
     if is_verified(compiled_path(found, limits)):
         return found
@@ -108,18 +108,14 @@ class WorkerPool:
     """``with WorkerPool(2, limits, "job") as pool: for chunk_id, outcomes in pool.run(chunks)``."""
 
     def __init__(self, workers: int, limits: Limits, isolation: str = "job",
-                 artifacts: GuestArtifacts | None = None, verified: bool = False,
-                 variant: str = "") -> None:
+                 artifacts: GuestArtifacts | None = None, variant: str = "") -> None:
         """Without ``artifacts`` the workers are started first and the component is
         prepared (:func:`prepare`: built if need be, its ``.cwasm`` hashed, ~25 ms) while
-        their interpreters start; they get their set-up once it is ready.
-        ``verified``: the given ``artifacts`` come from :func:`prepare` just now, so the
-        workers need not hash the ``.cwasm`` again."""
+        their interpreters start; they get their set-up once it is ready."""
         if workers < 1:
             raise ValueError("a pool needs at least one worker")
         self.limits = limits
         self.isolation = isolation
-        self.verified = verified
         self.artifacts = artifacts
         self._workers: dict[int, _Worker] = {}
         self._next_id = 0
@@ -132,13 +128,12 @@ class WorkerPool:
             except BaseException:
                 self.close()
                 raise
-            self.verified = True
             for worker_id, worker in self._workers.items():
                 worker.inbox.put(self._setup(worker_id))
 
     def _setup(self, worker_id: int) -> WorkerSetup:
         assert self.artifacts is not None
-        return WorkerSetup(worker_id, self.limits, self.isolation, self.artifacts, self.verified)
+        return WorkerSetup(worker_id, self.limits, self.isolation, self.artifacts)
 
     def _start_worker(self) -> int:
         """Start a worker process; it gets its set-up now if the component is known."""

@@ -134,13 +134,11 @@ def compiled_path(found: GuestArtifacts, limits: Limits) -> Path:
     return found.cwasm.with_name(f"guest-{found.key}-{engine_fingerprint(limits)}.cwasm")
 
 
-def load_component(engine: wasmtime.Engine, limits: Limits, found: GuestArtifacts,
-                   verified: bool = False) -> wc.Component:
-    """Deserialise the verified ``.cwasm``; compile (and cache) it when missing or bad.
-    ``verified``: the caller has just checked the digest (a worker pool's parent does, so
-    that its workers do not hash the same file again)."""
+def load_component(engine: wasmtime.Engine, limits: Limits,
+                   found: GuestArtifacts) -> wc.Component:
+    """Deserialise the verified ``.cwasm``; compile (and cache) it when missing or bad."""
     cwasm = compiled_path(found, limits)
-    if verified or is_verified(cwasm):
+    if is_verified(cwasm):
         try:
             return wc.Component.deserialize_file(engine, str(cwasm))
         except wasmtime.WasmtimeError:
@@ -226,12 +224,12 @@ class StringExport:
 class Sandbox:
     """Runs jobs in fresh (or, with ``batch`` isolation, reused) guest instances."""
 
-    def __init__(self, limits: Limits | None = None, artifacts: GuestArtifacts | None = None,
-                 verified: bool = False) -> None:
+    def __init__(self, limits: Limits | None = None,
+                 artifacts: GuestArtifacts | None = None) -> None:
         self.limits = limits or Limits()
         self.engine = make_engine(self.limits)
         self.component = load_component(self.engine, self.limits,
-                                         artifacts or ensure_component(), verified)
+                                         artifacts or ensure_component())
         self.linker = wc.Linker(self.engine)
         self.linker.add_wasip2()
         self.ticker = EpochTicker(self.engine)

@@ -34,7 +34,6 @@ class WorkerSetup:
     limits: Limits
     isolation: str
     artifacts: GuestArtifacts
-    verified: bool  # the parent checked the .cwasm's digest: do not hash it again
 
 
 def serve(inbox: mpc.Connection, results: mpc.Connection) -> None:
@@ -51,7 +50,7 @@ def serve(inbox: mpc.Connection, results: mpc.Connection) -> None:
     if setup is None:  # the pool closed before the component was ready
         return
     try:
-        sandbox = Sandbox(setup.limits, setup.artifacts, setup.verified)
+        sandbox = Sandbox(setup.limits, setup.artifacts)
     except BaseException as exc:  # reported to the parent, which fails the whole run
         _send(results, ("failed", setup.worker_id, f"{type(exc).__name__}: {exc}"))
         return
