@@ -220,7 +220,6 @@ class TraceWriter:
         self.force = force
         self.path = path
         self._held: list[tuple] = []  # (runs, steps, states, programs) tables per add
-        self._held_ids: list[int] = []
         self._saved: tuple | None = None  # the ids' state before the first held add
         try:
             self.next_run_id = con.execute(
@@ -253,8 +252,8 @@ class TraceWriter:
 
     @property
     def held(self) -> int:
-        """Runs added and not yet committed."""
-        return len(self._held_ids)
+        """Runs added and not yet committed (their run ids follow on from the saved one)."""
+        return 0 if self._saved is None else self.next_run_id - self._saved[0]
 
     def add(self, batch: list[TracedRun]) -> None:
         """Turn ``batch`` into Arrow rows now (giving run and program ids) and hold them for
@@ -264,9 +263,7 @@ class TraceWriter:
             return
         if self._saved is None:
             self._saved = (self.next_run_id, self.next_program_id, dict(self.program_ids))
-        runs, steps, states, programs, run_ids = self._tables(batch)
-        self._held.append((runs, steps, states, programs))
-        self._held_ids.extend(run_ids)
+        self._held.append(self._tables(batch))
 
     def commit(self) -> list[int]:
         """Store the held runs in one transaction; return their run ids. When it fails
@@ -275,8 +272,9 @@ class TraceWriter:
             return []
         runs, steps, states, programs = (pa.concat_tables(parts).combine_chunks()
                                          for parts in zip(*self._held))
-        run_ids, saved = self._held_ids, self._saved
-        self._held, self._held_ids, self._saved = [], [], None
+        saved = self._saved
+        run_ids = list(range(saved[0], self.next_run_id))
+        self._held, self._saved = [], None
         con = self.con
         try:
             con.execute("BEGIN TRANSACTION")
@@ -337,21 +335,21 @@ class TraceWriter:
             ids.append(pid)
         return new, ids
 
-    def _tables(self, batch: list[TracedRun]):
+    def _tables(self, batch: list[TracedRun]) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
+        """(runs, steps, states, programs) of ``batch``, giving run ids from ``next_run_id``
+        on (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
         programs, program_ids = self._program_rows(batch)
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         runs = {name: [] for name in RUN_COLUMNS}
         steps = {name: [] for name in STEP_COLUMNS}
         states = {name: [] for name in STATE_COLUMNS}
-        run_ids = []
         for traced, program_id in zip(batch, program_ids):
             run_id = self.next_run_id
             self.next_run_id += 1
-            run_ids.append(run_id)
             _append_run(runs, traced, run_id, program_id, now)
             _append_trace(steps, states, traced.result, run_id)
         return (_arrow(runs, RUN_TYPES), _arrow(steps, STEP_TYPES),
-                _arrow(states, STATE_TYPES), _arrow(programs, PROGRAM_TYPES), run_ids)
+                _arrow(states, STATE_TYPES), _arrow(programs, PROGRAM_TYPES))
 
 
 def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now) -> None:
