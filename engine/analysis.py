@@ -31,8 +31,9 @@ import pyarrow as pa
 from engine.store import (ANALYSIS_COLUMNS, BRANCH_COLUMNS, FINISHED_STATUSES, MEMORY_ADDRESS,
                           StoreError, analysis_missing, connect, first_line)
 from engine.tracing import run_chunks
-from wasm_sandbox.build import BuildError
+from wasm_sandbox.build import BuildError, ensure_component
 from wasm_sandbox.limits import Limits
+from wasm_sandbox.pool import prepare
 from wasm_sandbox.runtime import Sandbox
 
 VARIANT = "reseeded"
@@ -167,21 +168,18 @@ def _check_variant(limits: Limits) -> None:
     """The variant build must really hash strings differently, or the check is blind:
     long strings, and the low bits that order small sets of single characters. A variant
     that does not is built again (a new secret), a few times at most."""
-    from wasm_sandbox.build import ensure_component
-    from wasm_sandbox.pool import prepare
+    main = _probe(limits, "")
     for attempt in range(VARIANT_ATTEMPTS + 1):
-        probes = [_probe(limits, variant) for variant in ("", VARIANT)]
-        if None not in probes and all(a != b for a, b in zip(*probes)):
+        variant = _probe(limits, VARIANT)
+        if None not in (main, variant) and all(a != b for a, b in zip(main, variant)):
             return
         if attempt < VARIANT_ATTEMPTS:
             ensure_component(force=True, variant=VARIANT)
-            prepare(limits, VARIANT)
     raise BuildError(f"the guest's variant build hashes strings as the main build does "
-                     f"({probes}), also after {VARIANT_ATTEMPTS} new builds")
+                     f"({main}, {variant}), also after {VARIANT_ATTEMPTS} new builds")
 
 
 def _probe(limits: Limits, variant: str) -> list | None:
-    from wasm_sandbox.pool import prepare
     with Sandbox(limits, prepare(limits, variant)) as sandbox:
         output = sandbox.run(_PROBE).result.get("output")
     return None if output is None else list(ast.literal_eval(output))

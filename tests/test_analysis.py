@@ -311,16 +311,13 @@ def test_a_variant_that_orders_single_characters_alike_is_built_again(monkeypatc
     builds in eight share them). A variant that does not is rebuilt; one that never does
     is refused after VARIANT_ATTEMPTS builds."""
     import engine.analysis as analysis
-    import wasm_sandbox.build as build
-    import wasm_sandbox.pool as pool
 
     probes = {"": [[111, 3]], analysis.VARIANT: [[222, 3], [333, 5]]}  # one bad build
     rebuilds: list[str] = []
     monkeypatch.setattr(analysis, "_probe", lambda limits, variant: probes[variant][
         min(len(rebuilds), len(probes[variant]) - 1) if variant else 0])
-    monkeypatch.setattr(build, "ensure_component",
+    monkeypatch.setattr(analysis, "ensure_component",
                         lambda force=False, variant="": rebuilds.append(variant))
-    monkeypatch.setattr(pool, "prepare", lambda limits, variant="": None)
     analysis._check_variant(Limits())
     assert rebuilds == [analysis.VARIANT]
 
