@@ -24,9 +24,11 @@ import pytest
 from click.testing import CliRunner
 
 from engine.cli import main
-from engine.cruxeval_scoring import (CruxSample, check_mode, check_program, load_generations,
-                                     load_samples, pass_at_k, score_cruxeval, score_samples,
+from engine.cruxeval_scoring import (CHECK_TIMEOUT_S, CruxSample, check_mode, check_program,
+                                     load_generations, load_samples, pass_at_k, run_checks,
+                                     run_order, score_cruxeval, score_samples,
                                      validate_generations)
+from wasm_sandbox.limits import Limits
 
 TIMING = ("seconds", "checks_per_second")
 
@@ -365,6 +367,25 @@ def test_checks_keep_the_harness_module_level_semantics(samples):
     assert [o == "ok" for o in outcomes] == host
     program = check_program(s0, "G")
     assert program.startswith(s0.code + "\n") and program.endswith(f"\nassert {s0.output} == G")
+
+
+def test_checks_with_a_while_loop_run_first_and_outcomes_keep_their_place():
+    """run_order puts the programs with the word ``while`` first, each group in its own
+    order; run_checks returns each outcome at its program's place whatever the run order
+    (here chunks of 2 over 2 workers, so chunks also come back out of order)."""
+    codes = ["def f(x):\n    return x",
+             "def f(x):\n    while x < 3:\n        x += 1\n    return x",
+             "def f(x):\n    return x + None",
+             "def f(x):\n    while True:\n        return x",
+             "def f(x):\n    awhile = x\n    return awhile",   # not the keyword
+             "def f(x):\n    return {}[x]"]
+    programs = [check_program(CruxSample(f"s{i}", code, "1", "1"), "f(1)")
+                for i, code in enumerate(codes)]
+    assert run_order(programs) == [1, 3, 0, 2, 4, 5]
+    assert run_order([]) == []
+    outcomes = run_checks(programs, workers=2, limits=Limits(timeout_s=CHECK_TIMEOUT_S),
+                          chunk_size=2)
+    assert outcomes == ["ok", "AssertionError", "TypeError", "ok", "ok", "KeyError"]
 
 
 # ------------------------------------------------------------------ bad inputs
