@@ -23,9 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import resource
-import sys
 import threading
 import time
 from ctypes import POINTER, byref, c_char_p, cast, string_at
@@ -70,24 +68,25 @@ def engine_fingerprint(limits: Limits) -> str:
     return hashlib.sha256(setting.encode()).hexdigest()[:8]
 
 
+LINEAR_MEMORY_KEEP_RESIDENT = 64 << 20
+
+
 def linear_memory_keep_resident() -> int:
     """Bytes of a freed instance's linear memory the pooling allocator resets in place and
-    keeps mapped for the next instance in that slot.
+    keeps mapped for the next instance in its slot: all of it (the guest's memory is
+    ~18 MiB).
 
-    Every page a job touches in a fresh instance would otherwise fault (copy-on-write from
-    the snapshot): ~750 faults per CRUXEval job. On Linux 6.7+ wasmtime resets the kept
-    region with the help of the PAGEMAP_SCAN ioctl, which skips pages never touched, so
-    the reset grows with what instances in the slot have touched (everything a CRUXEval
-    job touches lies in the first 32 MiB), not with the region's size. Keeping it all
-    resident trades ~1.2 ms more teardown for no faults: 4.3 -> 3.5 ms per job in one
-    process (bench/README.md). Older kernels would copy the whole region on every
-    teardown, so they keep 2 MiB."""
-    release = os.uname().release if hasattr(os, "uname") else ""
-    try:
-        version = tuple(int(part) for part in release.split("-")[0].split(".")[:2])
-    except ValueError:
-        version = (0, 0)
-    return (64 << 20) if sys.platform == "linux" and version >= (6, 7) else (2 << 20)
+    Otherwise every page a fresh instance writes copy-on-write faults from the snapshot:
+    ~500 faults for a CRUXEval check, ~750 for a traced job, ~2.4 µs each here and more
+    when two workers fault at once. Kept resident, the region is copied back from the
+    snapshot at teardown instead, every page of it whether written or not: with
+    wasmtime-py 50 the whole memory is resident after a slot's first teardown and each
+    teardown is one ~18 MiB copy (~1.3 ms; wasmtime's PAGEMAP_SCAN path, which would copy
+    only written pages, is not what runs). One process: the same either way (~2.5 ms a
+    check); two workers: 2.6 s against 3.1 s for the 2,343 checks of
+    bench/score_cruxeval.py, 1.87 s against 2.25 s (2 MiB kept) for tracing the 800
+    (bench/README.md). Linux only; elsewhere wasmtime ignores the setting."""
+    return LINEAR_MEMORY_KEEP_RESIDENT
 
 
 def _pooling_config(limits: Limits):
