@@ -68,25 +68,18 @@ def engine_fingerprint(limits: Limits) -> str:
     return hashlib.sha256(setting.encode()).hexdigest()[:8]
 
 
+# Bytes of a freed instance's linear memory the pooling allocator resets in place and keeps
+# mapped for the next instance in its slot: all of it (the guest's memory is ~18 MiB).
+# Otherwise every page a fresh instance writes copy-on-write faults from the snapshot: ~500
+# faults for a CRUXEval check, ~750 for a traced job, ~2.4 µs each here and more when two
+# workers fault at once. Kept resident, the region is copied back from the snapshot at
+# teardown instead, every page of it whether written or not: with wasmtime-py 50 the whole
+# memory is resident after a slot's first teardown and each teardown is one ~18 MiB copy
+# (~1.3 ms; wasmtime's PAGEMAP_SCAN path, which would copy only written pages, is not what
+# runs). One process: the same either way (~2.5 ms a check); two workers: 2.6 s against
+# 3.1 s for the 2,343 checks of bench/score_cruxeval.py, 1.87 s against 2.25 s (2 MiB kept)
+# for tracing the 800 (bench/README.md). Linux only; elsewhere wasmtime ignores it.
 LINEAR_MEMORY_KEEP_RESIDENT = 64 << 20
-
-
-def linear_memory_keep_resident() -> int:
-    """Bytes of a freed instance's linear memory the pooling allocator resets in place and
-    keeps mapped for the next instance in its slot: all of it (the guest's memory is
-    ~18 MiB).
-
-    Otherwise every page a fresh instance writes copy-on-write faults from the snapshot:
-    ~500 faults for a CRUXEval check, ~750 for a traced job, ~2.4 µs each here and more
-    when two workers fault at once. Kept resident, the region is copied back from the
-    snapshot at teardown instead, every page of it whether written or not: with
-    wasmtime-py 50 the whole memory is resident after a slot's first teardown and each
-    teardown is one ~18 MiB copy (~1.3 ms; wasmtime's PAGEMAP_SCAN path, which would copy
-    only written pages, is not what runs). One process: the same either way (~2.5 ms a
-    check); two workers: 2.6 s against 3.1 s for the 2,343 checks of
-    bench/score_cruxeval.py, 1.87 s against 2.25 s (2 MiB kept) for tracing the 800
-    (bench/README.md). Linux only; elsewhere wasmtime ignores the setting."""
-    return LINEAR_MEMORY_KEEP_RESIDENT
 
 
 def _pooling_config(limits: Limits):
@@ -109,7 +102,7 @@ def _pooling_config(limits: Limits):
     ffi.wasmtime_pooling_allocation_config_max_core_instance_size_set(pool, 1 << 20)
     ffi.wasmtime_pooling_allocation_config_table_elements_set(pool, 100_000)
     ffi.wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(
-        pool, linear_memory_keep_resident())
+        pool, LINEAR_MEMORY_KEEP_RESIDENT)
     ffi.wasmtime_pooling_allocation_config_table_keep_resident_set(pool, 1 << 20)
     return pool
 
