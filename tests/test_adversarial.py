@@ -557,6 +557,10 @@ FORGERIES = {
         "import sys\ndef f():\n    t = sys.modules['guest'].WitWorld.run.__globals__['TRACER']\n"
         "    t.max_steps = 10**9\n    return 1\n",
         "the program changed the tracer's state"),
+    "swap_recording_list": (
+        "import sys\ndef f():\n    t = sys.modules['guest'].WitWorld.run.__globals__['TRACER']\n"
+        "    t.ev = []\n    return 1\n",
+        "the program changed the tracer's state"),
 }
 
 
