@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -110,6 +111,28 @@ def test_a_checked_file_is_hashed_again_only_when_its_status_changes(tmp_path, m
     monkeypatch.setattr(build, "_write_atomic", read_only)  # no stamp can be written
     assert build.is_verified(target) and build.is_verified(target)
     assert len(hashed) == 6  # both hashed, both verified
+
+
+def test_a_stamped_digest_is_hashed_once_per_change(tmp_path, monkeypatch):
+    """``stamped_digest`` (the native library's digest, memory_reset.py): hashed, stamped
+    once settled, trusted while the file's status holds, hashed again after a change."""
+    hashed: list[Path] = []
+    real_digest = build.file_digest
+    monkeypatch.setattr(build, "file_digest", lambda path: hashed.append(path) or real_digest(path))
+    library, stamp = tmp_path / "lib.so", tmp_path / "lib.checked"
+    library.write_bytes(b"one build")
+    one = hashlib.sha256(b"one build").hexdigest()
+    assert build.stamped_digest(library, stamp) == one and not stamp.exists()  # not settled
+    monkeypatch.setattr(build, "STAMP_SETTLE_NS", 0)
+    assert build.stamped_digest(library, stamp) == one and stamp.exists()
+    assert build.stamped_digest(library, stamp) == one
+    assert len(hashed) == 2
+    library.write_bytes(b"another build")
+    assert build.stamped_digest(library, stamp) == hashlib.sha256(b"another build").hexdigest()
+    assert len(hashed) == 3
+    stamp.write_text("garbage")
+    assert build.stamped_digest(library, stamp) == hashlib.sha256(b"another build").hexdigest()
+    assert len(hashed) == 4
 
 
 def test_a_rebuilt_component_drops_its_stale_compiled_forms(tmp_path, monkeypatch):

@@ -155,6 +155,27 @@ def is_verified(path: Path) -> bool:
     return True
 
 
+def stamped_digest(path: Path, stamp: Path) -> str:
+    """SHA-256 of ``path``, hashed again only when its status changed: the digest is kept
+    in ``stamp`` with the status, as :func:`is_verified` keeps its stamps (best effort: an
+    unwritable stamp means hashing every time). OSError when ``path`` cannot be read."""
+    before, changed_ns = _status(path)
+    try:
+        recorded, digest = stamp.read_text().split(" ")
+        if recorded == before:
+            return digest
+    except (OSError, ValueError):
+        pass
+    digest = file_digest(path)
+    if time.time_ns() - changed_ns >= STAMP_SETTLE_NS:
+        try:
+            if _status(path)[0] == before:
+                _write_atomic(stamp, f"{before} {digest}".encode())
+        except OSError:
+            pass
+    return digest
+
+
 def componentize(output: Path, env_overrides: dict[str, str] | None = None) -> None:
     """Run componentize-py on a private copy of ``tracer/`` (so nothing else is on the
     guest's module path) and write the component to ``output``."""
