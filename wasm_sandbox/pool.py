@@ -95,7 +95,7 @@ def prepare(limits: Limits, variant: str = "") -> GuestArtifacts:
         return found
     found = ensure_component(variant=variant)
     if not is_verified(compiled_path(found, limits)):
-        load_component(make_engine(limits), limits, found)
+        load_component(make_engine(limits)[0], limits, found)
     return found
 
 

@@ -37,6 +37,7 @@ from wasmtime._ffi import WASMTIME_COMPONENT_STRING
 
 from wasm_sandbox.build import GuestArtifacts, ensure_component, is_verified, write_verified
 from wasm_sandbox.limits import Limits
+from wasm_sandbox.memory_reset import enable_pagemap_scan, prefault
 
 TICK_S = 0.01
 WASM_STACK_BYTES = 6 * 1024 * 1024
@@ -72,13 +73,13 @@ def engine_fingerprint(limits: Limits) -> str:
 # mapped for the next instance in its slot: all of it (the guest's memory is ~18 MiB).
 # Otherwise every page a fresh instance writes copy-on-write faults from the snapshot: ~500
 # faults for a CRUXEval check, ~750 for a traced job, ~2.4 µs each here and more when two
-# workers fault at once. Kept resident, the region is copied back from the snapshot at
-# teardown instead, every page of it whether written or not: with wasmtime-py 50 the whole
-# memory is resident after a slot's first teardown and each teardown is one ~18 MiB copy
-# (~1.3 ms; wasmtime's PAGEMAP_SCAN path, which would copy only written pages, is not what
-# runs). One process: the same either way (~2.5 ms a check); two workers: 2.6 s against
-# 3.1 s for the 2,343 checks of bench/score_cruxeval.py, 1.87 s against 2.25 s (2 MiB kept)
-# for tracing the 800 (bench/README.md). Linux only; elsewhere wasmtime ignores it.
+# workers fault at once. Kept resident, the pages are copied back from the snapshot at
+# teardown instead: only the pages written, where wasmtime's PAGEMAP_SCAN reset is on
+# (memory_reset.py; ~600 pages, ~0.2 ms), else every page of the region (wasmtime-py 50's
+# default: one ~18 MiB copy, ~1.3 ms). With the whole-memory copy, one process: the same
+# either way (~2.5 ms a check); two workers: 2.6 s against 3.1 s for the 2,343 checks of
+# bench/score_cruxeval.py, 1.87 s against 2.25 s (2 MiB kept) for tracing the 800
+# (bench/README.md). Linux only; elsewhere wasmtime ignores it.
 LINEAR_MEMORY_KEEP_RESIDENT = 64 << 20
 
 
@@ -107,7 +108,14 @@ def _pooling_config(limits: Limits):
     return pool
 
 
-def make_engine(limits: Limits) -> wasmtime.Engine:
+RESET_WRITTEN_PAGES = "written pages"
+RESET_WHOLE_MEMORY = "whole memory"
+
+
+def make_engine(limits: Limits) -> tuple[wasmtime.Engine, str]:
+    """The engine, and how it resets a freed instance's memory: ``RESET_WRITTEN_PAGES``
+    where memory_reset.enable_pagemap_scan could switch that on, else
+    ``RESET_WHOLE_MEMORY``."""
     config = wasmtime.Config()
     config.epoch_interruption = True
     # The guest's native stack: CPython needs it for every Python call made through C
@@ -117,8 +125,10 @@ def make_engine(limits: Limits) -> wasmtime.Engine:
     # the async stack (which wasmtime-py's WASI uses) must be at least as large
     wasmtime_ffi.wasmtime_config_async_stack_size_set(config.ptr(), stack + 1024 * 1024)
     config.max_wasm_stack = stack
-    wasmtime_ffi.wasmtime_pooling_allocation_strategy_set(config.ptr(), _pooling_config(limits))
-    return wasmtime.Engine(config)
+    pool = _pooling_config(limits)
+    written_pages = enable_pagemap_scan(pool)
+    wasmtime_ffi.wasmtime_pooling_allocation_strategy_set(config.ptr(), pool)
+    return wasmtime.Engine(config), RESET_WRITTEN_PAGES if written_pages else RESET_WHOLE_MEMORY
 
 
 def compiled_path(found: GuestArtifacts, limits: Limits) -> Path:
@@ -219,9 +229,11 @@ class Sandbox:
     def __init__(self, limits: Limits | None = None,
                  artifacts: GuestArtifacts | None = None) -> None:
         self.limits = limits or Limits()
-        self.engine = make_engine(self.limits)
-        self.component = load_component(self.engine, self.limits,
-                                         artifacts or ensure_component())
+        self.engine, self.memory_reset = make_engine(self.limits)
+        found = artifacts or ensure_component()
+        self.component = load_component(self.engine, self.limits, found)
+        self.cwasm = compiled_path(found, self.limits)  # its snapshot is what slots map
+        self._prefaulted = self.memory_reset != RESET_WRITTEN_PAGES
         self.linker = wc.Linker(self.engine)
         self.linker.add_wasip2()
         self.ticker = EpochTicker(self.engine)
@@ -244,6 +256,9 @@ class Sandbox:
         store.set_limits(memory_size=self.limits.memory_bytes)
         store.set_wasi(wasmtime.WasiConfig())  # nothing inherited: no files, env, args, stdio
         instance = self.linker.instantiate(store, self.component)
+        if not self._prefaulted:  # the slot's first instance, before its first reset
+            self._prefaulted = True
+            prefault(self.cwasm)
         func = instance.get_func(store, "run")
         if func is None:
             raise wasmtime.WasmtimeError("the guest component exports no function 'run'")
