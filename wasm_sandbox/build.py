@@ -146,13 +146,19 @@ def is_verified(path: Path) -> bool:
             return False
     except OSError:
         return False
+    _stamp(path, stamp, before, changed_ns, expected)
+    return True
+
+
+def _stamp(path: Path, stamp: Path, before: str, changed_ns: int, digest: str) -> None:
+    """Record that ``path``, with status ``before``, has ``digest``: unless it changed
+    too recently to trust its status (STAMP_SETTLE_NS) or since it was hashed."""
     if time.time_ns() - changed_ns >= STAMP_SETTLE_NS:
         try:
             if _status(path)[0] == before:
-                _write_atomic(stamp, f"{before} {expected}".encode())
+                _write_atomic(stamp, f"{before} {digest}".encode())
         except OSError:
             pass
-    return True
 
 
 def stamped_digest(path: Path, stamp: Path) -> str:
@@ -167,12 +173,7 @@ def stamped_digest(path: Path, stamp: Path) -> str:
     except (OSError, ValueError):
         pass
     digest = file_digest(path)
-    if time.time_ns() - changed_ns >= STAMP_SETTLE_NS:
-        try:
-            if _status(path)[0] == before:
-                _write_atomic(stamp, f"{before} {digest}".encode())
-        except OSError:
-            pass
+    _stamp(path, stamp, before, changed_ns, digest)
     return digest
 
 
