@@ -132,8 +132,9 @@ def test_a_fresh_instance_after_any_job_is_the_same_interpreter(box):
 
 
 def private_pages(ranges: list[tuple[int, int]]) -> int:
-    """Pages of ``ranges`` that are present and this process's own copy (not the file's
-    page, not the zero page): what wasmtime 50's scan counts as written."""
+    """Pages of ``ranges`` that are present and not the file's page: the slot's own copies
+    (what wasmtime 50's scan counts as written), and the zero page where memory that is
+    not part of the snapshot (the guest's stack, 240 pages) was only read."""
     count = 0
     with open("/proc/self/pagemap", "rb") as pagemap:
         for start, end in ranges:

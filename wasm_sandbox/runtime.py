@@ -75,7 +75,7 @@ def engine_fingerprint(limits: Limits) -> str:
 # faults for a CRUXEval check, ~750 for a traced job, ~2.4 µs each here and more when two
 # workers fault at once. Kept resident, the pages are copied back from the snapshot at
 # teardown instead: only the pages written, where wasmtime's PAGEMAP_SCAN reset is on
-# (memory_reset.py; ~600 pages, ~0.2 ms), else every page of the region (wasmtime-py 50's
+# (memory_reset.py; ~600 pages, ~0.3 ms), else every page of the region (wasmtime-py 50's
 # default: one ~18 MiB copy, ~1.3 ms). With the whole-memory copy, one process: the same
 # either way (~2.5 ms a check); two workers: 2.6 s against 3.1 s for the 2,343 checks of
 # bench/score_cruxeval.py, 1.87 s against 2.25 s (2 MiB kept) for tracing the 800
