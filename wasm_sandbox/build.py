@@ -130,41 +130,22 @@ def is_verified(path: Path) -> bool:
     """True when ``path`` exists and matches the digest in its sidecar.
 
     Hashing the 41 MB ``.cwasm`` takes ~25 ms, on every command and in every worker that
-    loads it; so a file that matched is stamped with its status (inode, size, mtime,
-    ctime) and is hashed again only when that changed. Any write, truncation, rename over
-    it or ``utime`` changes its ctime, which no user-space call can set back. The stamp is
+    loads it; so its digest is kept in a stamp with its status (:func:`stamped_digest`)
+    and it is hashed again only when that changed. Any write, truncation, rename over it
+    or ``utime`` changes its ctime, which no user-space call can set back. The stamp is
     best effort: in a read-only cache every check hashes."""
     try:
         expected = sidecar(path).read_text().strip()
-        if not expected:
-            return False
-        before, changed_ns = _status(path)
-        stamp = checked_stamp(path)
-        if stamp.exists() and stamp.read_text() == f"{before} {expected}":
-            return True
-        if file_digest(path) != expected:
-            return False
+        return bool(expected) and stamped_digest(path, checked_stamp(path)) == expected
     except OSError:
         return False
-    _stamp(path, stamp, before, changed_ns, expected)
-    return True
-
-
-def _stamp(path: Path, stamp: Path, before: str, changed_ns: int, digest: str) -> None:
-    """Record that ``path``, with status ``before``, has ``digest``: unless it changed
-    too recently to trust its status (STAMP_SETTLE_NS) or since it was hashed."""
-    if time.time_ns() - changed_ns >= STAMP_SETTLE_NS:
-        try:
-            if _status(path)[0] == before:
-                _write_atomic(stamp, f"{before} {digest}".encode())
-        except OSError:
-            pass
 
 
 def stamped_digest(path: Path, stamp: Path) -> str:
-    """SHA-256 of ``path``, hashed again only when its status changed: the digest is kept
-    in ``stamp`` with the status, as :func:`is_verified` keeps its stamps (best effort: an
-    unwritable stamp means hashing every time). OSError when ``path`` cannot be read."""
+    """SHA-256 of ``path``, hashed again only when its status (inode, size, mtime, ctime)
+    changed: the digest is kept in ``stamp`` with the status, unless the file changed too
+    recently to trust its status (STAMP_SETTLE_NS) or while it was hashed. OSError when
+    ``path`` cannot be read."""
     before, changed_ns = _status(path)
     try:
         recorded, digest = stamp.read_text().split(" ")
@@ -173,7 +154,12 @@ def stamped_digest(path: Path, stamp: Path) -> str:
     except (OSError, ValueError):
         pass
     digest = file_digest(path)
-    _stamp(path, stamp, before, changed_ns, digest)
+    if time.time_ns() - changed_ns >= STAMP_SETTLE_NS:
+        try:
+            if _status(path)[0] == before:
+                _write_atomic(stamp, f"{before} {digest}".encode())
+        except OSError:
+            pass
     return digest
 
 
