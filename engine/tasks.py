@@ -187,6 +187,12 @@ class ProgramInfo:
     return_lines: set[int] = field(default_factory=set)
     loops: list[tuple[int, int]] = field(default_factory=list)  # line spans inside a loop
     conditions: dict[tuple[int, int], str] = field(default_factory=dict)  # (line, col) -> text
+    # question line -> qualified name of the function whose statement it is (the outermost
+    # one if a one-line nested def puts a second function's statement on the line)
+    owners: dict[int, str] = field(default_factory=dict)
+    # line -> how many lambdas, generator expressions, ... (by qualname tag) it holds: a
+    # prompt can name "the lambda on line 3" only if there is one
+    anonymous: dict[int, Counter] = field(default_factory=dict)
 
     def loop_nesting(self, line: int | None) -> int:
         if line is None:
@@ -201,6 +207,15 @@ _TRIES = (ast.Try, getattr(ast, "TryStar", ast.Try))
 _BRANCHING = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Match, *_TRIES)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# The last part of an anonymous code object's qualified name, the syntax that makes it and
+# the words a prompt names it with. List, set and dict comprehensions have no frame of
+# their own since CPython 3.12 (PEP 709), so the guest never shows them; they are here for
+# a guest that does.
+ANONYMOUS = {"<lambda>": (ast.Lambda, "lambda"),
+             "<genexpr>": (ast.GeneratorExp, "generator expression"),
+             "<listcomp>": (ast.ListComp, "list comprehension"),
+             "<setcomp>": (ast.SetComp, "set comprehension"),
+             "<dictcomp>": (ast.DictComp, "dict comprehension")}
 
 
 def program_info(code: str, entry: str) -> ProgramInfo | None:
@@ -212,40 +227,52 @@ def program_info(code: str, entry: str) -> ProgramInfo | None:
         return None
     info = ProgramInfo(source_lines(code))
     _visit(tree.body, info, in_function=False, conditional=True, entry=entry, top=True)
+    anonymous = {node_type: tag for tag, (node_type, _) in ANONYMOUS.items()}
     for node in ast.walk(tree):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             info.loops.append((node.body[0].lineno, _last_line(node.body)))
         elif isinstance(node, _COMPREHENSIONS):
             info.loops.append((node.lineno, node.end_lineno))
+        if type(node) in anonymous:
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                info.anonymous.setdefault(line, Counter())[anonymous[type(node)]] += 1
         _add_conditions(node, code, info)
     return info
 
 
 def _visit(body: list[ast.stmt], info: ProgramInfo, in_function: bool, conditional: bool,
-           entry: str, scope_body: bool = False, top: bool = False) -> None:
+           entry: str, scope_body: bool = False, top: bool = False,
+           scope: str | None = None, scope_is_function: bool = False) -> None:
     """Record the statement lines of ``body`` that get line steps (those inside
-    functions), and whether each may be skipped when its function runs."""
+    functions), whether each may be skipped when its function runs, and the qualified
+    name of that function (``scope``: Python's ``__qualname__`` rules, ``f.<locals>.g``
+    for a def inside a function, ``C.m`` for a method)."""
     for index, node in enumerate(body):
         docstring = scope_body and index == 0 and _is_string(node)
         if in_function and not docstring and not isinstance(node, (ast.Global, ast.Nonlocal)):
-            _add_header(info, _header_span(node), conditional)
+            _add_header(info, _header_span(node), conditional, scope)
             if isinstance(node, ast.Return):
                 info.return_lines.add(node.lineno)
         if isinstance(node, _SCOPES):
             inner = in_function or not isinstance(node, ast.ClassDef)
             is_entry = top and isinstance(node, ast.FunctionDef) and node.name == entry
-            _visit(node.body, info, inner, not is_entry, entry, scope_body=True)
+            qualname = (node.name if scope is None
+                        else f"{scope}.<locals>.{node.name}" if scope_is_function
+                        else f"{scope}.{node.name}")
+            _visit(node.body, info, inner, not is_entry, entry, scope_body=True,
+                   scope=qualname, scope_is_function=not isinstance(node, ast.ClassDef))
             continue
         for name in _CODE_STATEMENT_LISTS:
             children = getattr(node, name, None) or []
             for child in children:
                 if isinstance(child, (ast.ExceptHandler, ast.match_case)):
                     if in_function:
-                        _add_header(info, _header_span(child), True)
-                    _visit(child.body, info, in_function, True, entry)
+                        _add_header(info, _header_span(child), True, scope)
+                    _visit(child.body, info, in_function, True, entry, scope=scope,
+                           scope_is_function=scope_is_function)
             statements = [child for child in children if isinstance(child, ast.stmt)]
             _visit(statements, info, in_function, conditional or _runs_sometimes(node, name),
-                   entry)
+                   entry, scope=scope, scope_is_function=scope_is_function)
 
 
 def _is_string(node: ast.stmt) -> bool:
@@ -279,10 +306,13 @@ def _header_span(node: ast.AST) -> tuple[int, int]:
     return first, last
 
 
-def _add_header(info: ProgramInfo, span: tuple[int, int], conditional: bool) -> None:
+def _add_header(info: ProgramInfo, span: tuple[int, int], conditional: bool,
+                scope: str | None) -> None:
     first, last = span
     if first == last:  # a multi-line statement's steps land on several of its lines
         info.question_lines.add(first)
+        if scope is not None:
+            info.owners.setdefault(first, scope)  # statements are visited outer first
         if not conditional:
             info.unconditional.add(first)
 
@@ -303,8 +333,9 @@ def _add_conditions(node: ast.AST, code: str, info: ProgramInfo) -> None:
 # ====================================================================== runs in memory
 @dataclass
 class LineExec:
-    """One ``line`` step: its occurrence k (per line, whole run, step order) and what the
-    trace says happened right after it in its frame."""
+    """One ``line`` step: its occurrence k (per function and line, whole run, step order:
+    a lambda on the line counts its own executions, not its caller's) and what the trace
+    says happened right after it in its frame."""
     k: int
     line: int
     frame: int
@@ -385,7 +416,9 @@ def replay(run: RunData) -> list[LineExec]:
     A frame's locals are its state deltas applied in step order; the state "after" a line
     is the one at the frame's next step (none when that step is a ``yield``: the line has
     not finished). The next line skips ``yield``/``resume``/``raise``/``throw`` steps and
-    is ``return``/``raise`` when the frame's next such step is ``return``/``unwind``."""
+    is ``return``/``raise`` when the frame's next such step is ``return``/``unwind``.
+    ``k`` counts per (function, line): a question names one function, and a line can
+    hold code of several (a lambda or generator expression runs in a frame of its own)."""
     deltas: dict[int, list[tuple]] = {}
     for step, var, value, type_, truncated in run.states:
         deltas.setdefault(step, []).append((var, value, type_, truncated))
@@ -409,8 +442,8 @@ def replay(run: RunData) -> list[LineExec]:
                 previous.next_line = line if event == "line" else (
                     "return" if event == "return" else "raise")
         if event == "line":
-            counts[line] += 1
-            execs.append(LineExec(counts[line], line, frame, func))
+            counts[(func, line)] += 1
+            execs.append(LineExec(counts[(func, line)], line, frame, func))
             waiting_state[frame] = waiting_next[frame] = execs[-1]
     return execs
 
@@ -422,7 +455,8 @@ class RunFacts:
     run: RunData
     info: ProgramInfo | None
     execs: list[LineExec]
-    by_line: dict[int, list[LineExec]]
+    by_line: dict[int, list[LineExec]]              # every function's executions of a line
+    by_func_line: dict[tuple[int, str], list[LineExec]]  # (line, func) -> its executions
     arguments: set[tuple[str | None, str | None]]   # (repr, type) of the entry's arguments
     options: TaskOptions
 
@@ -430,12 +464,14 @@ class RunFacts:
 def run_facts(run: RunData, info: ProgramInfo | None, options: TaskOptions) -> RunFacts:
     execs = replay(run) if run.steps else []
     by_line: dict[int, list[LineExec]] = {}
+    by_func_line: dict[tuple[int, str], list[LineExec]] = {}
     for item in execs:
         by_line.setdefault(item.line, []).append(item)
+        by_func_line.setdefault((item.line, item.func), []).append(item)
     first = run.steps[0][0] if run.steps else None
     arguments = {(value, type_) for step, var, value, type_, _ in run.states
                  if step == first and not var.startswith("<")}
-    return RunFacts(run, info, execs, by_line, arguments, options)
+    return RunFacts(run, info, execs, by_line, by_func_line, arguments, options)
 
 
 def _bound(value: tuple) -> bool:
@@ -460,7 +496,7 @@ def _asked(facts: RunFacts, execs: list[LineExec]) -> list[LineExec]:
 
 def _state(facts: RunFacts) -> list[Candidate]:
     found = []
-    for line, execs in _line_groups(facts):
+    for line, func, execs in _line_groups(facts, anonymous=True):
         if any(e.after is None for e in execs):
             continue  # a yield line (not finished) or a frame that never went on
         values: dict[str, set] = {}
@@ -477,15 +513,15 @@ def _state(facts: RunFacts) -> list[Candidate]:
                 score = (2 * (var in e.changed) + (len(execs) > 1)
                          + (len(values[var]) > 1))
                 found.append(Candidate(
-                    score, (line, var), value[0] if bound else UNBOUND,
-                    "repr" if bound else UNBOUND, line, var, e.k, (("func", e.func),),
+                    score, (line, func, var), value[0] if bound else UNBOUND,
+                    "repr" if bound else UNBOUND, line, var, e.k, (("func", func),),
                     value[1] if bound else None))
     return found
 
 
 def _state_any(facts: RunFacts) -> list[Candidate]:
     found = []
-    for line, execs in _line_groups(facts):
+    for line, func, execs in _line_groups(facts, anonymous=True):
         if len(execs) < 2 or any(e.after is None for e in execs):
             continue
         names = set.intersection(*(set(e.after) for e in execs))
@@ -497,8 +533,8 @@ def _state_any(facts: RunFacts) -> list[Candidate]:
             if {v[:2] for v in values} <= facts.arguments:
                 continue
             score = 2 * (len(reprs) > 1) + any(var in e.changed for e in execs)
-            found.append(Candidate(score, (line,), json.dumps(reprs, ensure_ascii=False), "set",
-                                   line, var, None, (("func", execs[0].func),)))
+            found.append(Candidate(score, (line, func), json.dumps(reprs, ensure_ascii=False),
+                                   "set", line, var, None, (("func", func),)))
     return found
 
 
@@ -511,7 +547,7 @@ def _askable_next(facts: RunFacts, answer: int | str | None) -> bool:
 
 def _next_line(facts: RunFacts) -> list[Candidate]:
     found = []
-    for line, execs in _line_groups(facts):
+    for line, func, execs in _line_groups(facts, anonymous=False):
         answers = [e.next_line for e in execs if _askable_next(facts, e.next_line)]
         if not answers or _returns_trivially(facts, line, answers):
             continue
@@ -523,8 +559,8 @@ def _next_line(facts: RunFacts) -> list[Candidate]:
                 score = -1 if e.next_line == _line_below(facts, line) else 1
             else:
                 score = 1 + 2 * (len(set(answers)) > 1) + (e.next_line != common)
-            found.append(Candidate(score, (line,), str(e.next_line), "line", line, None, e.k,
-                                   (("func", e.func),)))
+            found.append(Candidate(score, (line, func), str(e.next_line), "line", line, None,
+                                   e.k, (("func", func),)))
     return found
 
 
@@ -535,14 +571,14 @@ def _line_below(facts: RunFacts, line: int) -> int | None:
 
 def _next_line_any(facts: RunFacts) -> list[Candidate]:
     found = []
-    for line, execs in _line_groups(facts):
+    for line, func, execs in _line_groups(facts, anonymous=False):
         answers = [e.next_line for e in execs]
         if (len(execs) < 2 or not all(_askable_next(facts, a) for a in answers)
                 or _returns_trivially(facts, line, answers)):
             continue
         unique = sorted(set(answers), key=lambda a: (isinstance(a, str), a))
-        found.append(Candidate(2 * (len(unique) > 1), (line,), json.dumps(unique), "set",
-                               line, None, None, (("func", execs[0].func),)))
+        found.append(Candidate(2 * (len(unique) > 1), (line, func), json.dumps(unique), "set",
+                               line, None, None, (("func", func),)))
     return found
 
 
@@ -550,9 +586,37 @@ def _returns_trivially(facts: RunFacts, line: int, answers: list) -> bool:
     return line in facts.info.return_lines and set(answers) == {"return"}
 
 
-def _line_groups(facts: RunFacts) -> list[tuple[int, list[LineExec]]]:
+def _line_groups(facts: RunFacts, anonymous: bool) -> list[tuple[int, str, list[LineExec]]]:
+    """(line, function, its executions of the line) for each question line and each
+    function that ran it, in line order: a question names one function and counts only
+    its executions. A lambda or generator expression (``anonymous``: state kinds only)
+    is named by its kind and line, so only when the line holds one of its kind; the
+    next-line kinds never ask about one (its code is one expression on the line: the next
+    line is that line again or ``return``)."""
     lines = facts.info.question_lines
-    return [(line, execs) for line, execs in sorted(facts.by_line.items()) if line in lines]
+    return [(line, func, execs) for (line, func), execs in sorted(facts.by_func_line.items())
+            if line in lines and function_words(func, line, facts.info) is not None
+            and (anonymous or not anonymous_tag(func))]
+
+
+def anonymous_tag(func: str) -> str | None:
+    """``<lambda>``, ``<genexpr>``, ...: the last part of an anonymous function's qualified
+    name; None for a function with a name (a def, or a class body)."""
+    last = func.rsplit(".", 1)[-1]
+    return last if last.startswith("<") else None
+
+
+def function_words(func: str, line: int, info: ProgramInfo) -> str | None:
+    """How a prompt names ``func``: a named function by its qualified name in backticks
+    (`` `f` ``, `` `f.<locals>.helper` ``), an anonymous one by its kind and line ("the
+    lambda on line 3"), None when that would not say which (the line holds two lambdas,
+    or the host's ``ast`` does not see the syntax the trace names)."""
+    tag = anonymous_tag(func)
+    if tag is None:
+        return f"`{func}`"
+    if tag not in ANONYMOUS or info.anonymous.get(line, Counter())[tag] != 1:
+        return None
+    return f"the {ANONYMOUS[tag][1]} on line {line}"
 
 
 def _coverage(facts: RunFacts) -> list[Candidate]:
@@ -565,9 +629,15 @@ def _coverage(facts: RunFacts) -> list[Candidate]:
 
 
 def _line_count(facts: RunFacts) -> list[Candidate]:
+    """How often the line's own function (``info.owners``) runs it; executions by a
+    lambda or generator expression on the line are that function's, not the line's
+    owner's, and do not count."""
     found = []
     for line in sorted(facts.info.question_lines):
-        count = len(facts.by_line.get(line, ()))
+        owner = facts.info.owners.get(line)
+        count = len(facts.by_func_line.get((line, owner), ()))
+        if owner is None or (count == 0 and line in facts.by_line):
+            continue  # ran, but never under the name the host's ast gives its function
         score = 2 + (count > 2) if count > 1 else (1 if count == 0 else -1)
         found.append(Candidate(score, (line,), str(count), "int", line))
     return found
@@ -666,7 +736,7 @@ def select(found: list[Candidate], limit: int, rng: random.Random) -> list[Candi
 
 # ====================================================================== prompts
 COMMON_FIELDS = {"code", "numbered_code", "entry", "input", "call"}
-LINE_FIELDS = {"line", "line_text", "func"}
+LINE_FIELDS = {"line", "line_text", "func", "function"}
 FIELDS: dict[str, set[str]] = {
     "output": COMMON_FIELDS,
     "input": {"code", "numbered_code", "entry", "output"},
@@ -675,7 +745,7 @@ FIELDS: dict[str, set[str]] = {
     "next_line": COMMON_FIELDS | LINE_FIELDS | {"k", "kth"},
     "next_line_any": COMMON_FIELDS | LINE_FIELDS,
     "coverage": COMMON_FIELDS | {"line", "line_text"},
-    "line_count": COMMON_FIELDS | {"line", "line_text"},
+    "line_count": COMMON_FIELDS | LINE_FIELDS,
     "branch": COMMON_FIELDS | {"line", "line_text", "k", "kth", "condition", "col",
                                "condition_kind"},
     "steps": COMMON_FIELDS,
@@ -765,6 +835,12 @@ def render(template: string.Template, facts: RunFacts, candidate: Candidate) -> 
     if candidate.occurrence is not None:
         values.update(k=candidate.occurrence, kth=ordinal(candidate.occurrence))
     values.update(dict(candidate.question))
+    if candidate.line is not None and facts.info is not None:
+        # the function whose executions are counted: the question's (state and next-line
+        # kinds), else the line's own (line_count; its question and id stay without it)
+        func = values.get("func") or facts.info.owners.get(candidate.line)
+        if func is not None:
+            values.update(func=func, function=function_words(func, candidate.line, facts.info))
     return template.substitute(values)
 
 

@@ -1,8 +1,10 @@
 """Prediction tasks (engine/tasks.py, ``steptrace tasks``): exact answers for every kind
-on hand-written programs traced in the real sandbox, each answer re-derived a second way
-(SQL window functions over ``steps``/``states``, written here, against the module's
-Python replay; condition outcomes against the step trace), the selection rules,
-determinism, stable ids, the tasks table and files, templates, the CLI, and the counts
+on hand-written programs traced in the real sandbox, including lines that a lambda or
+generator expression shares with its caller (counted per function); each answer
+re-derived a second way, from its prompt's words and the raw tables (SQL window
+functions over ``steps``/``states``, written here, against the module's Python replay;
+condition outcomes also against the step trace); the selection rules, determinism,
+stable ids, the tasks table and files, templates, the CLI, and the counts and answers
 on the 800 CRUXEval runs."""
 
 from __future__ import annotations
@@ -398,6 +400,147 @@ def test_exact_answers_for_every_kind(generated, sample):
     assert answers(tasks, sample) == EXPECTED[sample]
 
 
+# ------------------------------------------------------------------ lines two functions run
+# A lambda or generator expression runs in a frame of its own, on the line of the
+# statement that uses it, so one line has executions by two functions. A question names
+# one of them and counts only its executions (README, Kinds).
+SHARED = """\
+def f(xs):
+    ys = sorted(xs, key=lambda x: -x)
+    total = sum(y * 2 for y in ys if y > 1)
+    zs = [z + 1 for z in ys]
+    for k in filter(lambda v: v % 2, xs):
+        total += k
+    both = list(map(lambda a: a + 1, filter(lambda b: b > 1, xs)))
+    return total, zs, both
+"""
+NESTED = """\
+def f(n):
+    def double(a): return a * 2
+    out = [double(i) for i in range(n)]
+    return out
+"""
+LAMBDA = "f.<locals>.<lambda>"
+DOUBLE = "f.<locals>.double"
+SHARED_EXPECTED = {
+    # f([3, 1, 2]). Line 2: f once, then its lambda once per item (x = 3, 1, 2). Line 3:
+    # the generator expression stops at a yield after each line step, so it gets no state
+    # question, and f's own execution is asked about. Line 4's list comprehension runs
+    # inside f (PEP 709). Line 5: f's `for` check and the filter's lambda take turns, f
+    # first: counted over both functions, f's 2nd check was the 3rd execution and its
+    # 3rd the 5th. Line 7 holds two lambdas, so "the lambda on line 7" would not say
+    # which: neither is asked about. A line f runs once is no *_any, line-count or
+    # next-line question however often its lambda runs (line 2 ran 4 times in all).
+    "shared": {
+        "state": {
+            (LAMBDA, 2, "x", 1): "3", (LAMBDA, 2, "x", 2): "1", (LAMBDA, 2, "x", 3): "2",
+            ("f", 2, "ys", 1): "[3, 2, 1]",
+            ("f", 3, "total", 1): "10", ("f", 3, "ys", 1): "[3, 2, 1]",
+            ("f", 4, "total", 1): "10", ("f", 4, "ys", 1): "[3, 2, 1]",
+            ("f", 4, "zs", 1): "[4, 3, 2]",
+            **{("f", 5, "ys", k): "[3, 2, 1]" for k in (1, 2, 3)},
+            **{("f", 5, "zs", k): "[4, 3, 2]" for k in (1, 2, 3)},
+            ("f", 5, "k", 1): "3", ("f", 5, "total", 1): "10",
+            ("f", 5, "k", 2): "1", ("f", 5, "total", 2): "13",
+            ("f", 5, "k", 3): "1", ("f", 5, "total", 3): "14",
+            (LAMBDA, 5, "v", 1): "3", (LAMBDA, 5, "v", 2): "1", (LAMBDA, 5, "v", 3): "2",
+            ("f", 6, "k", 1): "3", ("f", 6, "total", 1): "13",
+            ("f", 6, "k", 2): "1", ("f", 6, "total", 2): "14",
+            ("f", 6, "ys", 1): "[3, 2, 1]", ("f", 6, "zs", 1): "[4, 3, 2]",
+            ("f", 6, "ys", 2): "[3, 2, 1]", ("f", 6, "zs", 2): "[4, 3, 2]",
+            **{("f", line, var, 1): value for line in (7, 8) for var, value in (
+                ("both", "[4, 3]"), ("k", "1"), ("total", "14"), ("ys", "[3, 2, 1]"),
+                ("zs", "[4, 3, 2]"))},
+        },
+        "state_any": {
+            (LAMBDA, 2, "x", None): '["1", "2", "3"]', (LAMBDA, 5, "v", None): '["1", "2", "3"]',
+            ("f", 5, "k", None): '["1", "3"]', ("f", 5, "total", None): '["10", "13", "14"]',
+            ("f", 5, "ys", None): '["[3, 2, 1]"]', ("f", 5, "zs", None): '["[4, 3, 2]"]',
+            ("f", 6, "k", None): '["1", "3"]', ("f", 6, "total", None): '["13", "14"]',
+            ("f", 6, "ys", None): '["[3, 2, 1]"]', ("f", 6, "zs", None): '["[4, 3, 2]"]',
+        },
+        "next_line": {("f", 5, None, 1): "6", ("f", 5, None, 2): "6", ("f", 5, None, 3): "7",
+                      ("f", 6, None, 1): "5", ("f", 6, None, 2): "5"},
+        "next_line_any": {("f", 5, None, None): "[6, 7]", ("f", 6, None, None): "[5]"},
+        "coverage": {(None, 6, None, None): "true"},
+        "line_count": {(None, 5, None, None): "3", (None, 6, None, None): "2"},
+        "branch": {(None, 3, None, 1): "true", (None, 3, None, 2): "true",
+                   (None, 3, None, 3): "false"},
+    },
+    # f(3): line 2 is f's `def` (once) and double's `return a * 2` (three calls, a = 0, 1,
+    # 2). double's next line is always `return` (a return statement: not asked), and f
+    # runs every line once, straight down.
+    "nested": {
+        "state": {(DOUBLE, 2, "a", 1): "0", (DOUBLE, 2, "a", 2): "1", (DOUBLE, 2, "a", 3): "2",
+                  ("f", 3, "out", 1): "[0, 2, 4]", ("f", 4, "out", 1): "[0, 2, 4]"},
+        "state_any": {(DOUBLE, 2, "a", None): '["0", "1", "2"]'},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def shared_generated(tmp_path_factory) -> tuple[Path, list[dict]]:
+    """SHARED and NESTED traced and every question that is not trivial asked."""
+    tmp = tmp_path_factory.mktemp("tasks_shared")
+    db = tmp / "shared.duckdb"
+    records = [{"id": "shared", "code": SHARED, "input": "[3, 1, 2]"},
+               {"id": "nested", "code": NESTED, "input": "3"}]
+    assert trace_corpus(write_corpus(tmp / "shared.jsonl", records), db,
+                        TraceOptions(workers=0)).traced == 2
+    generate_tasks(db, TaskOptions(per_run=ALL, out=tmp / "tasks.jsonl", workers=0))
+    return db, read_jsonl(tmp / "tasks.jsonl")
+
+
+def by_function(tasks: list[dict], sample: str) -> dict[str, dict]:
+    """kind -> {(func, line, var, k): answer} for the line kinds of one sample."""
+    found: dict[str, dict] = defaultdict(dict)
+    for task in tasks:
+        if task["sample_id"] == sample and task["line"] is not None:
+            func = json.loads(task["question"]).get("func") if task["question"] else None
+            key = (func, task["line"], task["var"], task["occurrence"])
+            assert key not in found[task["kind"]], f"duplicate question {task}"
+            found[task["kind"]][key] = task["answer"]
+    return dict(found)
+
+
+@pytest.mark.parametrize("sample", list(SHARED_EXPECTED))
+def test_a_line_two_functions_run_is_counted_per_function(shared_generated, sample):
+    _, tasks = shared_generated
+    assert by_function(tasks, sample) == SHARED_EXPECTED[sample]
+
+
+def test_prompts_name_the_function_whose_executions_count(shared_generated):
+    """A named function by its qualified name, a lambda by its line; each prompt says
+    that only that function's executions count. line_count names the line's own
+    function (its question and id do not carry it)."""
+    _, tasks = shared_generated
+    by = {(t["sample_id"], t["kind"], t["question"] and json.loads(t["question"]).get("func"),
+           t["line"], t["var"], t["occurrence"]): t for t in tasks}
+    question = by[("shared", "state", LAMBDA, 5, "v", 2)]["prompt"].rpartition("```")[2]
+    assert ("Count the executions of line 5 (`for k in filter(lambda v: v % 2, xs):`) by the "
+            "lambda on line 5 during this call, in the order they happen, over every call of "
+            "the lambda on line 5 (recursive calls included). Only executions by the lambda on "
+            "line 5 itself count: a lambda or generator expression is a function of its own. "
+            "What is the value of the local variable `v` of the lambda on line 5 right after "
+            "the 2nd execution of line 5, in the call of the lambda on line 5 that executed "
+            "it?") in question
+    assert "by `f` during this call" in by[("shared", "next_line", "f", 5, None, 3)]["prompt"]
+    assert ("Line 2 (`def double(a): return a * 2`) is run several times by "
+            "`f.<locals>.double` during this call.") in by[
+        ("nested", "state_any", DOUBLE, 2, "a", None)]["prompt"]
+    line_count = by[("shared", "line_count", None, 5, None, None)]
+    assert line_count["question"] is None
+    assert ("How many times does `f` run line 5 (`for k in filter(lambda v: v % 2, xs):`) "
+            "during this call, counting every call of `f`? Only executions by `f` itself "
+            "count") in line_count["prompt"]
+
+
+def test_shared_line_answers_agree_with_their_prompts(shared_generated):
+    """The second path on these programs: every task re-derived from its prompt."""
+    db, tasks = shared_generated
+    assert check_against_sql(db) == Counter(t["kind"] for t in tasks)
+
+
 def test_answer_and_value_types(generated):
     """answer_type says how to read the answer; value_type is the Python type of a
     returned value or variable (NULL for unbound)."""
@@ -460,25 +603,230 @@ def test_question_fields_and_ids(generated):
     assert all(len(t["task_id"]) == 64 for t in tasks)
 
 
-# ------------------------------------------------------------------ the second path (SQL)
-STATE_TRUTH = """
-WITH nxt AS (
-    SELECT run_id, step, event, line, frame,
+# ------------------------------------------------------------------ the second path
+# Every task is re-derived from the words of its prompt alone (function, line, k,
+# variable, condition) and the raw tables (steps, states, branches, runs), by code written
+# here: SQL window functions instead of engine.tasks' Python replay, the prompt parsed
+# instead of the task's columns. A task whose answer does not follow from what its prompt
+# says fails, whatever the columns hold.
+FUNCTION_WORDS = r"`[^`\n]+`|the (?:lambda|generator expression) on line \d+"
+QUESTIONS = {
+    "state": re.compile(
+        r"Count the executions of line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) by "
+        rf"(?P<function>{FUNCTION_WORDS}) during this call, .* What is the value of the local "
+        r"variable `(?P<var>[^`\n]+)` of (?P=function) right after the "
+        r"(?P<k>\d+)(?:st|nd|rd|th) execution of line (?P=line), in the call"),
+    "next_line": re.compile(
+        r"Count the executions of line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) by "
+        rf"(?P<function>{FUNCTION_WORDS}) during this call, .* After the "
+        r"(?P<k>\d+)(?:st|nd|rd|th) execution of line (?P=line), which line of (?P=function) "
+        r"runs next in the same call"),
+    "state_any": re.compile(
+        r"Line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) is run several times by "
+        rf"(?P<function>{FUNCTION_WORDS}) during this call\. .* Which values does the local "
+        r"variable `(?P<var>[^`\n]+)` of (?P=function) have right after line (?P=line) runs, "
+        r"over all these executions\?"),
+    "next_line_any": re.compile(
+        r"Line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) is run several times by "
+        rf"(?P<function>{FUNCTION_WORDS}) during this call\. .* Over all these executions, "
+        r"which lines of (?P=function) run right after it in the same call"),
+    "line_count": re.compile(
+        rf"How many times does (?P<function>{FUNCTION_WORDS}) run line (?P<line>\d+) "
+        r"\(`(?P<text>[^\n]*)`\) during this call, counting every call of (?P=function)\?"),
+    "coverage": re.compile(
+        r"Does line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) run at least once during this call\?"),
+    "branch": re.compile(
+        r"The condition `(?P<condition>[^\n]*)` on line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) "
+        r"is evaluated during this call, .* is it true at its (?P<k>\d+)(?:st|nd|rd|th) "
+        r"evaluation\?"),
+}
+ANONYMOUS_WORDS = {"lambda": (ast.Lambda, "<lambda>"),
+                   "generator expression": (ast.GeneratorExp, "<genexpr>")}
+EXECUTIONS = """
+WITH frame_steps AS (
+    SELECT run_id, step, event, func, line,
            lead(step) OVER (PARTITION BY run_id, frame ORDER BY step) AS after_step,
            lead(event) OVER (PARTITION BY run_id, frame ORDER BY step) AS after_event
     FROM steps),
-ls AS (
-    SELECT *, row_number() OVER (PARTITION BY run_id, line ORDER BY step) AS k
-    FROM nxt WHERE event = 'line'),
-asked AS (SELECT DISTINCT run_id, line FROM tasks WHERE kind IN ('state', 'state_any'))
-SELECT ls.run_id, ls.line, ls.k, ls.after_event, st.var,
-       arg_max({'value': st.value, 'type': st.type}, st.step) AS last
-FROM ls
-JOIN asked USING (run_id, line)
+ends AS (
+    SELECT run_id, step, lead(event) OVER w AS next_event, lead(line) OVER w AS next_line
+    FROM steps WHERE event IN ('line', 'return', 'unwind')
+    WINDOW w AS (PARTITION BY run_id, frame ORDER BY step))
+SELECT f.run_id, f.func, f.line, f.step, f.after_step, f.after_event,
+       CASE e.next_event WHEN 'line' THEN CAST(e.next_line AS VARCHAR)
+                         WHEN 'return' THEN 'return' WHEN 'unwind' THEN 'raise' END
+FROM frame_steps f JOIN ends e USING (run_id, step)
+WHERE f.event = 'line'
+ORDER BY f.run_id, f.step
+"""
+# The frame's locals at the step after a line: each variable's last delta in that frame
+# up to that step (a deleted name has value and type NULL).
+AFTER = """
+WITH nxt AS (
+    SELECT run_id, step, event, line, frame,
+           lead(step) OVER (PARTITION BY run_id, frame ORDER BY step) AS after_step
+    FROM steps)
+SELECT ls.run_id, ls.step, st.var, arg_max({'value': st.value, 'type': st.type}, st.step)
+FROM nxt ls
+JOIN asked_lines USING (run_id, line)
 JOIN steps fs ON fs.run_id = ls.run_id AND fs.frame = ls.frame AND fs.step <= ls.after_step
 JOIN states st ON st.run_id = fs.run_id AND st.step = fs.step
+WHERE ls.event = 'line'
 GROUP BY ALL
 """
+
+
+def parse_question(kind: str, prompt: str) -> dict | None:
+    """The question a prompt asks, in its own words: line, function words, k, variable,
+    condition (None for whole-run kinds). Only the text after the code block is read."""
+    if kind not in QUESTIONS:
+        return None
+    question = prompt.rpartition("\n```\n")[2]
+    match = QUESTIONS[kind].search(question)
+    assert match, (kind, question)
+    found = match.groupdict()
+    found["line"] = int(found["line"])
+    if found.get("k") is not None:
+        found["k"] = int(found["k"])
+    return found
+
+
+def function_named(words: str, line: int, code: str, funcs_on_line: set[str]) -> str:
+    """The qualified name of the function the prompt's words name: `` `f.<locals>.g` ``
+    as written (each of its names a def around the line, outermost first), "the lambda on
+    line 3" the one lambda written on that line (the words must not fit two)."""
+    tree = ast.parse(code)
+    if words.startswith("`"):
+        qualname = words.strip("`")
+        around = sorted((node.lineno, node.name) for node in ast.walk(tree)
+                        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                             ast.ClassDef))
+                        and node.lineno <= line <= node.end_lineno)
+        names = [part for part in qualname.split(".") if part != "<locals>"]
+        assert names == [name for _, name in around][:len(names)], (qualname, line)
+        return qualname
+    match = re.fullmatch(r"the (lambda|generator expression) on line (\d+)", words)
+    assert match and int(match[2]) == line, words
+    node_type, tag = ANONYMOUS_WORDS[match[1]]
+    assert sum(isinstance(node, node_type) and node.lineno <= line <= node.end_lineno
+               for node in ast.walk(tree)) == 1, (words, code)
+    named = {func for func in funcs_on_line if func.rsplit(".", 1)[-1] == tag}
+    assert len(named) == 1, (words, named)
+    return named.pop()
+
+
+def condition_col(code: str, line: int, condition: str) -> int:
+    """The column of the one condition on ``line`` whose text (whitespace collapsed) is
+    the prompt's."""
+    tree = ast.parse(code)
+    tests = [test for node in ast.walk(tree)
+             for test in ([node.test] if isinstance(node, (ast.If, ast.While, ast.IfExp))
+                          else node.ifs if isinstance(node, ast.comprehension) else [])]
+    cols = [test.col_offset for test in tests if test.lineno == line
+            and " ".join(ast.get_source_segment(code, test).split()) == condition]
+    assert len(cols) == 1, (line, condition, cols)
+    return cols[0]
+
+
+def check_prompts(db: Path) -> Counter:
+    """Assert that every stored task of a kind about a line (state, state_any, next_line,
+    next_line_any, line_count, coverage, branch) has the answer its prompt's words give,
+    re-derived from the raw tables; count them by kind."""
+    tasks = rows(db, "SELECT t.kind, t.run_id, t.prompt, t.answer, p.code FROM tasks t "
+                     "JOIN runs r USING (run_id) JOIN programs p USING (program_id)")
+    asked = [(kind, run, parse_question(kind, prompt), answer, code)
+             for kind, run, prompt, answer, code in tasks]
+    asked = [item for item in asked if item[2] is not None]
+    with duckdb.connect(str(db), read_only=True) as con:
+        con.execute("CREATE TEMP TABLE asked_lines (run_id BIGINT, line INTEGER)")
+        con.executemany("INSERT INTO asked_lines VALUES (?, ?)", sorted(
+            {(run, q["line"]) for kind, run, q, _, _ in asked if kind in ("state", "state_any")}))
+        execs: dict[tuple, list[tuple]] = defaultdict(list)   # (run, func, line) -> steps
+        on_line: dict[tuple, set[str]] = defaultdict(set)     # (run, line) -> funcs
+        for run, func, line, step, after_step, after_event, following in con.execute(
+                EXECUTIONS).fetchall():
+            execs[(run, func, line)].append((step, after_step, after_event, following))
+            on_line[(run, line)].add(func)
+        after: dict[tuple, dict[str, tuple]] = defaultdict(dict)  # (run, step) -> locals
+        for run, step, var, last in con.execute(AFTER).fetchall():
+            after[(run, step)][var] = (last["value"], last["type"])
+        branches = {(run, line, col, k): taken for run, line, col, k, taken in con.execute(
+            "SELECT run_id, line, col, evaluation, taken FROM branches").fetchall()}
+    checked: Counter = Counter()
+    for kind, run, q, answer, code in asked:
+        line = q["line"]
+        assert q["text"] == source_line(code, line), (kind, run, line)
+        if "function" in q:
+            func = function_named(q["function"], line, code, on_line[(run, line)])
+            mine = execs[(run, func, line)]
+            assert q.get("k") is None or q["k"] <= len(mine), (kind, run, q, len(mine))
+        if kind == "state":
+            step, after_step, after_event, _ = mine[q["k"] - 1]
+            assert after_step is not None and after_event != "yield"  # the line finished
+            value, type_ = after[(run, step)][q["var"]]
+            expected = value if type_ is not None else "unbound"
+        elif kind == "state_any":
+            values = [after[(run, step)][q["var"]] for step, _, _, _ in mine]
+            assert all(type_ is not None for _, type_ in values)
+            expected = json.dumps(sorted({value for value, _ in values}), ensure_ascii=False)
+        elif kind == "next_line":
+            expected = mine[q["k"] - 1][3]
+        elif kind == "next_line_any":
+            found = {following for _, _, _, following in mine}
+            expected = json.dumps(sorted(int(a) for a in found if a.isdigit())
+                                  + sorted(a for a in found if not a.isdigit()))
+        elif kind == "line_count":
+            expected = str(len(mine))
+        elif kind == "coverage":
+            expected = json.dumps(bool(on_line[(run, line)]))
+        else:  # branch
+            col = condition_col(code, line, q["condition"])
+            expected = json.dumps(branches[(run, line, col, q["k"])])
+        assert answer == expected, (kind, run, q)
+        checked[kind] += 1
+    return checked
+
+
+def source_line(code: str, line: int) -> str:
+    """Line ``line`` of the program as Python numbers lines, stripped."""
+    return numbered(code).splitlines()[line - 1].partition(" | ")[2].strip()
+
+
+def check_whole_runs(db: Path) -> Counter:
+    """The whole-run kinds (output, input, steps, trace, exception) against the runs and
+    steps tables; count them by kind."""
+    runs = {r[0]: r[1:] for r in rows(
+        db, "SELECT r.run_id, r.output, r.input, coalesce(r.exception_type, 'none'), "
+            "(SELECT count(*) FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line'), "
+            "r.line_steps, (SELECT to_json(list([s.line, s.depth] ORDER BY s.step)) "
+            "FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line') FROM runs r")}
+    checked: Counter = Counter()
+    for kind, run, answer in rows(db, "SELECT kind, run_id, answer FROM tasks WHERE kind IN "
+                                      "('output', 'input', 'steps', 'trace', 'exception')"):
+        output, input_, exception, line_events, line_steps, trace = runs[run]
+        assert line_events == line_steps
+        expected = {"output": output, "input": input_, "steps": str(line_steps),
+                    "trace": json.dumps(json.loads(trace)) if trace else None,
+                    "exception": exception}[kind]
+        assert answer == expected, (kind, run)
+        checked[kind] += 1
+    return checked
+
+
+def check_against_sql(db: Path) -> Counter:
+    """Every stored task re-derived a second way (line kinds from their prompts' words);
+    the count by kind."""
+    return check_prompts(db) + check_whole_runs(db)
+
+
+def test_every_answer_agrees_with_sql(generated):
+    """All hand-program tasks, every kind, re-derived from their prompts and the tables."""
+    db, tasks = generated
+    checked = check_against_sql(db)
+    assert checked == Counter(t["kind"] for t in tasks)
+    assert set(checked) == set(KINDS)
+
+
 NEXT_TRUTH = """
 WITH m AS (
     SELECT run_id, step, event, line,
@@ -490,90 +838,6 @@ SELECT run_id, line, row_number() OVER (PARTITION BY run_id, line ORDER BY step)
                        WHEN 'return' THEN 'return' WHEN 'unwind' THEN 'raise' END
 FROM m WHERE event = 'line'
 """
-
-
-def sql_truth(db: Path) -> dict:
-    """Every kind's answers derived in SQL from steps, states and runs, independently of
-    engine.tasks (window functions instead of the Python replay)."""
-    with duckdb.connect(str(db), read_only=True) as con:
-        state = {(r, line, k, var): (last["value"], last["type"], event)
-                 for r, line, k, event, var, last in con.execute(STATE_TRUTH).fetchall()}
-        next_line = {(r, line, k): answer
-                     for r, line, k, answer in con.execute(NEXT_TRUTH).fetchall()}
-        counts = {(r, line): n for r, line, n in con.execute(
-            "SELECT run_id, line, count(*) FROM steps WHERE event = 'line' GROUP BY ALL").fetchall()}
-        runs = {r[0]: r[1:] for r in con.execute(
-            "SELECT r.run_id, r.output, r.input, coalesce(r.exception_type, 'none'), "
-            "(SELECT count(*) FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line'), "
-            "r.line_steps, (SELECT to_json(list([s.line, s.depth] ORDER BY s.step)) "
-            "FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line') FROM runs r").fetchall()}
-    by_var: dict[tuple, list] = defaultdict(list)
-    for (r, line, _, var), value in state.items():
-        by_var[(r, line, var)].append(value)
-    by_line: dict[tuple, set] = defaultdict(set)
-    for (r, line, _), answer in next_line.items():
-        by_line[(r, line)].add(answer)
-    return {"state": state, "next_line": next_line, "counts": counts, "runs": runs,
-            "state_by_var": by_var, "next_by_line": by_line}
-
-
-def check_against_sql(db: Path) -> Counter:
-    """Assert every stored task's answer equals the SQL-derived one; count them by kind."""
-    truth = sql_truth(db)
-    tasks = rows(db, "SELECT kind, run_id, line, var, occurrence, answer, value_type "
-                     "FROM tasks")
-    checked: Counter = Counter()
-    for kind, run, line, var, k, answer, value_type in tasks:
-        expected = _expected(truth, kind, run, line, var, k)
-        if expected is None:
-            continue  # branch: checked against the steps separately
-        got = (answer, value_type) if kind == "state" else answer
-        assert got == expected, (kind, run, line, var, k)
-        checked[kind] += 1
-    return checked
-
-
-def _expected(truth: dict, kind: str, run: int, line, var, k):
-    output, input_, exception, line_events, line_steps, trace = truth["runs"][run]
-    if kind == "state":
-        value, type_, event = truth["state"].get((run, line, k, var), (None, None, None))
-        assert event != "yield"
-        return (value, type_) if type_ is not None else ("unbound", None)
-    if kind == "state_any":
-        values = truth["state_by_var"][(run, line, var)]
-        executions = truth["counts"][(run, line)]
-        assert len(values) == executions and all(t is not None for _, t, _ in values)
-        return json.dumps(sorted({value for value, _, _ in values}), ensure_ascii=False)
-    if kind == "next_line":
-        return truth["next_line"][(run, line, k)]
-    if kind == "next_line_any":
-        found = truth["next_by_line"][(run, line)]
-        return json.dumps(sorted(int(a) for a in found if a.isdigit())
-                          + sorted(a for a in found if not a.isdigit()))
-    if kind == "coverage":
-        return json.dumps((run, line) in truth["counts"])
-    if kind == "line_count":
-        return str(truth["counts"].get((run, line), 0))
-    if kind == "steps":
-        assert line_events == line_steps
-        return str(line_steps)
-    if kind == "trace":
-        return json.dumps(json.loads(trace))
-    if kind == "exception":
-        return exception
-    if kind == "output":
-        return output
-    if kind == "input":
-        return input_
-    return None
-
-
-def test_every_answer_agrees_with_sql(generated):
-    """All hand-program tasks (all kinds but branch) re-derived by SQL over the store."""
-    db, tasks = generated
-    checked = check_against_sql(db)
-    assert sum(checked.values()) == sum(t["kind"] != "branch" for t in tasks)
-    assert set(checked) == set(KINDS) - {"branch"}
 
 
 def branch_check(db: Path) -> int:
@@ -902,23 +1166,39 @@ def test_cli_missing_or_empty_db_and_bad_template(tmp_path):
 
 # ------------------------------------------------------------------ CRUXEval
 CRUXEVAL_COUNTS = {
-    "output": (800, 800), "input": (800, 800), "state": (1624, 576), "state_any": (875, 313),
-    "next_line": (1143, 488), "next_line_any": (753, 319), "coverage": (1169, 558),
-    "line_count": (1165, 553), "branch": (883, 438), "steps": (800, 800),
+    "output": (800, 800), "input": (800, 800), "state": (1626, 576), "state_any": (880, 317),
+    "next_line": (1129, 483), "next_line_any": (743, 313), "coverage": (1169, 558),
+    "line_count": (1148, 543), "branch": (883, 438), "steps": (800, 800),
     "trace": (798, 798), "exception": (800, 800),
 }
+LINE_KINDS = ("state", "state_any", "next_line", "next_line_any", "coverage", "line_count",
+              "branch")
+SHARED_LINES = """
+WITH shared AS (SELECT run_id, line FROM steps WHERE event = 'line'
+                GROUP BY ALL HAVING count(DISTINCT func) > 1)
+SELECT kind, count(*), count(*) FILTER (WHERE prompt LIKE '%by the lambda on line%')
+FROM tasks JOIN shared USING (run_id, line) GROUP BY kind
+"""
 
 
-def test_cruxeval_counts_by_kind_and_answers(cruxeval_db, tmp_path):
-    """All kinds, three per run, seed 0, on the 800 CRUXEval runs: the exact counts; the
-    whole-run kinds also counted in SQL; every answer but branch re-derived in SQL, the
-    if/while branch answers checked against the steps."""
-    db = copy_db(cruxeval_db, tmp_path)
-    result = invoke("tasks", "--db", db, "--per-run", 3, "--seed", 0, "--format", "json",
-                    "--out", tmp_path / "crux.jsonl")
+@pytest.fixture(scope="module")
+def cruxeval_tasks(cruxeval_db, tmp_path_factory) -> tuple[Path, dict]:
+    """``steptrace tasks`` with its defaults (all kinds, three per run, seed 0, direct
+    prompts) on a copy of the 800 CRUXEval runs: (store, printed counts by kind)."""
+    tmp = tmp_path_factory.mktemp("crux_tasks")
+    db = copy_db(cruxeval_db, tmp)
+    result = invoke("tasks", "--db", db, "--format", "json", "--out", tmp / "crux.jsonl")
     assert result.exit_code == 0, result.output
-    printed = {row["kind"]: (row["tasks"], row["runs"]) for row in json.loads(result.stdout)}
-    assert printed == {**CRUXEVAL_COUNTS, "total": (11610, 800)}
+    return db, {row["kind"]: (row["tasks"], row["runs"]) for row in json.loads(result.stdout)}
+
+
+def test_cruxeval_counts_by_kind_and_answers(cruxeval_tasks):
+    """The exact counts per kind (the line kinds' changed when k and the *_any kinds
+    became per function: see README, Kinds); the whole-run kinds also counted in SQL;
+    every answer re-derived a second way, the if/while branch answers also checked
+    against the steps."""
+    db, printed = cruxeval_tasks
+    assert printed == {**CRUXEVAL_COUNTS, "total": (11576, 800)}
     (ok,), = rows(db, "SELECT count(*) FROM runs WHERE status = 'ok' AND NOT output_truncated "
                       "AND output NOT LIKE '% at 0x%'")
     (finished,), = rows(db, "SELECT count(*) FROM runs WHERE status IN ('ok', 'exception')")
@@ -928,9 +1208,24 @@ def test_cruxeval_counts_by_kind_and_answers(cruxeval_db, tmp_path):
     assert (printed["steps"][0], printed["exception"][0], printed["trace"][0]) == (
         finished, finished, short)
     assert rows(db, "SELECT max(c) FROM (SELECT count(*) c FROM tasks GROUP BY run_id, kind)") == [(3,)]
-    checked = check_against_sql(db)
-    assert dict(checked) == {k: n for k, (n, _) in CRUXEVAL_COUNTS.items() if k != "branch"}
+    assert dict(check_whole_runs(db)) == {k: n for k, (n, _) in CRUXEVAL_COUNTS.items()
+                                          if k not in LINE_KINDS}
     assert branch_check(db) == 794
+
+
+def test_every_cruxeval_task_agrees_with_its_prompt(cruxeval_tasks):
+    """Every task about a line, of every kind, on the CRUXEval store with the default
+    settings: its answer is the one its prompt's words (function, line, k, variable,
+    condition) give when re-derived from the raw tables. Among them the tasks on a line
+    that two functions run (a lambda or generator expression on the line that uses it):
+    before answers were counted per function, 7 state, 12 next_line and 11 next_line_any
+    tasks asked about another execution than their prompt named."""
+    db, _ = cruxeval_tasks
+    assert dict(check_prompts(db)) == {k: CRUXEVAL_COUNTS[k][0] for k in LINE_KINDS}
+    shared = {kind: (n, lambdas) for kind, n, lambdas in rows(db, SHARED_LINES)}
+    assert shared == {"state": (15, 6), "state_any": (8, 7), "next_line": (2, 0),
+                      "next_line_any": (1, 0), "line_count": (1, 0), "coverage": (1, 0),
+                      "branch": (13, 0)}
 
 
 def test_numbered_code_breaks_lines_where_python_does():
