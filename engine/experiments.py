@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import duckdb
 
@@ -109,9 +109,6 @@ class Experiment:
     def settings(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in SETTINGS}
 
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
 
 def prompt_styles(styles: list[str | None]) -> str:
     """The experiment's prompt style for a tasks file: its tasks' styles, sorted, joined
@@ -155,10 +152,11 @@ def check_label(label: str) -> str:
 
 
 # ------------------------------------------------------------------ the experiments table
-def register(con: duckdb.DuckDBPyConnection, experiment: Experiment) -> bool:
-    """Record ``experiment`` (inside the caller's transaction); True when it is new. A
+def register(con: duckdb.DuckDBPyConnection, experiment: Experiment) -> None:
+    """Record ``experiment`` (inside the caller's transaction) unless it is recorded. A
     label already recorded for the model with other settings is refused: one label, one
-    set of settings, or a resumed run would mix two experiments."""
+    set of settings, or a resumed run would mix two experiments. The legacy label is
+    refused too: its settings are unknown, so no run can claim them."""
     con.execute(EXPERIMENTS_DDL)
     columns = ", ".join(SETTINGS)
     found = con.execute(f"SELECT {columns} FROM experiments WHERE model = ? AND label = ?",
@@ -169,7 +167,7 @@ def register(con: duckdb.DuckDBPyConnection, experiment: Experiment) -> bool:
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [experiment.model, experiment.label,
                      *experiment.settings().values(), now])
-        return True
+        return
     stored = dict(zip(SETTINGS, found))
     if stored["prompt_style"] is None:
         raise ExperimentError(
@@ -182,16 +180,6 @@ def register(con: duckdb.DuckDBPyConnection, experiment: Experiment) -> bool:
         raise ExperimentError(
             f"label {experiment.label!r} of model {experiment.model!r} names an experiment "
             f"with other settings ({'; '.join(differ)}): give another --label")
-    return False
-
-
-def load_experiments(con: duckdb.DuckDBPyConnection) -> list[Experiment]:
-    """Every recorded experiment, by model and label (none before the first predict)."""
-    if not _has_table(con, "experiments"):
-        return []
-    rows = con.execute(f"SELECT model, label, {', '.join(SETTINGS)} FROM experiments "
-                       "ORDER BY model, label").fetchall()
-    return [Experiment(*row) for row in rows]
 
 
 # ------------------------------------------------------------------ upgrading schema 2
@@ -235,8 +223,3 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> list[str]:
             pass  # already aborted: keep the real error
         raise
     return [table for table, _ in plan]
-
-
-def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return con.execute("SELECT count(*) FROM information_schema.tables "
-                       "WHERE table_schema = 'main' AND table_name = ?", [name]).fetchall()[0][0] > 0

@@ -64,7 +64,7 @@ CONSISTENCY_KINDS = ("coverage", "state", "next_line", "output")
 STEP_BUCKETS = ((1, 4), (5, 16), (17, 64), (65, 256), (257, None))
 NO_LITERAL = object()
 Progress = Callable[[int, int], None]
-Experiment = tuple[str, str]  # (model, label): what the tables report and compare
+ExperimentKey = tuple[str, str]  # (model, label): what the tables report and compare
 
 
 class ScoreError(ValueError):
@@ -98,7 +98,7 @@ class Verdict:
     predicted_at: dt.datetime | None = None  # the prediction's created_at, to spot a redo
 
     @property
-    def experiment(self) -> Experiment:
+    def experiment(self) -> ExperimentKey:
         return self.model, self.label
 
 
@@ -371,18 +371,18 @@ class ScoreSummary:
     seed: int = 0
 
     @cached_property
-    def _by_task(self) -> dict[tuple[Experiment, str], list[Verdict]]:
+    def _by_task(self) -> dict[tuple[ExperimentKey, str], list[Verdict]]:
         """Verdicts per (experiment, task), grouped once (every table reads them)."""
-        grouped: dict[tuple[Experiment, str], list[Verdict]] = defaultdict(list)
+        grouped: dict[tuple[ExperimentKey, str], list[Verdict]] = defaultdict(list)
         for v in self.verdicts:
             grouped[(v.experiment, v.task_id)].append(v)
         return grouped
 
-    def experiments(self) -> list[Experiment]:
+    def experiments(self) -> list[ExperimentKey]:
         """The (model, label) pairs scored, in the tables' order."""
         return sorted({e for e, _ in self._by_task})
 
-    def task_pass1(self) -> dict[tuple[Experiment, str], float]:
+    def task_pass1(self) -> dict[tuple[ExperimentKey, str], float]:
         """Per (experiment, task): the share of its samples that are right (pass@1)."""
         return {key: sum(v.correct for v in vs) / len(vs) for key, vs in self._by_task.items()}
 
@@ -443,7 +443,7 @@ class ScoreSummary:
         each of coverage, state, next_line and output (a kind's pass@1 >= 0.5 counts as
         right when a run has several tasks or samples of it)."""
         columns = ["model", "label", "runs", "IC score", "consistent runs"]
-        per_run: dict[tuple[Experiment, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        per_run: dict[tuple[ExperimentKey, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for (experiment, task_id), value in self.task_pass1().items():
             task = self.tasks[task_id]
             if task["kind"] in CONSISTENCY_KINDS:
