@@ -162,10 +162,11 @@ def test_labels_settings_and_conflicts(tmp_path):
         assert_one_line_error(invoke(*base, "--label", " padded"),
                               "--label must be 1-100 printable characters without spaces "
                               "at the ends, not ' padded'")
-    assert rows(db, "SELECT label, system_prompt, temperature, top_p, max_tokens "
-                    "FROM experiments ORDER BY created_at") == [
-        ("baseline", None, 0.0, None, 2048), ("direct-t0.5-m2048", None, 0.5, None, 2048),
-        (nucleus["label"], system, 0.0, 0.9, 64)]
+    assert rows(db, "SELECT label, prompt_style, system_prompt, temperature, top_p, "
+                    "max_tokens FROM experiments ORDER BY label") == [
+        ("baseline", "direct", None, 0.0, None, 2048),
+        (nucleus["label"], "direct", system, 0.0, 0.9, 64),
+        ("direct-t0.5-m2048", "direct", None, 0.5, None, 2048)]
     assert rows(db, "SELECT label, count(*) FROM predictions GROUP BY 1 ORDER BY 1") == [
         ("baseline", 2), ("direct-t0.0-p0.9-m64-s" + sha(system)[:8], 2),
         ("direct-t0.5-m2048", 2)]
@@ -213,11 +214,13 @@ def test_another_template_under_the_same_label_is_refused_or_redone(tmp_path):
     assert (redone["deleted"], redone["skipped"], redone["requests"]) == (4, 0, 2)
     # L's a and b: one new sample each (the second samples went with --redo); L's c and
     # M's rows untouched, with their scores; L's a and b scores deleted with their rows
-    new_sha = sha("[[a]] Which value is returned?")
-    assert rows(db, f"SELECT label, task_id, sample_index, prompt_sha256 = '{new_sha}' "
-                    "FROM predictions ORDER BY ALL") == [
-        ("L", "a", 0, True), ("L", "b", 0, False), ("L", "c", 0, False), ("L", "c", 1, False),
-        ("M", "a", 0, False), ("M", "b", 0, False)]
+    new_prompt = {t: sha(f"[[{t}]] Which value is returned?") for t in "ab"}
+    old_prompt = {t: sha(prompt_of(t)) for t in "abc"}
+    assert rows(db, "SELECT label, task_id, sample_index, prompt_sha256 FROM predictions "
+                    "ORDER BY ALL") == [
+        ("L", "a", 0, new_prompt["a"]), ("L", "b", 0, new_prompt["b"]),
+        ("L", "c", 0, old_prompt["c"]), ("L", "c", 1, old_prompt["c"]),
+        ("M", "a", 0, old_prompt["a"]), ("M", "b", 0, old_prompt["b"])]
     assert rows(db, "SELECT label, task_id, sample_index FROM scores ORDER BY ALL") == [
         ("L", "c", 0), ("L", "c", 1), ("M", "a", 0), ("M", "b", 0)]
 
