@@ -42,8 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from engine.export import export_parquet  # noqa: E402
-from engine.predictions import PredictionStore  # noqa: E402
-from engine.scoring import SCORES_DDL  # noqa: E402
+from engine.experiments import PREDICTIONS_DDL, SCORES_DDL  # noqa: E402
 from engine.store import connect  # noqa: E402
 from engine.tasks import TaskOptions, generate_tasks  # noqa: E402
 from engine.queries import load_queries, run_query  # noqa: E402
@@ -122,16 +121,16 @@ def trace_phase(n: int, seed: int, workers: int, directory: Path) -> None:
 
 
 SYNTHETIC_PREDICTIONS = """
-INSERT INTO predictions (task_id, model, sample_index, kind, raw_text, answer, parsed,
+INSERT INTO predictions (task_id, model, label, sample_index, kind, raw_text, answer, parsed,
                          prompt_tokens, completion_tokens, latency_ms, error, finish_reason,
                          created_at)
-SELECT task_id, m.model, 0, kind, '[ANSWER] x [/ANSWER]', 'x', true, 100, 8, 1.0, NULL,
+SELECT task_id, m.model, 'synthetic', 0, kind, '[ANSWER] x [/ANSWER]', 'x', true, 100, 8, 1.0, NULL,
        'stop', now()::TIMESTAMP
 FROM tasks, (VALUES ('model-a'), ('model-b')) m(model)
 """
 SYNTHETIC_SCORES = """
 INSERT INTO scores
-SELECT task_id, model, sample_index, kind, true,
+SELECT task_id, model, label, sample_index, kind, true,
        hash(task_id || model) % 100 < CASE model WHEN 'model-a' THEN 60 ELSE 45 END,
        NULL, NULL, now()::TIMESTAMP
 FROM predictions
@@ -144,10 +143,10 @@ def tasks_phase(directory: Path) -> None:
     summary = generate_tasks(db, TaskOptions(kinds=("output", "input", "steps"), per_run=1))
     print(f"tasks: {sum(summary.by_kind.values()):,} in {time.perf_counter() - started:.0f} s",
           flush=True)
-    PredictionStore(db).close()  # creates the predictions table
     con = connect(db)
     try:
         started = time.perf_counter()
+        con.execute(PREDICTIONS_DDL)
         con.execute(SCORES_DDL)
         con.execute(SYNTHETIC_PREDICTIONS)
         con.execute(SYNTHETIC_SCORES)

@@ -252,6 +252,9 @@ def _ks(ctx, param, value: str) -> tuple[int, ...]:
 @db_option
 @click.option("--model", "models", multiple=True, metavar="NAME",
               help="With --tasks: only this model (repeatable; default: every model).")
+@click.option("--label", "labels", multiple=True, metavar="LABEL",
+              help="With --tasks: only the experiments of this label (repeatable; default: "
+                   "every experiment of the models).")
 @click.option("--k", "ks", default="1,5", show_default=True, callback=_ks, metavar="K,...",
               help="With --tasks: the k of pass@k (tasks with fewer samples are left out of it).")
 @click.option("--type-strict", is_flag=True,
@@ -278,15 +281,17 @@ def _ks(ctx, param, value: str) -> tuple[int, ...]:
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Worker processes (default: one per CPU; 0 = in this process).")
 @format_option
-def score(tasks_path: Path | None, db: str, models: tuple[str, ...], ks: tuple[int, ...],
+def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tuple[str, ...],
+          ks: tuple[int, ...],
           type_strict: bool, float_tolerance: float, table: str, cruxeval: Path | None,
           mode: str | None, out: Path | None, data: Path, timeout: float,
           workers: int | None, fmt: str) -> None:
     """Score predictions, every check in the sandbox (a fresh instance per candidate).
 
     --tasks TASKS.jsonl: judge the stored predictions of these tasks, store the verdicts
-    in the scores table, print pass@k by model and kind, by difficulty, incremental
-    consistency and paired comparisons.
+    in the scores table, print pass@k by experiment (model and label) and kind, by
+    difficulty, incremental consistency and paired comparisons of every two experiments
+    (two models, or one model's two labels).
 
     --cruxeval GENERATIONS.json --mode input|output: the official CRUXEval harness's
     pass@1 and pass@5 (3 s per check)."""
@@ -300,7 +305,7 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], ks: tuple[i
         _score_cruxeval(cruxeval, mode, out, data, workers, fmt)
         return
     from engine.scoring import ScoreOptions, score_predictions
-    options = ScoreOptions(models=models, ks=ks, type_strict=type_strict,
+    options = ScoreOptions(models=models, labels=labels, ks=ks, type_strict=type_strict,
                            float_tolerance=float_tolerance, workers=workers,
                            limits=Limits(timeout_s=timeout))
     summary = score_predictions(db, tasks_path, options)
@@ -313,6 +318,9 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], ks: tuple[i
                             for title, columns, rows in tables))
     click.echo(f"{len(summary.verdicts)} predictions scored, {summary.errors} failed requests "
                f"left out, {summary.input_checks} input checks run in the sandbox", err=True)
+    if summary.stale:
+        click.echo(f"{summary.stale} verdicts not stored: their predictions were made again "
+                   "while scoring (score again)", err=True)
 
 
 def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: Path,
@@ -427,8 +435,10 @@ def request_options(temperature: float):
     """The options of a run of requests to an OpenAI-compatible server (predict, generate)."""
     options = [
         click.option("--model", required=True, help="Model name, as the server knows it."),
-        click.option("--base-url", required=True,
-                     help="Root of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1."),
+        click.option("--base-url", default=None,
+                     help="Root of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1 "
+                          "[default: $OPENAI_BASE_URL, else OpenAI's API, as the openai "
+                          "client does]."),
         click.option("--api-key-env", metavar="VAR", default=None,
                      help=f"Environment variable holding the API key [default: "
                           f"{DEFAULT_API_KEY_ENV}]; when it is unset a placeholder key is sent "
@@ -438,6 +448,8 @@ def request_options(temperature: float):
         click.option("--max-tokens", type=click.IntRange(min=1),
                      default=PredictOptions.max_tokens, show_default=True,
                      help="Completion tokens per response."),
+        click.option("--top-p", type=click.FloatRange(min=0, max=1, min_open=True),
+                     default=None, help="Nucleus sampling [default: not sent, the server's]."),
         click.option("--concurrency", type=click.IntRange(min=1),
                      default=PredictOptions.concurrency, show_default=True,
                      help="Requests in flight at once."),
@@ -457,16 +469,19 @@ def request_options(temperature: float):
     return apply
 
 
-def request_settings(model: str, base_url: str, api_key_env: str | None, temperature: float,
-                     max_tokens: int, concurrency: int, timeout: float, max_retries: int,
-                     samples: int = 1) -> PredictOptions:
-    """PredictOptions from the request options, warning when the named key is unset."""
+def request_settings(model: str, base_url: str | None, api_key_env: str | None,
+                     temperature: float, max_tokens: int, top_p: float | None,
+                     concurrency: int, timeout: float, max_retries: int,
+                     **experiment) -> PredictOptions:
+    """PredictOptions from the request options (and predict's samples, label, system
+    prompt and redo), warning when the named key is unset."""
     if api_key_env is not None and resolve_api_key(api_key_env) is None:
         click.echo(f"warning: ${api_key_env} is not set; sending a placeholder API key", err=True)
     return PredictOptions(model=model, base_url=base_url,
-                          api_key_env=api_key_env or DEFAULT_API_KEY_ENV, samples=samples,
-                          temperature=temperature, max_tokens=max_tokens,
-                          concurrency=concurrency, timeout_s=timeout, max_retries=max_retries)
+                          api_key_env=api_key_env or DEFAULT_API_KEY_ENV,
+                          temperature=temperature, max_tokens=max_tokens, top_p=top_p,
+                          concurrency=concurrency, timeout_s=timeout, max_retries=max_retries,
+                          **experiment)
 
 
 def _echo_summary(summary, fmt: str, title: str) -> None:
@@ -483,15 +498,27 @@ def _echo_summary(summary, fmt: str, title: str) -> None:
 @request_options(temperature=PredictOptions.temperature)
 @click.option("--samples", type=click.IntRange(min=1), default=PredictOptions.samples,
               show_default=True, help="Samples per task (one request each).")
+@click.option("--system-prompt", default=None,
+              help="A system message sent before each task's prompt [default: none].")
+@click.option("--label", default=None,
+              help="Name of this experiment of the model [default: spelled from the "
+                   "settings, e.g. direct-t0.0-m2048]; one label, one set of settings.")
+@click.option("--redo", is_flag=True,
+              help="Delete this experiment's stored predictions (and scores) of these "
+                   "tasks, then ask again.")
 @db_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @format_option
-def predict_command(tasks_path: Path, samples: int, db: str, quiet: bool, fmt: str,
+def predict_command(tasks_path: Path, samples: int, system_prompt: str | None,
+                    label: str | None, redo: bool, db: str, quiet: bool, fmt: str,
                     **request) -> None:
     """Ask a model every task (one request per task and sample) and store its responses
-    and their parsed answers in the predictions table. A re-run asks only for what is not
-    stored yet, or ended in an error."""
-    options = request_settings(samples=samples, **request)
+    and their parsed answers in the predictions table, under the experiment's label
+    (the settings are recorded in the experiments table). A re-run of the same
+    experiment asks only for what is not stored yet, or ended in an error; another
+    prompt style, system prompt or sampling setting is another experiment."""
+    options = request_settings(samples=samples, system_prompt=system_prompt, label=label,
+                               redo=redo, **request)
     with _progress_bar("predict", quiet) as progress:
         summary = predict(tasks_path, db, options, progress=_progress_callback(progress, "requests"))
     _echo_summary(summary, fmt, "steptrace predict")

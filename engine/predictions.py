@@ -2,12 +2,24 @@
 
 One request per (task, sample index), because many servers ignore ``n``; at most
 ``concurrency`` in flight. Retries with backoff on 429, 5xx, timeouts and dropped
-connections are the ``openai`` client's own (``max_retries``; it honours Retry-After).
+connections are the ``openai`` client's own (``max_retries``; it honours Retry-After), and
+so is the base URL when none is given (``$OPENAI_BASE_URL``, else OpenAI's API).
 
-Every response is stored in the ``predictions`` table of the store, committed in small
-batches by one writer, so a crash loses at most the last unflushed batch and a re-run
-never duplicates a row: it skips (task, model, sample) pairs stored without an error and
-asks again, replacing the row, for pairs whose last attempt ended in an error.
+Every prediction belongs to an experiment (engine/experiments.py): the model, a label and
+the settings the requests were sent with. Responses are stored in the ``predictions``
+table keyed by (task, model, label, sample), committed in small batches by one writer, so
+a crash loses at most the last unflushed batch and a re-run never duplicates a row: it
+skips the experiment's pairs stored without an error and asks again, replacing the row,
+for pairs whose last attempt ended in an error. Another experiment of the same model is
+never skipped for this one. ``redo`` deletes the experiment's stored predictions of the
+tasks (and their scores) first.
+
+The store is opened only for the first look (the experiment and what is stored) and for
+each batch's transaction, and closed in between: DuckDB lets one process open a file
+for writing, or several for reading only, so a connection held for the whole run would
+lock ``score``, ``query`` and every other command out of the store until it ends. A
+batch that finds the store in use by another process is kept and tried again at the
+next flush.
 
 Errors that no retry can fix (the server cannot be reached, the model does not exist,
 the key is refused) stop the run: requests already under way are allowed to finish and
@@ -29,7 +41,9 @@ import duckdb
 import pyarrow as pa
 
 from engine.answers import extract_answer
-from engine.store import StoreError, connect, first_line
+from engine.experiments import (PREDICTIONS_DDL, SCORES_DDL, Experiment, ExperimentError,
+                                check_label, default_label, prompt_styles, register, sha256)
+from engine.store import StoreError, StoreLockedError, connect, first_line
 
 if TYPE_CHECKING:
     import openai
@@ -39,27 +53,10 @@ if TYPE_CHECKING:
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 PLACEHOLDER_API_KEY = "steptrace-no-key"  # local servers need none, the client needs one
 
-PREDICTIONS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS predictions (
-    task_id            VARCHAR NOT NULL,
-    model              VARCHAR NOT NULL,
-    sample_index       INTEGER NOT NULL,
-    kind               VARCHAR NOT NULL,
-    raw_text           VARCHAR,
-    answer             VARCHAR,
-    parsed             BOOLEAN NOT NULL,
-    prompt_tokens      BIGINT,
-    completion_tokens  BIGINT,
-    latency_ms         DOUBLE,
-    error              VARCHAR,
-    finish_reason      VARCHAR,
-    created_at         TIMESTAMP,
-    PRIMARY KEY (task_id, model, sample_index)
-)
-"""
-PREDICTION_TYPES = {
-    "task_id": pa.string(), "model": pa.string(), "sample_index": pa.int32(),
-    "kind": pa.string(), "raw_text": pa.string(), "answer": pa.string(),
+PREDICTION_TYPES = {  # the columns of PREDICTIONS_DDL, in its order
+    "task_id": pa.string(), "model": pa.string(), "label": pa.string(),
+    "sample_index": pa.int32(), "kind": pa.string(), "prompt_style": pa.string(),
+    "prompt_sha256": pa.string(), "raw_text": pa.string(), "answer": pa.string(),
     "parsed": pa.bool_(), "prompt_tokens": pa.int64(), "completion_tokens": pa.int64(),
     "latency_ms": pa.float64(), "error": pa.string(), "finish_reason": pa.string(),
     "created_at": pa.timestamp("us"),
@@ -91,11 +88,15 @@ class Task:
 @dataclass(frozen=True)
 class PredictOptions:
     model: str
-    base_url: str
+    base_url: str | None = None  # None: the openai client's ($OPENAI_BASE_URL, else OpenAI)
     api_key_env: str = DEFAULT_API_KEY_ENV
     samples: int = 1
     temperature: float = 0.0
     max_tokens: int | None = 2048
+    top_p: float | None = None        # None: not sent (the server's default)
+    system_prompt: str | None = None  # sent as a system message before each prompt
+    label: str | None = None          # the experiment's name; None: spelled from settings
+    redo: bool = False                # delete the experiment's stored rows of the tasks first
     concurrency: int = 8
     timeout_s: float = 120.0
     max_retries: int = 3
@@ -112,11 +113,16 @@ class PredictOptions:
             raise ValueError("timeout_s must be > 0, temperature and flush_every_s >= 0")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError("top_p must be > 0 and <= 1")
+        if self.label is not None:
+            check_label(self.label)
 
 
 @dataclass
 class Prediction:
-    """One row of the ``predictions`` table."""
+    """One row of the ``predictions`` table (``label`` None only for ``steptrace
+    generate``'s rows, which go to its log, not to a store)."""
 
     task_id: str
     model: str
@@ -132,6 +138,9 @@ class Prediction:
     finish_reason: str | None = None
     created_at: dt.datetime = field(
         default_factory=lambda: dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
+    label: str | None = None
+    prompt_style: str | None = None
+    prompt_sha256: str | None = None
 
 
 @dataclass
@@ -139,9 +148,11 @@ class PredictSummary:
     tasks_file: str
     db: str
     model: str
+    label: str
     tasks: int
     samples: int
     pairs: int = 0         # tasks × samples
+    deleted: int = 0       # rows of the experiment deleted first (redo)
     skipped: int = 0       # pairs already stored without an error
     requests: int = 0      # pairs asked for in this run and stored (answers and errors)
     errors: int = 0        # of those, failed after the client's retries
@@ -163,8 +174,8 @@ class PredictSummary:
     def as_rows(self) -> list[tuple[str, object]]:
         rate = self.requests / self.seconds if self.seconds > 0 else 0.0
         return [("tasks file", self.tasks_file), ("db", self.db), ("model", self.model),
-                ("tasks", self.tasks), ("samples per task", self.samples),
-                ("pairs (task × sample)", self.pairs),
+                ("label", self.label), ("tasks", self.tasks), ("samples per task", self.samples),
+                ("pairs (task × sample)", self.pairs), ("deleted for --redo", self.deleted),
                 ("already stored (skipped)", self.skipped), ("requests made", self.requests),
                 ("errors", self.errors), ("unparseable", self.unparseable),
                 ("prompt tokens", self.prompt_tokens),
@@ -215,30 +226,91 @@ def resolve_api_key(env_name: str) -> str | None:
     return os.environ.get(env_name) or None
 
 
+def experiment_for(options: PredictOptions, tasks: list[Task]) -> Experiment:
+    """The experiment a run of ``options`` over ``tasks`` adds to: its label is
+    ``options.label``, or spelled from the settings (engine.experiments.default_label)."""
+    style = prompt_styles([task.prompt_style for task in tasks])
+    temperature = float(options.temperature)
+    label = options.label or default_label(style, temperature, options.top_p,
+                                           options.max_tokens, options.system_prompt)
+    return Experiment(options.model, check_label(label), style, options.system_prompt,
+                      temperature, options.top_p, options.max_tokens)
+
+
 # ------------------------------------------------------------------ the store
 class PredictionStore:
-    """The single writer of the ``predictions`` table."""
+    """The single writer of the ``predictions`` table. It holds no connection: each call
+    opens the store, runs one transaction and closes it (see the module docstring)."""
 
     def __init__(self, db: str | Path) -> None:
         self.path = db
-        self.con = connect(db)
-        try:
-            self.con.execute(PREDICTIONS_SCHEMA)
-        except duckdb.Error as exc:
-            self.con.close()
-            raise StoreError(f"cannot initialise predictions in {db}: {first_line(exc)}") from exc
+        with self._open() as con:
+            self._execute(con, "initialise predictions in", lambda: con.execute(PREDICTIONS_DDL))
 
-    def close(self) -> None:
-        self.con.close()
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        return connect(self.path)  # waits a while for a store another process has open
 
-    def stored_ok(self, model: str) -> set[tuple[str, int]]:
-        """(task_id, sample_index) pairs of ``model`` stored without an error."""
+    def _execute(self, con: duckdb.DuckDBPyConnection, doing: str, work: Callable[[], object]):
+        """``work()`` in one transaction, its DuckDB error as one line naming the store."""
         try:
-            rows = self.con.execute("SELECT task_id, sample_index FROM predictions "
-                                    "WHERE model = ? AND error IS NULL", [model]).fetchall()
+            con.execute("BEGIN TRANSACTION")
+            try:
+                result = work()
+                con.execute("COMMIT")
+                return result
+            except BaseException:
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass  # already aborted: keep the real error
+                raise
         except duckdb.Error as exc:
-            raise StoreError(f"cannot read database {self.path}: {first_line(exc)}") from exc
-        return {(task_id, sample) for task_id, sample in rows}
+            raise StoreError(f"cannot {doing} database {self.path}: {first_line(exc)}") from exc
+
+    def begin(self, experiment: Experiment, prompts: dict[str, str],
+              redo: bool = False) -> tuple[set[tuple[str, int]], int]:
+        """Start a run of ``experiment`` over the tasks of ``prompts`` (task id → SHA-256
+        of its prompt), in one transaction: record the experiment (refused if its label
+        names other settings), with ``redo`` delete its stored predictions of these tasks
+        and their scores, and refuse the run if a task was asked under this label with
+        another prompt. Returns the (task_id, sample_index) pairs stored without an error,
+        and the number of rows deleted."""
+        wanted = pa.table({"task_id": pa.array(list(prompts), pa.string()),
+                           "prompt_sha256": pa.array(list(prompts.values()), pa.string())})
+        key = [experiment.model, experiment.label]
+
+        def work() -> tuple[set[tuple[str, int]], int]:
+            register(con, experiment)
+            deleted = 0
+            if redo:
+                deleted = con.execute(
+                    "DELETE FROM predictions WHERE model = ? AND label = ? AND task_id IN "
+                    "(SELECT task_id FROM wanted_prompts)", key).fetchall()[0][0]
+                con.execute(SCORES_DDL)
+                con.execute("DELETE FROM scores WHERE model = ? AND label = ? AND task_id IN "
+                            "(SELECT task_id FROM wanted_prompts)", key)
+            changed, example = con.execute(
+                "SELECT count(DISTINCT p.task_id), min(p.task_id) FROM predictions p "
+                "JOIN wanted_prompts w USING (task_id) WHERE p.model = ? AND p.label = ? "
+                "AND p.prompt_sha256 IS DISTINCT FROM w.prompt_sha256", key).fetchone()
+            if changed:
+                raise ExperimentError(
+                    f"label {experiment.label!r} of model {experiment.model!r} holds "
+                    f"predictions of {changed} of these tasks asked with other prompts (task "
+                    f"{example}): the tasks were made from another template; give another "
+                    "--label, or --redo to replace them")
+            rows = con.execute(
+                "SELECT p.task_id, p.sample_index FROM predictions p JOIN wanted_prompts w "
+                "USING (task_id) WHERE p.model = ? AND p.label = ? AND p.error IS NULL",
+                key).fetchall()
+            return {(task_id, sample) for task_id, sample in rows}, deleted
+
+        with self._open() as con:
+            con.register("wanted_prompts", wanted)
+            try:
+                return self._execute(con, "start predictions in", work)
+            finally:
+                con.unregister("wanted_prompts")
 
     def write(self, rows: list[Prediction]) -> None:
         """Insert ``rows`` in one transaction, replacing stored rows with the same key
@@ -248,24 +320,11 @@ class PredictionStore:
         table = pa.table({name: pa.array([getattr(r, name) for r in rows], kind)
                           for name, kind in PREDICTION_TYPES.items()})
         columns = ", ".join(PREDICTION_COLUMNS)
-        con = self.con
-        try:
+        with self._open() as con:
             con.register("incoming_predictions", table)
-            con.execute("BEGIN TRANSACTION")
-            try:
-                con.execute(f"INSERT OR REPLACE INTO predictions ({columns}) "
-                            f"SELECT {columns} FROM incoming_predictions")
-                con.execute("COMMIT")
-            except BaseException:
-                try:
-                    con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass  # already aborted: keep the real error
-                raise
-        except duckdb.Error as exc:
-            raise StoreError(f"cannot write to database {self.path}: {first_line(exc)}") from exc
-        finally:
-            con.unregister("incoming_predictions")
+            self._execute(con, "write to", lambda: con.execute(
+                f"INSERT OR REPLACE INTO predictions ({columns}) "
+                f"SELECT {columns} FROM incoming_predictions"))
 
 
 # ------------------------------------------------------------------ predicting
@@ -284,21 +343,25 @@ Extract = Callable[[str | None, Task], str | None] | None
 
 def predict(tasks_path: str | Path, db: str | Path, options: PredictOptions,
             progress: Progress | None = None) -> PredictSummary:
-    """Ask ``options.model`` every (task, sample) pair not yet stored without an error,
-    and store the responses; see the module docstring for retries, resuming and errors."""
+    """Ask ``options.model`` every (task, sample) pair of the run's experiment not yet
+    stored without an error, and store the responses; see the module docstring for the
+    experiment, retries, resuming and errors."""
     started = time.perf_counter()
     tasks = load_tasks(tasks_path)
-    summary = PredictSummary(str(tasks_path), str(db), options.model, len(tasks), options.samples)
+    experiment = experiment_for(options, tasks)
+    summary = PredictSummary(str(tasks_path), str(db), options.model, experiment.label,
+                             len(tasks), options.samples)
     store = PredictionStore(db)
-    try:
-        done = store.stored_ok(options.model)
-        pairs = [(task, sample) for task in tasks for sample in range(options.samples)]
-        todo = [(task, sample) for task, sample in pairs if (task.task_id, sample) not in done]
-        summary.pairs, summary.skipped = len(pairs), len(pairs) - len(todo)
-        run = RequestRun(options, store, summary, progress or (lambda done, total: None))
-        fatal = asyncio.run(run.execute(todo))
-    finally:
-        store.close()
+    done: set[tuple[str, int]] = set()
+    if tasks:  # an empty tasks file records no experiment
+        done, summary.deleted = store.begin(
+            experiment, {task.task_id: sha256(task.prompt) for task in tasks}, options.redo)
+    pairs = [(task, sample) for task in tasks for sample in range(options.samples)]
+    todo = [(task, sample) for task, sample in pairs if (task.task_id, sample) not in done]
+    summary.pairs, summary.skipped = len(pairs), len(pairs) - len(todo)
+    run = RequestRun(options, store, summary, progress or (lambda done, total: None),
+                     label=experiment.label)
+    fatal = asyncio.run(run.execute(todo))
     summary.seconds = time.perf_counter() - started
     if fatal is not None:
         raise PredictError(f"{fatal}; stopped with {summary.requests} new predictions stored "
@@ -309,15 +372,18 @@ def predict(tasks_path: str | Path, db: str | Path, options: PredictOptions,
 class RequestRun:
     """One run's requests, its writer and its stop flag (no state outlives the run).
     ``steptrace predict`` and ``steptrace generate`` share it: the rows go to ``store``
-    (anything with ``write(rows)``) and ``extract`` finds the answer in a response."""
+    (anything with ``write(rows)``), ``extract`` finds the answer in a response, and
+    ``label`` names the experiment of the rows (None for generate's log)."""
 
     def __init__(self, options: PredictOptions, store: RowSink, summary: RowCounter,
-                 progress: Progress, extract: Extract = None) -> None:
+                 progress: Progress, extract: Extract = None, label: str | None = None) -> None:
         self.options = options
         self.store = store
         self.summary = summary
         self.progress = progress
         self.extract = extract or _extract_task_answer
+        self.label = label
+        self.where = options.base_url or "the default base URL"  # the client's, once made
         self.fatal: str | None = None
         self.write_failed = False
         self.answered = 0
@@ -335,9 +401,11 @@ class RequestRun:
         key = resolve_api_key(options.api_key_env) or PLACEHOLDER_API_KEY
         writer = asyncio.create_task(self._write_batches())
         try:
+            # base_url None: the client reads $OPENAI_BASE_URL, else uses OpenAI's API
             async with openai.AsyncOpenAI(api_key=key, base_url=options.base_url,
                                           timeout=options.timeout_s,
                                           max_retries=options.max_retries) as client:
+                self.where = options.base_url or str(client.base_url).rstrip("/")
                 pending = iter(todo)
                 async with asyncio.TaskGroup() as group:
                     for _ in range(min(options.concurrency, len(todo))):
@@ -364,50 +432,70 @@ class RequestRun:
         import openai
         options = self.options
         started = time.perf_counter()
+        optional = {"max_tokens": options.max_tokens, "top_p": options.top_p}
         try:
             response = await client.chat.completions.create(
-                model=options.model, messages=[{"role": "user", "content": task.prompt}],
+                model=options.model, messages=messages(task.prompt, options.system_prompt),
                 temperature=options.temperature,
-                **({} if options.max_tokens is None else {"max_tokens": options.max_tokens}))
+                **{name: value for name, value in optional.items() if value is not None})
         except openai.OpenAIError as exc:
-            fatal = fatal_message(exc, options)
+            fatal = fatal_message(exc, options, self.where)
             if fatal is not None:
                 self.fatal = self.fatal or fatal
                 return None
-            return Prediction(task.task_id, options.model, sample, task.kind,
-                              latency_ms=_ms_since(started),
-                              error=f"{type(exc).__name__}: {first_line(exc)}")
-        return _prediction(task, sample, options.model, response, _ms_since(started),
-                           self.extract)
+            row = Prediction(task.task_id, options.model, sample, task.kind,
+                             latency_ms=_ms_since(started),
+                             error=f"{type(exc).__name__}: {first_line(exc)}")
+        else:
+            row = _prediction(task, sample, options.model, response, _ms_since(started),
+                              self.extract)
+        row.label, row.prompt_style, row.prompt_sha256 = (self.label, task.prompt_style,
+                                                          sha256(task.prompt))
+        return row
 
     async def _write_batches(self) -> None:
         """The single writer: commits a batch every ``flush_rows`` rows or
-        ``flush_every_s`` after its first row, and what is left at the end."""
+        ``flush_every_s`` after its first row, and what is left at the end. A batch the
+        store refused because another process had it open is kept, grows, and is tried
+        again ``flush_every_s`` later (not at every further row)."""
         loop = asyncio.get_running_loop()
+        every = self.options.flush_every_s
         batch: list[Prediction] = []
-        deadline = 0.0
+        deadline: float | None = None  # when the batch is due; None while it is empty
+        refused = False                # the last commit found the store in use
         while True:
-            wait = None if not batch else max(0.0, deadline - loop.time())
+            wait = None if deadline is None else max(0.0, deadline - loop.time())
             try:
                 row = await asyncio.wait_for(self.queue.get(), wait)
             except TimeoutError:
+                due = True
+            else:
+                if row is None:
+                    await self._flush(batch, last=True)
+                    return
+                batch.append(row)
+                if deadline is None:
+                    deadline = loop.time() + every
+                due = len(batch) >= self.options.flush_rows and not refused
+            if due:
                 batch = await self._flush(batch)
-                continue
-            if row is None:
-                await self._flush(batch)
-                return
-            if not batch:
-                deadline = loop.time() + self.options.flush_every_s
-            batch.append(row)
-            if len(batch) >= self.options.flush_rows:
-                batch = await self._flush(batch)
+                refused = bool(batch)
+                deadline = loop.time() + every if batch else None
 
-    async def _flush(self, batch: list[Prediction]) -> list[Prediction]:
-        """Commit ``batch``; after a failed write, stop the run and store nothing more
-        (the rows are lost either way, and asking for more would waste the requests)."""
+    async def _flush(self, batch: list[Prediction], last: bool = False) -> list[Prediction]:
+        """Commit ``batch`` and return what is left to commit: nothing, or, when another
+        process had the store open (past connect's wait), the whole batch unless it is the
+        last. After any other failed write, stop the run and store nothing more (the rows
+        are lost either way, and asking for more would waste the requests)."""
         if batch and not self.write_failed:
             try:
                 await asyncio.to_thread(self.store.write, batch)
+            except StoreLockedError as exc:
+                if not last:
+                    return batch
+                self.write_failed = True
+                self.fatal = f"{exc}; {len(batch)} answers not stored"
+                return []
             except (StoreError, OSError) as exc:
                 self.write_failed = True
                 self.fatal = str(exc)
@@ -417,11 +505,17 @@ class RequestRun:
         return []
 
 
-def fatal_message(exc: openai.OpenAIError, options: PredictOptions) -> str | None:
+def messages(prompt: str, system_prompt: str | None) -> list[dict[str, str]]:
+    """The chat messages of one request: the prompt as the user's, after the system prompt."""
+    user = [{"role": "user", "content": prompt}]
+    return user if system_prompt is None else [{"role": "system", "content": system_prompt}] + user
+
+
+def fatal_message(exc: openai.OpenAIError, options: PredictOptions, where: str) -> str | None:
     """One line for an error no retry can fix; None for a per-request failure (timeouts,
-    429 and 5xx still failing after the client's retries, a rejected prompt)."""
+    429 and 5xx still failing after the client's retries, a rejected prompt). ``where`` is
+    the base URL the client used."""
     import openai
-    where = options.base_url
     if isinstance(exc, openai.APITimeoutError):
         return None
     if isinstance(exc, openai.APIConnectionError):

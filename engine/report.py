@@ -22,6 +22,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from engine.experiments import experiment_name
 from engine.queries import run_query
 from engine.store import QueryResult, StoreError, connect, first_line
 
@@ -145,13 +146,19 @@ def _tasks(result: QueryResult) -> Figure | None:
     return _bars([r["kind"] for r in rows], {"tasks": [r["tasks"] for r in rows]}, "tasks")
 
 
+def _experiment(row: dict) -> str:
+    """The name of a row's experiment in legends and titles: the model and its label, as
+    one model may have been asked in several ways."""
+    return experiment_name(row["model"], row["label"])
+
+
 def _by_model(rows: list[dict], label: str) -> tuple[list[str], dict[str, list[float]]]:
-    """Labels and one pass@1 series per model (NaN, drawn as no bar, where a model has
-    no scored task of that label)."""
+    """Labels and one pass@1 series per experiment (NaN, drawn as no bar, where it has no
+    scored task of that label)."""
     labels = list(dict.fromkeys(r[label] for r in rows))
-    models = sorted({r["model"] for r in rows})
-    values = {(r["model"], r[label]): r["pass_at_1"] for r in rows}
-    return labels, {m: [float(values.get((m, x), math.nan)) for x in labels] for m in models}
+    experiments = sorted({_experiment(r) for r in rows})
+    values = {(_experiment(r), r[label]): r["pass_at_1"] for r in rows}
+    return labels, {e: [float(values.get((e, x), math.nan)) for x in labels] for e in experiments}
 
 
 def _overall(result: QueryResult) -> QueryResult:
@@ -178,18 +185,18 @@ def _accuracy_kind(result: QueryResult) -> Figure | None:
 
 
 def _accuracy_difficulty(result: QueryResult) -> Figure | None:
-    """One panel per model: pass@1 by line-step bucket, a line per kind."""
+    """One panel per experiment: pass@1 by line-step bucket, a line per kind."""
     rows = [r for r in _dicts(result) if r["pass_at_1"] is not None]
     if not rows:
         return None
-    models = sorted({r["model"] for r in rows})
+    models = sorted({_experiment(r) for r in rows})
     buckets = sorted({(r["bucket_from"], r["bucket_to"]) for r in rows})
     figure = _figure(7.0, 2.8 * len(models))
     for axes, model in zip(figure.subplots(len(models), 1, squeeze=False)[:, 0], models):
-        kinds = sorted({r["kind"] for r in rows if r["model"] == model})
+        kinds = sorted({r["kind"] for r in rows if _experiment(r) == model})
         for i, kind in enumerate(kinds):
             points = sorted((buckets.index((r["bucket_from"], r["bucket_to"])), r["pass_at_1"])
-                            for r in rows if r["model"] == model and r["kind"] == kind)
+                            for r in rows if _experiment(r) == model and r["kind"] == kind)
             axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label=kind,
                       color=PALETTE[i % len(PALETTE)])
         axes.set_xticks(range(len(buckets)), [_bucket(*b) for b in buckets])
@@ -224,7 +231,8 @@ SECTIONS = (
     Section("tasks", "Tasks by kind", "Prediction tasks of the store by kind.",
             "tasks_by_kind", _tasks),
     Section("accuracy-kind", "Accuracy by kind",
-            "pass@1 of each model by task kind (over all difficulty buckets).",
+            "pass@1 of each experiment (model and label) by task kind (over all "
+            "difficulty buckets).",
             "accuracy_by_kind", _accuracy_kind, _overall),
     Section("accuracy-difficulty", "Accuracy by difficulty",
             "pass@1 by difficulty bucket (line steps of the task's run), a line per kind.",

@@ -1,9 +1,12 @@
 """Score stored predictions against their tasks' answers.
 
-One verdict per (task, model, sample) goes to the ``scores`` table; the summary gives, per
-model and kind, pass@k with the unbiased estimator, a bootstrap interval of pass@1, the
-unparseable rate, accuracy by difficulty bucket, REval's incremental consistency, and a
-paired comparison of every two models. How each kind is judged:
+One verdict per (task, model, label, sample) goes to the ``scores`` table. Everything is
+reported per experiment, a (model, label) pair (engine/experiments.py), because one
+model asked with two prompt styles or temperatures is two sets of answers: the summary
+gives, per experiment and kind, pass@k with the unbiased estimator, a bootstrap interval
+of pass@1, the unparseable rate, accuracy by difficulty bucket, REval's incremental
+consistency, and a paired comparison of every two experiments, whether of two models or
+of one. How each kind is judged:
 
 * ``output``, ``state``: both texts are parsed with ``ast.literal_eval`` and compared as
   Python compares them (``==``); ``type_strict`` also requires the same types, all the
@@ -20,6 +23,11 @@ paired comparison of every two models. How each kind is judged:
   the true trace is stored too (1.0 for a prediction that is no such list).
 * ``input``: ``f(predicted input)`` runs in the sandbox, untraced, a fresh instance per
   distinct candidate, and is right when it returns a value equal to the task's output.
+
+The store is open only while predictions are read and while verdicts are written, not
+while input checks run, so ``predict`` can keep committing to it meanwhile (DuckDB lets
+one process at a time have a file open for writing). A verdict whose prediction was
+replaced in between (``predict --redo``) is not stored.
 """
 
 from __future__ import annotations
@@ -39,28 +47,16 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from engine.experiments import SCORES_DDL
 from engine.stats import (bootstrap_interval, incremental_consistency, normalised_edit_distances,
                           pass_at_k, probability_a_beats_b)
 from engine.store import StoreError, connect, first_line
 from wasm_sandbox.limits import Limits
 
-SCORES_DDL = """
-CREATE TABLE IF NOT EXISTS scores (
-    task_id       VARCHAR NOT NULL,
-    model         VARCHAR NOT NULL,
-    sample_index  INTEGER NOT NULL,
-    kind          VARCHAR NOT NULL,
-    parsed        BOOLEAN NOT NULL,
-    correct       BOOLEAN NOT NULL,
-    distance      DOUBLE,
-    note          VARCHAR,
-    scored_at     TIMESTAMP NOT NULL,
-    PRIMARY KEY (task_id, model, sample_index)
-);
-"""
-SCORE_TYPES = {"task_id": pa.string(), "model": pa.string(), "sample_index": pa.int32(),
-               "kind": pa.string(), "parsed": pa.bool_(), "correct": pa.bool_(),
-               "distance": pa.float64(), "note": pa.string(), "scored_at": pa.timestamp("us")}
+SCORE_TYPES = {"task_id": pa.string(), "model": pa.string(), "label": pa.string(),
+               "sample_index": pa.int32(), "kind": pa.string(), "parsed": pa.bool_(),
+               "correct": pa.bool_(), "distance": pa.float64(), "note": pa.string(),
+               "scored_at": pa.timestamp("us")}
 TASK_FIELDS = ("task_id", "kind", "run_id", "sample_id", "answer", "answer_type", "line_steps",
                "loop_nesting", "question")
 # REval's order of a (program, input)'s tasks, easiest first.
@@ -68,6 +64,7 @@ CONSISTENCY_KINDS = ("coverage", "state", "next_line", "output")
 STEP_BUCKETS = ((1, 4), (5, 16), (17, 64), (65, 256), (257, None))
 NO_LITERAL = object()
 Progress = Callable[[int, int], None]
+ExperimentKey = tuple[str, str]  # (model, label): what the tables report and compare
 
 
 class ScoreError(ValueError):
@@ -76,7 +73,8 @@ class ScoreError(ValueError):
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    models: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()   # empty: every model
+    labels: tuple[str, ...] = ()   # empty: every experiment of those models
     ks: tuple[int, ...] = (1, 5)
     type_strict: bool = False
     float_tolerance: float = 0.0
@@ -90,12 +88,18 @@ class ScoreOptions:
 class Verdict:
     task_id: str
     model: str
+    label: str
     sample_index: int
     kind: str
     parsed: bool
     correct: bool
     distance: float | None = None
     note: str | None = None
+    predicted_at: dt.datetime | None = None  # the prediction's created_at, to spot a redo
+
+    @property
+    def experiment(self) -> ExperimentKey:
+        return self.model, self.label
 
 
 # ====================================================================== judging values
@@ -316,15 +320,20 @@ def load_task_file(path: str | Path) -> dict[str, dict]:
 
 
 def load_predictions(con: duckdb.DuckDBPyConnection, tasks: dict[str, dict],
-                     models: tuple[str, ...]) -> list[tuple]:
-    """(task_id, model, sample_index, answer, parsed, error) of the tasks' predictions."""
+                     models: tuple[str, ...], labels: tuple[str, ...] = ()) -> list[tuple]:
+    """(task_id, model, label, sample_index, answer, parsed, error, created_at) of the
+    tasks' predictions, of ``models`` and ``labels`` (empty: all)."""
     con.register("wanted_tasks", pa.table({"task_id": list(tasks)}))
-    where = "" if not models else "AND p.model IN (SELECT unnest($models))"
-    params = {"models": list(models)} if models else {}
+    where, params = "", {}
+    for column, values in (("model", models), ("label", labels)):
+        if values:
+            where += f" AND p.{column} IN (SELECT unnest(${column}s))"
+            params[f"{column}s"] = list(values)
     rows = con.execute(
-        "SELECT p.task_id, p.model, p.sample_index, p.answer, p.parsed, p.error "
-        "FROM predictions p JOIN wanted_tasks w USING (task_id) "
-        f"WHERE TRUE {where} ORDER BY p.model, p.task_id, p.sample_index", params).fetchall()
+        "SELECT p.task_id, p.model, p.label, p.sample_index, p.answer, p.parsed, p.error, "
+        "p.created_at FROM predictions p JOIN wanted_tasks w USING (task_id) "
+        f"WHERE TRUE{where} ORDER BY p.model, p.label, p.task_id, p.sample_index",
+        params).fetchall()
     con.unregister("wanted_tasks")
     return rows
 
@@ -357,19 +366,24 @@ class ScoreSummary:
     verdicts: list[Verdict]
     errors: int = 0
     input_checks: int = 0
+    stale: int = 0  # verdicts not stored: their prediction was replaced while scoring
     resamples: int = 10_000
     seed: int = 0
 
     @cached_property
-    def _by_task(self) -> dict[tuple[str, str], list[Verdict]]:
-        """Verdicts per (model, task), grouped once (every table reads them)."""
-        grouped: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
+    def _by_task(self) -> dict[tuple[ExperimentKey, str], list[Verdict]]:
+        """Verdicts per (experiment, task), grouped once (every table reads them)."""
+        grouped: dict[tuple[ExperimentKey, str], list[Verdict]] = defaultdict(list)
         for v in self.verdicts:
-            grouped[(v.model, v.task_id)].append(v)
+            grouped[(v.experiment, v.task_id)].append(v)
         return grouped
 
-    def task_pass1(self) -> dict[tuple[str, str], float]:
-        """Per (model, task): the share of its samples that are right (pass@1)."""
+    def experiments(self) -> list[ExperimentKey]:
+        """The (model, label) pairs scored, in the tables' order."""
+        return sorted({e for e, _ in self._by_task})
+
+    def task_pass1(self) -> dict[tuple[ExperimentKey, str], float]:
+        """Per (experiment, task): the share of its samples that are right (pass@1)."""
         return {key: sum(v.correct for v in vs) / len(vs) for key, vs in self._by_task.items()}
 
     def _pass_row(self, groups: list[list[Verdict]]) -> list:
@@ -384,16 +398,16 @@ class ScoreSummary:
         return row
 
     def by_kind(self) -> tuple[list[str], list[list]]:
-        columns = (["model", "kind", "tasks", "samples"] + [f"pass@{k}" for k in self.ks]
+        columns = (["model", "label", "kind", "tasks", "samples"] + [f"pass@{k}" for k in self.ks]
                    + ["unparseable %", "pass@1 95% CI", "trace distance"])
         by_task = self._by_task
-        keys = sorted({(m, self.tasks[t]["kind"]) for m, t in by_task})
         rows = []
-        for model in sorted({m for m, _ in keys}):
-            for kind in [k for m, k in keys if m == model] + ["all"]:
-                groups = [vs for (m, t), vs in sorted(by_task.items())
-                          if m == model and (kind == "all" or self.tasks[t]["kind"] == kind)]
-                row = [model, kind] + self._pass_row(groups)
+        for experiment in self.experiments():
+            kinds = sorted({self.tasks[t]["kind"] for e, t in by_task if e == experiment})
+            for kind in kinds + ["all"]:
+                groups = [vs for (e, t), vs in sorted(by_task.items())
+                          if e == experiment and (kind == "all" or self.tasks[t]["kind"] == kind)]
+                row = [*experiment, kind] + self._pass_row(groups)
                 firsts = [sum(v.correct for v in g) / len(g) for g in groups]
                 ci = bootstrap_interval(np.array(firsts), self.resamples, seed=self.seed)
                 row.append(f"{_percent(ci.low)}–{_percent(ci.high)}")
@@ -403,13 +417,13 @@ class ScoreSummary:
         return columns, rows
 
     def by_difficulty(self) -> tuple[list[str], list[list]]:
-        columns = ["model", "feature", "bucket", "tasks", "samples", "pass@1"]
+        columns = ["model", "label", "feature", "bucket", "tasks", "samples", "pass@1"]
         by_task = self._by_task
         rows = []
-        for model in sorted({m for m, _ in by_task}):
+        for experiment in self.experiments():
             buckets: dict[tuple[str, str, int], list[list[Verdict]]] = defaultdict(list)
-            for (m, task_id), vs in by_task.items():
-                if m != model:
+            for (e, task_id), vs in by_task.items():
+                if e != experiment:
                     continue
                 task = self.tasks[task_id]
                 steps = task.get("line_steps")
@@ -420,46 +434,49 @@ class ScoreSummary:
                 buckets[("loop_nesting", "2+" if nesting == 2 else str(nesting), nesting)].append(vs)
             for (feature, label, _), groups in sorted(buckets.items(), key=lambda i: (i[0][0], i[0][2])):
                 n = sum(len(g) for g in groups)
-                rows.append([model, feature, label, len(groups), n,
+                rows.append([*experiment, feature, label, len(groups), n,
                              _percent(np.mean([sum(v.correct for v in g) / len(g) for g in groups]))])
         return columns, rows
 
     def consistency(self) -> tuple[list[str], list[list]]:
-        """REval's incremental consistency per model over the runs that have a task of
+        """REval's incremental consistency per experiment over the runs that have a task of
         each of coverage, state, next_line and output (a kind's pass@1 >= 0.5 counts as
         right when a run has several tasks or samples of it)."""
-        columns = ["model", "runs", "IC score", "consistent runs"]
-        per_run: dict[tuple[str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for (model, task_id), value in self.task_pass1().items():
+        columns = ["model", "label", "runs", "IC score", "consistent runs"]
+        per_run: dict[tuple[ExperimentKey, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for (experiment, task_id), value in self.task_pass1().items():
             task = self.tasks[task_id]
             if task["kind"] in CONSISTENCY_KINDS:
-                per_run[(model, task["run_id"])][task["kind"]].append(value)
+                per_run[(experiment, task["run_id"])][task["kind"]].append(value)
         rows = []
-        for model in sorted({m for m, _ in per_run}):
+        for experiment in self.experiments():
             scores = [incremental_consistency([float(np.mean(kinds[k])) >= 0.5 for k in CONSISTENCY_KINDS])
-                      for (m, _), kinds in sorted(per_run.items())
-                      if m == model and all(k in kinds for k in CONSISTENCY_KINDS)]
+                      for (e, _), kinds in sorted(per_run.items())
+                      if e == experiment and all(k in kinds for k in CONSISTENCY_KINDS)]
             if scores:
-                rows.append([model, len(scores), _percent(np.mean(scores)),
+                rows.append([*experiment, len(scores), _percent(np.mean(scores)),
                              sum(s > 0 for s in scores)])
         return columns, rows
 
     def comparisons(self) -> tuple[list[str], list[list]]:
-        """For every two models, over the tasks both answered: P(A's pass@1 > B's) in
+        """For every two experiments (two models, or one model's two labels: prompt
+        styles, temperatures, ...), over the tasks both answered: P(A's pass@1 > B's) in
         bootstrap resamples of the tasks (CRUXEval §4)."""
-        columns = ["model A", "model B", "tasks", "pass@1 A", "pass@1 B", "P(A beats B)"]
+        columns = ["model A", "label A", "model B", "label B", "tasks", "pass@1 A", "pass@1 B",
+                   "P(A beats B)"]
         pass1 = self.task_pass1()
-        models = sorted({m for m, _ in pass1})
+        experiments = self.experiments()
         rows = []
-        for i, a in enumerate(models):
-            for b in models[i + 1:]:
-                shared = sorted(t for m, t in pass1 if m == a and (b, t) in pass1)
+        for i, a in enumerate(experiments):
+            for b in experiments[i + 1:]:
+                shared = sorted(t for e, t in pass1 if e == a and (b, t) in pass1)
                 if not shared:
                     continue
                 xa = np.array([pass1[(a, t)] for t in shared])
                 xb = np.array([pass1[(b, t)] for t in shared])
                 p = probability_a_beats_b(xa, xb, self.resamples, seed=self.seed)
-                rows.append([a, b, len(shared), _percent(xa.mean()), _percent(xb.mean()), round(p, 4)])
+                rows.append([*a, *b, len(shared), _percent(xa.mean()), _percent(xb.mean()),
+                             round(p, 4)])
         return columns, rows
 
     def tables(self) -> list[tuple[str, list[str], list[list]]]:
@@ -469,7 +486,7 @@ class ScoreSummary:
 
     def as_dict(self) -> dict:
         out: dict[str, Any] = {"scored": len(self.verdicts), "errors_skipped": self.errors,
-                               "input_checks": self.input_checks}
+                               "input_checks": self.input_checks, "stale": self.stale}
         for title, columns, rows in self.tables():
             out[title.replace(" ", "_")] = [dict(zip(columns, row)) for row in rows]
         return out
@@ -489,44 +506,54 @@ def _step_bucket(steps: int) -> tuple[int, str]:
 # ====================================================================== scoring
 def score_predictions(db: str | Path, tasks_path: str | Path, options: ScoreOptions,
                       progress: Progress | None = None) -> ScoreSummary:
-    """Judge every stored prediction of the tasks in ``tasks_path`` (of ``options.models``,
-    or every model), replace their rows in ``scores``, and sum them up."""
+    """Judge every stored prediction of the tasks in ``tasks_path`` (of ``options.models``
+    and ``options.labels``, or all), replace their rows in ``scores``, and sum them up."""
     if any(k < 1 for k in options.ks) or not options.ks:
         raise ScoreError("--k takes whole numbers >= 1, e.g. 1,5")
     tasks = load_task_file(tasks_path)
     db = Path(db)
     if not db.exists():
         raise ScoreError(f"database not found: {db}")
-    con = connect(db)
+    summary, pending, programs = _read_and_judge(db, tasks_path, tasks, options)
+    if pending:  # the store is closed meanwhile: the checks may take minutes
+        requests, order = input_requests(tasks, [(tasks[v.task_id], text) for v, text in pending],
+                                         programs)
+        results = run_input_checks(requests, options, progress)
+        for (verdict, _), index in zip(pending, order):
+            verdict.correct, verdict.note = input_verdict(results[index])
+        summary.input_checks = len(requests)
+    summary.stale = len(summary.verdicts) - store_verdicts(db, summary.verdicts)
+    return summary
+
+
+def _read_and_judge(db: Path, tasks_path: str | Path, tasks: dict[str, dict],
+                    options: ScoreOptions) -> tuple[ScoreSummary, list[tuple[Verdict, str]],
+                                                    dict[int, tuple[str, str]]]:
+    """The summary of every verdict but the input checks', the (verdict, predicted input)
+    pairs still to check, and their programs; the store is open only for this."""
+    con = connect(db)  # for writing: an older store's predictions are upgraded first
     try:
         if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'predictions'"
                        ).fetchall() == [(0,)]:
             raise ScoreError(f"{db} has no predictions table: run steptrace predict first")
-        rows = load_predictions(con, tasks, options.models)
-        if options.models:
-            found = {r[1] for r in rows}
-            absent = [m for m in options.models if m not in found]
+        rows = load_predictions(con, tasks, options.models, options.labels)
+        for column, index, wanted in (("model", 1, options.models), ("label", 2, options.labels)):
+            found = {r[index] for r in rows}
+            absent = [value for value in wanted if value not in found]
             if absent:
-                raise ScoreError(f"no predictions of model {', '.join(absent)} for these tasks in {db}")
+                raise ScoreError(f"no predictions of {column} {', '.join(absent)} for these "
+                                 f"tasks in {db}")
         if not rows:
             raise ScoreError(f"no predictions for the tasks of {tasks_path} in {db}")
         verdicts, pending, errors = _judge_rows(rows, tasks, options)
-        summary = ScoreSummary(options.ks, tasks, verdicts, errors, resamples=options.resamples,
-                               seed=options.seed)
-        if pending:
-            programs = load_programs(con, [tasks[v.task_id] for v, _ in pending])
-            requests, order = input_requests(tasks, [(tasks[v.task_id], text) for v, text in pending],
-                                             programs)
-            results = run_input_checks(requests, options, progress)
-            for (verdict, _), index in zip(pending, order):
-                verdict.correct, verdict.note = input_verdict(results[index])
-            summary.input_checks = len(requests)
-        _store(con, verdicts)
+        programs = load_programs(con, [tasks[v.task_id] for v, _ in pending]) if pending else {}
     except duckdb.Error as exc:
         raise StoreError(f"cannot score in {db}: {first_line(exc)}") from exc
     finally:
         con.close()
-    return summary
+    summary = ScoreSummary(options.ks, tasks, verdicts, errors, resamples=options.resamples,
+                           seed=options.seed)
+    return summary, pending, programs
 
 
 def _judge_rows(rows: list[tuple], tasks: dict[str, dict], options: ScoreOptions
@@ -535,13 +562,13 @@ def _judge_rows(rows: list[tuple], tasks: dict[str, dict], options: ScoreOptions
     pending: list[tuple[Verdict, str]] = []
     traces: list[tuple[Verdict, str, str]] = []
     errors = 0
-    for task_id, model, sample_index, answer, parsed, error in rows:
+    for task_id, model, label, sample_index, answer, parsed, error, created_at in rows:
         if error is not None:
             errors += 1
             continue
         task = tasks[task_id]
-        verdict = Verdict(task_id, model, sample_index, task["kind"], bool(parsed and answer is not None),
-                          False)
+        verdict = Verdict(task_id, model, label, sample_index, task["kind"],
+                          bool(parsed and answer is not None), False, predicted_at=created_at)
         verdicts.append(verdict)
         if not verdict.parsed:
             verdict.note = "unparseable"
@@ -560,24 +587,38 @@ def _judge_rows(rows: list[tuple], tasks: dict[str, dict], options: ScoreOptions
     return verdicts, pending, errors
 
 
-def _store(con: duckdb.DuckDBPyConnection, verdicts: list[Verdict]) -> None:
-    """Replace the verdicts' rows in ``scores``, in one transaction."""
+def store_verdicts(db: str | Path, verdicts: list[Verdict]) -> int:
+    """Replace the verdicts' rows in ``scores``, in one short transaction, and return how
+    many were stored: a verdict whose prediction is gone or was made again since it was
+    read (``predict --redo`` while the input checks ran) is left out, as its row would
+    judge an answer the store no longer holds."""
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    table = pa.table({
-        "task_id": [v.task_id for v in verdicts], "model": [v.model for v in verdicts],
-        "sample_index": [v.sample_index for v in verdicts], "kind": [v.kind for v in verdicts],
-        "parsed": [v.parsed for v in verdicts], "correct": [v.correct for v in verdicts],
-        "distance": [v.distance for v in verdicts], "note": [v.note for v in verdicts],
-        "scored_at": [now] * len(verdicts)}, schema=pa.schema(SCORE_TYPES))
-    con.execute("BEGIN")
+    columns = {name: [getattr(v, name) for v in verdicts] for name in SCORE_TYPES
+               if name != "scored_at"}
+    table = pa.table({**columns, "scored_at": [now] * len(verdicts),
+                      "predicted_at": [v.predicted_at for v in verdicts]},
+                     schema=pa.schema({**SCORE_TYPES, "predicted_at": pa.timestamp("us")}))
+    key = "task_id, model, label, sample_index"
+    con = connect(db)
     try:
-        con.execute(SCORES_DDL)
         con.register("incoming_scores", table)
-        con.execute("DELETE FROM scores WHERE (task_id, model, sample_index) IN "
-                    "(SELECT (task_id, model, sample_index) FROM incoming_scores)")
-        con.execute("INSERT INTO scores SELECT * FROM incoming_scores")
-        con.unregister("incoming_scores")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+        con.execute("BEGIN")
+        try:
+            con.execute(SCORES_DDL)
+            con.execute(f"DELETE FROM scores WHERE ({key}) IN (SELECT ({key}) FROM incoming_scores)")
+            stored = con.execute(
+                f"INSERT INTO scores SELECT {', '.join(f'i.{c}' for c in SCORE_TYPES)} "
+                f"FROM incoming_scores i JOIN predictions p USING ({key}) "
+                "WHERE p.created_at IS NOT DISTINCT FROM i.predicted_at").fetchall()[0][0]
+            con.execute("COMMIT")
+        except BaseException:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # already aborted: keep the real error
+            raise
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot store scores in {db}: {first_line(exc)}") from exc
+    finally:
+        con.close()
+    return stored

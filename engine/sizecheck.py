@@ -27,6 +27,7 @@ import duckdb
 import numba
 import numpy as np
 
+from engine.experiments import experiment_name
 from engine.stats import _splitmix64
 from engine.store import StoreError, connect, first_line, has_table
 
@@ -180,10 +181,12 @@ class PoolScores:
 
 def load_pool_scores(db: str | Path, models: Sequence[str] | None = None,
                      kind: str | None = None) -> PoolScores:
-    """Per-task pass@1 (the share of correct samples) of each model from the store's
-    ``scores`` table (``steptrace score``). ``models`` None or empty: every scored model.
-    Tasks not scored for every chosen model are left out (and counted in ``dropped``):
-    comparing means over different task sets would not compare the models."""
+    """Per-task pass@1 (the share of correct samples) of each experiment of the models
+    from the store's ``scores`` table (``steptrace score``). ``models`` None or empty:
+    every scored model. Each experiment (a model and label, engine/experiments.py) is a
+    column of its own, named ``model [label]``: one model's prompt styles are not averaged
+    together. Tasks not scored for every column are left out (and counted in
+    ``dropped``): comparing means over different task sets would not compare them."""
     if not Path(db).exists():
         raise StoreError(f"database not found: {db}")
     con = connect(db, read_only=True)
@@ -191,15 +194,22 @@ def load_pool_scores(db: str | Path, models: Sequence[str] | None = None,
         if not has_table(con, "scores"):
             raise StoreError(f"{db} has no scores table: run steptrace score --tasks first")
         where = "WHERE kind = ?" if kind else ""
-        rows = con.execute(f"SELECT task_id, model, avg(correct::DOUBLE) FROM scores {where} "
-                           "GROUP BY task_id, model ORDER BY task_id, model",
+        rows = con.execute(f"SELECT task_id, model, label, avg(correct::DOUBLE) FROM scores "
+                           f"{where} GROUP BY ALL ORDER BY task_id, model, label",
                            [kind] if kind else []).fetchall()
     except duckdb.Error as exc:
         raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
     finally:
         con.close()
-    chosen = tuple(models or ()) or tuple(sorted({model for _, model, _ in rows}))
-    return _pivot(rows, chosen, db)
+    chosen = tuple(models or ()) or tuple(sorted({model for _, model, _, _ in rows}))
+    missing = [m for m in chosen if m not in {model for _, model, _, _ in rows}]
+    if missing:
+        raise ValueError(f"no scores for model {missing[0]!r} in {db}")
+    labels = sorted({(model, label) for _, model, label, _ in rows})
+    columns = tuple(experiment_name(m, label) for m in chosen for model, label in labels
+                    if model == m)
+    return _pivot([(task, experiment_name(model, label), value)
+                   for task, model, label, value in rows], columns, db)
 
 
 def _pivot(rows: list[tuple], models: tuple[str, ...], where: object) -> PoolScores:

@@ -10,7 +10,10 @@ index, input and expected output): tracing the same corpus again skips stored ke
 from __future__ import annotations
 
 import datetime as dt
+import math
+import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -19,10 +22,15 @@ import duckdb
 import pyarrow as pa
 
 from engine.corpus import Job
+from engine.experiments import upgrade as upgrade_experiment_tables
 
-SCHEMA_VERSION = "2"
-READABLE_VERSIONS = ("1", "2")  # 2 added branches and analyses; 1 is upgraded on write
+SCHEMA_VERSION = "3"
+# 3 keyed predictions and scores by experiment (engine/experiments.py), 2 added branches
+# and analyses; older versions are read as they are and upgraded on write.
+READABLE_VERSIONS = ("1", "2", "3")
 DEFAULT_DB = "steptrace.duckdb"
+LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
+DEFAULT_LOCK_WAIT_S = 10.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -159,15 +167,16 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
         raise StoreError(f"cannot create database {path}: directory {path.parent} does not exist")
     existed = path.exists()
     try:
-        con = duckdb.connect(str(path), read_only=read_only)
+        con = _open_waiting(path, read_only)
     except duckdb.Error as exc:
         if not existed and path.exists() and path.stat().st_size == 0:
             path.unlink()  # a failed create (full disk) must not leave an unusable file
-        raise StoreError(f"cannot open database {path}: {first_line(exc)}") from exc
+        raise _open_error(path, exc) from exc
     try:
         if not read_only:
             _check_schema(con, path, allow_missing=True)
             con.execute(SCHEMA)  # creates what is missing: a new file, or version 1's upgrade
+            upgrade_experiment_tables(con)  # version 2's predictions and scores
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
         else:
             _check_schema(con, path, allow_missing=False)
@@ -178,6 +187,59 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
         con.close()
         raise
     return con
+
+
+class StoreLockedError(StoreError):
+    """Another process has the store open in a way that excludes this one."""
+
+
+def lock_wait_s() -> float:
+    """Seconds to wait for a store another process has open: $STEPTRACE_LOCK_WAIT, or 10."""
+    text = os.environ.get(LOCK_WAIT_ENV, "").strip()
+    if not text:
+        return DEFAULT_LOCK_WAIT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and value >= 0):
+        raise StoreError(f"${LOCK_WAIT_ENV} must be a number of seconds >= 0, not {text!r}")
+    return value
+
+
+def _is_lock_error(exc: duckdb.Error) -> bool:
+    return isinstance(exc, duckdb.IOException) and "Could not set lock on file" in str(exc)
+
+
+def _open_waiting(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect``, trying again for up to ``lock_wait_s()`` while another process
+    holds the file's lock. DuckDB lets one process open a file for writing, or any number
+    for reading only, and a connection keeps its lock until it is closed; steptrace's
+    writers (predict, score) hold theirs only for short transactions, so a wait of a few
+    seconds lets commands take turns instead of failing."""
+    deadline = time.monotonic() + lock_wait_s()
+    pause = 0.01
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            left = deadline - time.monotonic()
+            if not _is_lock_error(exc) or left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.2)
+
+
+def _open_error(path: Path, exc: duckdb.Error) -> StoreError:
+    """One line for a failed open; for a lock held elsewhere, who holds it, without the
+    DuckDB message's paths and links."""
+    if not _is_lock_error(exc):
+        return StoreError(f"cannot open database {path}: {first_line(exc)}")
+    holder = re.search(r"\(PID (\d+)\)", str(exc))
+    who = f"another process (PID {holder.group(1)})" if holder else "another process"
+    return StoreLockedError(
+        f"database {path} is in use by {who}: a store is open to one writing process or to "
+        f"reading processes only (waited {lock_wait_s():g} s; ${LOCK_WAIT_ENV} sets how long)")
 
 
 def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: bool) -> None:

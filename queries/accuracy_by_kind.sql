@@ -2,19 +2,20 @@
 -- description: Model accuracy (pass@1) by task kind, overall and by difficulty bucket (the line steps of the task's run).
 -- param: width int >= 0 = 0 (bucket width in line steps; 0 for power-of-two buckets [2^k, 2^(k+1)))
 -- param: model str = '' (only this model; empty for every model)
--- requires: predictions(task_id, model, sample_index, parsed, error): run steptrace predict first
+-- requires: predictions(task_id, model, label, sample_index, parsed, error): run steptrace predict first
 -- requires: tasks(task_id, kind, run_id): run steptrace tasks first
--- requires: scores(task_id, model, sample_index, correct): run steptrace score first
--- Reads predictions, tasks and scores as accuracy_by_method does. The row of a kind with
+-- requires: scores(task_id, model, label, sample_index, correct): run steptrace score first
+-- Reads predictions, tasks and scores as accuracy_by_method does, a row set per
+-- experiment (model and label: steptrace predict --label). The row of a kind with
 -- bucket_from and bucket_to NULL is that kind over all buckets; it comes first.
 WITH per_task AS (
-    SELECT p.model, p.task_id, count(*) AS predictions,
+    SELECT p.model, p.label, p.task_id, count(*) AS predictions,
            count(*) FILTER (WHERE NOT p.parsed) AS unparseable,
            count(s.correct) AS scored, avg(s.correct::INTEGER) AS accuracy
     FROM predictions p
-    LEFT JOIN scores s USING (task_id, model, sample_index)
+    LEFT JOIN scores s USING (task_id, model, label, sample_index)
     WHERE p.error IS NULL AND ($model = '' OR p.model = $model)
-    GROUP BY p.model, p.task_id
+    GROUP BY p.model, p.label, p.task_id
 ),
 bucketed AS (
     SELECT pt.*, t.kind,
@@ -27,6 +28,7 @@ bucketed AS (
     LEFT JOIN runs r USING (run_id)
 )
 SELECT model,
+       label,
        kind,
        bucket_from,
        CASE WHEN bucket_from IS NULL THEN NULL
@@ -39,5 +41,5 @@ SELECT model,
        sum(scored)               AS scored,
        round(avg(accuracy), 3)   AS pass_at_1
 FROM bucketed
-GROUP BY GROUPING SETS ((model, kind), (model, kind, bucket_from))
-ORDER BY model, kind, bucket_from NULLS FIRST;
+GROUP BY GROUPING SETS ((model, label, kind), (model, label, kind, bucket_from))
+ORDER BY model, label, kind, bucket_from NULLS FIRST;

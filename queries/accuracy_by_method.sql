@@ -1,12 +1,13 @@
 -- name: accuracy_by_method
 -- description: Model accuracy (pass@1) on tasks whose program calls each str/list/dict method: CRUXEval Appendix A.3's difficulty-by-method view.
 -- param: kind str = '' (only tasks of this kind, e.g. output; empty for every kind)
--- requires: predictions(task_id, model, sample_index, parsed, error): run steptrace predict first
+-- requires: predictions(task_id, model, label, sample_index, parsed, error): run steptrace predict first
 -- requires: tasks(task_id, kind, run_id): run steptrace tasks first
--- requires: scores(task_id, model, sample_index, correct): run steptrace score first
--- Reads predictions (one row per task, model and sample: steptrace predict), tasks
--- (task_id, kind, run_id: steptrace tasks) and scores (task_id, model, sample_index,
--- correct BOOLEAN: a table or view with those columns). Predictions whose request failed
+-- requires: scores(task_id, model, label, sample_index, correct): run steptrace score first
+-- Reads predictions (one row per task, model, label and sample: steptrace predict),
+-- tasks (task_id, kind, run_id: steptrace tasks) and scores (task_id, model, label,
+-- sample_index, correct BOOLEAN: a table or view with those columns), and reports
+-- each experiment (model and label) apart. Predictions whose request failed
 -- (error not NULL) are not answers and are left out; unparseable ones (parsed false)
 -- count in predictions and unparseable, and are scored as their scores row says.
 -- pass@1 is the mean over tasks of the share of the task's scored samples that are
@@ -38,15 +39,16 @@ program_methods AS (
     JOIN methods USING (method)
 ),
 per_task AS (
-    SELECT p.model, p.task_id, count(*) AS predictions,
+    SELECT p.model, p.label, p.task_id, count(*) AS predictions,
            count(*) FILTER (WHERE NOT p.parsed) AS unparseable,
            count(s.correct) AS scored, avg(s.correct::INTEGER) AS accuracy
     FROM predictions p
-    LEFT JOIN scores s USING (task_id, model, sample_index)
+    LEFT JOIN scores s USING (task_id, model, label, sample_index)
     WHERE p.error IS NULL
-    GROUP BY p.model, p.task_id
+    GROUP BY p.model, p.label, p.task_id
 )
 SELECT pt.model,
+       pt.label,
        m.method,
        count(*)                    AS tasks,
        sum(pt.predictions)         AS predictions,
@@ -58,5 +60,5 @@ JOIN tasks t USING (task_id)
 JOIN runs r USING (run_id)
 JOIN program_methods m USING (program_id)
 WHERE $kind = '' OR t.kind = $kind
-GROUP BY pt.model, m.method
-ORDER BY pt.model, pass_at_1 ASC NULLS LAST, m.method;
+GROUP BY pt.model, pt.label, m.method
+ORDER BY pt.model, pt.label, pass_at_1 ASC NULLS LAST, m.method;

@@ -6,7 +6,9 @@ prompts embed as ``[[task_id]]``. Each key has a list of replies used in order, 
 one repeating, so "a 429 the first time, then an answer" is ``[Reply(429, ...),
 Reply(content=...)]``. It counts the requests it received per key and can be "killed"
 after a number of responses: the next request is cut off without an answer and the
-server stops listening, as a crashed inference server would.
+server stops listening, as a crashed inference server would. A reply with a ``gate``
+(a threading.Event) is held until the test sets it: a request the test knows is under
+way, with no timing involved.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     finish_reason: str = "stop"
     message: str = "stub error"
+    gate: threading.Event | None = None  # the reply waits until this is set
 
 
 def answer(content: str, **kwargs) -> Reply:
@@ -126,6 +129,8 @@ def _handler_for(server: StubServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 threading.Thread(target=server.stop, daemon=True).start()
                 return
+            if reply.gate is not None:
+                reply.gate.wait(timeout=300)
             if reply.delay_s:
                 time.sleep(reply.delay_s)
             if reply.status != 200:

@@ -105,8 +105,9 @@ def test_predict_stores_every_reply_of_the_table(tmp_path):
         ("I cannot tell what this returns.",)]
     result = summary.as_dict()
     assert isinstance(result.pop("seconds"), float)
-    assert result == {"tasks_file": str(tasks), "db": str(db), "model": MODEL, "tasks": 10,
-                      "samples": 1, "pairs": 10, "skipped": 0, "requests": 10, "errors": 1,
+    assert result == {"tasks_file": str(tasks), "db": str(db), "model": MODEL,
+                      "label": "cot+cruxeval+direct-t0.7-m64", "tasks": 10, "samples": 1,
+                      "pairs": 10, "deleted": 0, "skipped": 0, "requests": 10, "errors": 1,
                       "unparseable": 1, "prompt_tokens": 45, "completion_tokens": 49}
 
 
@@ -126,18 +127,30 @@ def test_rerun_retries_only_the_error_rows_and_replaces_them(tmp_path):
 
 
 def test_predictions_table_schema(tmp_path):
-    """The predictions table's columns and types (a public contract, like the store's)."""
+    """The predictions and experiments tables' columns and types (a public contract, like
+    the store's)."""
     tasks = write_tasks(tmp_path / "tasks.jsonl", [("right", "output", "direct")])
     db = tmp_path / "p.duckdb"
     with StubServer(SCRIPT) as server:
         predict(tasks, db, PredictOptions(MODEL, server.base_url, **FAST))
     assert rows(db, "SELECT column_name, data_type FROM information_schema.columns "
                     "WHERE table_name = 'predictions' ORDER BY ordinal_position") == [
-        ("task_id", "VARCHAR"), ("model", "VARCHAR"), ("sample_index", "INTEGER"),
-        ("kind", "VARCHAR"), ("raw_text", "VARCHAR"), ("answer", "VARCHAR"),
+        ("task_id", "VARCHAR"), ("model", "VARCHAR"), ("label", "VARCHAR"),
+        ("sample_index", "INTEGER"), ("kind", "VARCHAR"), ("prompt_style", "VARCHAR"),
+        ("prompt_sha256", "VARCHAR"), ("raw_text", "VARCHAR"), ("answer", "VARCHAR"),
         ("parsed", "BOOLEAN"), ("prompt_tokens", "BIGINT"), ("completion_tokens", "BIGINT"),
         ("latency_ms", "DOUBLE"), ("error", "VARCHAR"), ("finish_reason", "VARCHAR"),
         ("created_at", "TIMESTAMP")]
+    assert rows(db, "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_name = 'experiments' ORDER BY ordinal_position") == [
+        ("model", "VARCHAR"), ("label", "VARCHAR"), ("prompt_style", "VARCHAR"),
+        ("system_prompt", "VARCHAR"), ("temperature", "DOUBLE"), ("top_p", "DOUBLE"),
+        ("max_tokens", "INTEGER"), ("created_at", "TIMESTAMP")]
+    assert rows(db, "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+                    "WHERE constraint_type = 'PRIMARY KEY' AND table_name IN ('predictions', "
+                    "'experiments') ORDER BY table_name") == [
+        ("experiments", ["model", "label"]),
+        ("predictions", ["task_id", "model", "label", "sample_index"])]
 
 
 # ------------------------------------------------------------------ CLI
@@ -190,9 +203,10 @@ def test_cli_table_summary(tmp_path):
             items[item.strip()] = value.strip()
     for timing in ("seconds", "requests/s"):
         assert float(items.pop(timing)) >= 0
-    assert items == {"tasks file": str(tasks), "db": str(db), "model": MODEL, "tasks": "2",
+    assert items == {"tasks file": str(tasks), "db": str(db), "model": MODEL,
+                     "label": "direct-t0.0-m2048", "tasks": "2",
                      "samples per task": "1", "pairs (task × sample)": "2",
-                     "already stored (skipped)": "0", "requests made": "2", "errors": "0",
+                     "deleted for --redo": "0", "already stored (skipped)": "0", "requests made": "2", "errors": "0",
                      "unparseable": "1", "prompt tokens": "10", "completion tokens": "12"}
 
 

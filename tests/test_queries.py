@@ -10,7 +10,7 @@ its condition; an inlined list comprehension is one step of its line; a state de
 recorded at the frame's next step.
 
 The ``tasks`` table is made by engine.tasks.generate_tasks and ``predictions`` written
-through engine.predictions.PredictionStore; ``scores`` (task_id, model, sample_index,
+through engine.predictions.PredictionStore; ``scores`` (task_id, model, label, sample_index,
 correct) is built by hand, as no module writes it yet.
 """
 
@@ -131,9 +131,9 @@ def _add_tasks_predictions_scores(db: Path) -> dict[str, str]:
          "t4": ids["output", 4], "t5": ids["steps", 2]}
     con = duckdb.connect(str(db))
     try:
-        con.execute("CREATE TABLE scores (task_id VARCHAR, model VARCHAR, "
+        con.execute("CREATE TABLE scores (task_id VARCHAR, model VARCHAR, label VARCHAR, "
                     "sample_index INTEGER, correct BOOLEAN)")
-        con.executemany("INSERT INTO scores VALUES (?, ?, ?, ?)", [
+        con.executemany("INSERT INTO scores VALUES (?, ?, 'l1', ?, ?)", [
             (t["t1"], "m1", 0, True), (t["t1"], "m1", 1, True),
             (t["t2"], "m1", 0, True), (t["t2"], "m1", 1, False),
             (t["t3"], "m1", 0, False), (t["t3"], "m1", 1, False),
@@ -150,11 +150,9 @@ def _add_tasks_predictions_scores(db: Path) -> dict[str, str]:
              Prediction(t["t4"], "m1", 2, "output", error="HTTP 500"),        # not an answer
              Prediction(t["t1"], "m2", 0, "output", answer="x", parsed=True),
              Prediction(t["t2"], "m2", 0, "output", answer="x", parsed=True)]
-    store = PredictionStore(db)
-    try:
-        store.write(rows)
-    finally:
-        store.close()
+    for row in rows:
+        row.label = "l1"  # one experiment per model (engine/experiments.py)
+    PredictionStore(db).write(rows)
     return t
 
 
@@ -413,52 +411,52 @@ CASES = [
     # in [16,32), t5 (run 2: 3) in [2,4). pass@1 is the mean of the tasks' accuracies:
     # m1 output (1.0 + 0.5 + 0.5) / 3 = 0.667, its [8,16) bucket (1.0 + 0.5) / 2 = 0.75.
     Case("accuracy_by_kind", {}, "full",
-         ["model", "kind", "bucket_from", "bucket_to", "tasks", "predictions", "unparseable",
-          "scored", "pass_at_1"],
-         [("m1", "exception", None, None, 1, 2, 1, 2, 0.0),
-          ("m1", "exception", 16, 32, 1, 2, 1, 2, 0.0),
-          ("m1", "output", None, None, 3, 6, 0, 6, 0.667),
-          ("m1", "output", 8, 16, 2, 4, 0, 4, 0.75),
-          ("m1", "output", 16, 32, 1, 2, 0, 2, 0.5),
-          ("m1", "steps", None, None, 1, 1, 0, 0, None),
-          ("m1", "steps", 2, 4, 1, 1, 0, 0, None),
-          ("m2", "output", None, None, 2, 2, 0, 2, 0.5),
-          ("m2", "output", 8, 16, 1, 1, 0, 1, 0.0),
-          ("m2", "output", 16, 32, 1, 1, 0, 1, 1.0)]),
+         ["model", "label", "kind", "bucket_from", "bucket_to", "tasks", "predictions",
+          "unparseable", "scored", "pass_at_1"],
+         [("m1", "l1", "exception", None, None, 1, 2, 1, 2, 0.0),
+          ("m1", "l1", "exception", 16, 32, 1, 2, 1, 2, 0.0),
+          ("m1", "l1", "output", None, None, 3, 6, 0, 6, 0.667),
+          ("m1", "l1", "output", 8, 16, 2, 4, 0, 4, 0.75),
+          ("m1", "l1", "output", 16, 32, 1, 2, 0, 2, 0.5),
+          ("m1", "l1", "steps", None, None, 1, 1, 0, 0, None),
+          ("m1", "l1", "steps", 2, 4, 1, 1, 0, 0, None),
+          ("m2", "l1", "output", None, None, 2, 2, 0, 2, 0.5),
+          ("m2", "l1", "output", 8, 16, 1, 1, 0, 1, 0.0),
+          ("m2", "l1", "output", 16, 32, 1, 1, 0, 1, 1.0)]),
     # Width 10 and only m1: 13 → [10,20), 27 → [20,30), 3 → [0,10).
     Case("accuracy_by_kind", {"width": "10", "model": "m1"}, "full",
-         ["model", "kind", "bucket_from", "bucket_to", "tasks", "predictions", "unparseable",
-          "scored", "pass_at_1"],
-         [("m1", "exception", None, None, 1, 2, 1, 2, 0.0),
-          ("m1", "exception", 20, 30, 1, 2, 1, 2, 0.0),
-          ("m1", "output", None, None, 3, 6, 0, 6, 0.667),
-          ("m1", "output", 10, 20, 2, 4, 0, 4, 0.75),
-          ("m1", "output", 20, 30, 1, 2, 0, 2, 0.5),
-          ("m1", "steps", None, None, 1, 1, 0, 0, None),
-          ("m1", "steps", 0, 10, 1, 1, 0, 0, None)]),
+         ["model", "label", "kind", "bucket_from", "bucket_to", "tasks", "predictions",
+          "unparseable", "scored", "pass_at_1"],
+         [("m1", "l1", "exception", None, None, 1, 2, 1, 2, 0.0),
+          ("m1", "l1", "exception", 20, 30, 1, 2, 1, 2, 0.0),
+          ("m1", "l1", "output", None, None, 3, 6, 0, 6, 0.667),
+          ("m1", "l1", "output", 10, 20, 2, 4, 0, 4, 0.75),
+          ("m1", "l1", "output", 20, 30, 1, 2, 0, 2, 0.5),
+          ("m1", "l1", "steps", None, None, 1, 1, 0, 0, None),
+          ("m1", "l1", "steps", 0, 10, 1, 1, 0, 0, None)]),
     # A model name is a bound value, never SQL: this quote matches no model.
     Case("accuracy_by_kind", {"model": "m1' OR '1' = '1"}, "full",
-         ["model", "kind", "bucket_from", "bucket_to", "tasks", "predictions", "unparseable",
-          "scored", "pass_at_1"], []),
+         ["model", "label", "kind", "bucket_from", "bucket_to", "tasks", "predictions",
+          "unparseable", "scored", "pass_at_1"], []),
 
     # Methods by program: count_a lower; words lower, split, append, upper, join; collatz
     # none (t2, t3 drop out). m1: lower covers t1 (1.0), t4 (0.5), t5 (unscored) → 3
     # tasks, 2 + 2 + 1 predictions, 4 scored, pass@1 0.75; append, join, split, upper
     # only t4 (0.5). m2: lower covers t1 (0.0). Hardest first within a model.
     Case("accuracy_by_method", {}, "full",
-         ["model", "method", "tasks", "predictions", "unparseable", "scored", "pass_at_1"],
-         [("m1", "append", 1, 2, 0, 2, 0.5), ("m1", "join", 1, 2, 0, 2, 0.5),
-          ("m1", "split", 1, 2, 0, 2, 0.5), ("m1", "upper", 1, 2, 0, 2, 0.5),
-          ("m1", "lower", 3, 5, 0, 4, 0.75), ("m2", "lower", 1, 1, 0, 1, 0.0)]),
+         ["model", "label", "method", "tasks", "predictions", "unparseable", "scored", "pass_at_1"],
+         [("m1", "l1", "append", 1, 2, 0, 2, 0.5), ("m1", "l1", "join", 1, 2, 0, 2, 0.5),
+          ("m1", "l1", "split", 1, 2, 0, 2, 0.5), ("m1", "l1", "upper", 1, 2, 0, 2, 0.5),
+          ("m1", "l1", "lower", 3, 5, 0, 4, 0.75), ("m2", "l1", "lower", 1, 1, 0, 1, 0.0)]),
     # Output tasks only: t5 (steps) leaves lower: t1 and t4.
     Case("accuracy_by_method", {"kind": "output"}, "full",
-         ["model", "method", "tasks", "predictions", "unparseable", "scored", "pass_at_1"],
-         [("m1", "append", 1, 2, 0, 2, 0.5), ("m1", "join", 1, 2, 0, 2, 0.5),
-          ("m1", "split", 1, 2, 0, 2, 0.5), ("m1", "upper", 1, 2, 0, 2, 0.5),
-          ("m1", "lower", 2, 4, 0, 4, 0.75), ("m2", "lower", 1, 1, 0, 1, 0.0)]),
+         ["model", "label", "method", "tasks", "predictions", "unparseable", "scored", "pass_at_1"],
+         [("m1", "l1", "append", 1, 2, 0, 2, 0.5), ("m1", "l1", "join", 1, 2, 0, 2, 0.5),
+          ("m1", "l1", "split", 1, 2, 0, 2, 0.5), ("m1", "l1", "upper", 1, 2, 0, 2, 0.5),
+          ("m1", "l1", "lower", 2, 4, 0, 4, 0.75), ("m2", "l1", "lower", 1, 1, 0, 1, 0.0)]),
     # The only predicted exception task is on collatz, which calls no method.
     Case("accuracy_by_method", {"kind": "exception"}, "full",
-         ["model", "method", "tasks", "predictions", "unparseable", "scored", "pass_at_1"],
+         ["model", "label", "method", "tasks", "predictions", "unparseable", "scored", "pass_at_1"],
          []),
 ]
 
@@ -537,7 +535,7 @@ def test_a_table_without_the_columns_a_query_reads(stores, tmp_path):
     with pytest.raises(StoreError) as error:
         run_query("accuracy_by_method", db=db)
     assert str(error.value) == ("table scores has no column correct (query accuracy_by_method "
-                                "reads task_id, model, sample_index, correct)")
+                                "reads task_id, model, label, sample_index, correct)")
 
 
 def test_branch_balance_on_a_version_1_store(stores, tmp_path):
@@ -727,7 +725,7 @@ def test_export_layout_and_manifest(stores, tmp_path):
         assert by_name[table].partition_by is None
         assert [p.name for p in (out / table).iterdir()] == ["data_0.parquet"]
     manifest = json.loads((out / MANIFEST).read_text())
-    assert manifest["runs_per_bucket"] == 2 and manifest["schema_version"] == "2"
+    assert manifest["runs_per_bucket"] == 2 and manifest["schema_version"] == "3"
     assert {t["name"]: t["rows"] for t in manifest["tables"]} == {
         t: sql_rows(stores.full, f"SELECT count(*) FROM {t}")[0][0] for t in by_name}
 

@@ -69,20 +69,20 @@ def test_full_store_has_every_plot_and_its_table(stores, tmp_path):
     # accuracy by kind: accuracy_by_kind's rows over all buckets (m1 right on 2 of 2, 1 of
     # 2, 1 of 2 output samples → 0.667; its steps task has no scored prediction)
     assert table_rows(section_of(page, "accuracy-kind")) == [
-        ["m1", "exception", "1", "2", "1", "2", "0.0"],
-        ["m1", "output", "3", "6", "0", "6", "0.667"],
-        ["m1", "steps", "1", "1", "0", "0", ""],
-        ["m2", "output", "2", "2", "0", "2", "0.5"]]
+        ["m1", "l1", "exception", "1", "2", "1", "2", "0.0"],
+        ["m1", "l1", "output", "3", "6", "0", "6", "0.667"],
+        ["m1", "l1", "steps", "1", "1", "0", "0", ""],
+        ["m2", "l1", "output", "2", "2", "0", "2", "0.5"]]
     # accuracy by difficulty: the same query's rows of one line-step bucket each
     assert table_rows(section_of(page, "accuracy-difficulty")) == [
-        ["m1", "exception", "16", "32", "1", "2", "1", "2", "0.0"],
-        ["m1", "output", "8", "16", "2", "4", "0", "4", "0.75"],
-        ["m1", "output", "16", "32", "1", "2", "0", "2", "0.5"],
-        ["m1", "steps", "2", "4", "1", "1", "0", "0", ""],
-        ["m2", "output", "8", "16", "1", "1", "0", "1", "0.0"],
-        ["m2", "output", "16", "32", "1", "1", "0", "1", "1.0"]]
+        ["m1", "l1", "exception", "16", "32", "1", "2", "1", "2", "0.0"],
+        ["m1", "l1", "output", "8", "16", "2", "4", "0", "4", "0.75"],
+        ["m1", "l1", "output", "16", "32", "1", "2", "0", "2", "0.5"],
+        ["m1", "l1", "steps", "2", "4", "1", "1", "0", "0", ""],
+        ["m2", "l1", "output", "8", "16", "1", "1", "0", "1", "0.0"],
+        ["m2", "l1", "output", "16", "32", "1", "1", "0", "1", "1.0"]]
     methods = table_rows(section_of(page, "accuracy-method"))
-    assert ["m1", "lower", "3", "5", "0", "4", "0.75"] in methods
+    assert ["m1", "l1", "lower", "3", "5", "0", "4", "0.75"] in methods
     assert '<td>ok</td><td class="num">4</td>' in section_of(page, "status")
 
 

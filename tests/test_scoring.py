@@ -97,6 +97,7 @@ def test_trace_distances():
 
 # ------------------------------------------------------------------ end to end
 KINDS = ("output", "input", "state", "next_line", "coverage", "trace")
+LABEL = "direct-t0.0-m2048"  # the default label of the fixture's predict runs
 
 
 def invoke(*args):
@@ -203,14 +204,14 @@ def test_consistency_and_comparison(scored):
     # m1 per kind (pass@1 >= 0.5): coverage yes, state yes, next_line no, output no -> 2^-2
     # m2: coverage no, ..., output yes: inconsistent -> 0
     assert result["incremental_consistency"] == [
-        {"model": "m1", "runs": 1, "IC score": 25.0, "consistent runs": 1},
-        {"model": "m2", "runs": 1, "IC score": 0.0, "consistent runs": 0}]
+        {"model": "m1", "label": LABEL, "runs": 1, "IC score": 25.0, "consistent runs": 1},
+        {"model": "m2", "label": LABEL, "runs": 1, "IC score": 0.0, "consistent runs": 0}]
     m1 = {"output": 1 / 3, "input": 2 / 3, "state": 2 / 3, "next_line": 1 / 3, "coverage": 1.0,
           "trace": 1 / 3}
     m2 = {k: 1.0 if k == "output" else 0.0 for k in KINDS}
     (row,) = result["paired_comparison"]
-    assert (row["model A"], row["model B"], row["tasks"], row["pass@1 A"], row["pass@1 B"]) == (
-        "m1", "m2", 6, 55.56, 16.67)
+    assert (row["model A"], row["label A"], row["model B"], row["label B"], row["tasks"],
+            row["pass@1 A"], row["pass@1 B"]) == ("m1", LABEL, "m2", LABEL, 6, 55.56, 16.67)
     ids = sorted((t["task_id"], t["kind"]) for t in scored[1].values())
     expected = probability_a_beats_b(np.array([m1[k] for _, k in ids]),
                                      np.array([m2[k] for _, k in ids]), 10_000, seed=0)
@@ -220,10 +221,10 @@ def test_consistency_and_comparison(scored):
 def test_by_difficulty(scored):
     _, _, result = scored
     steps = [r for r in result["by_difficulty"] if r["feature"] == "line_steps"]
-    assert steps == [{"model": "m1", "feature": "line_steps", "bucket": "5-16", "tasks": 6,
-                      "samples": 18, "pass@1": 55.56},
-                     {"model": "m2", "feature": "line_steps", "bucket": "5-16", "tasks": 6,
-                      "samples": 18, "pass@1": 16.67}]
+    assert steps == [{"model": "m1", "label": LABEL, "feature": "line_steps", "bucket": "5-16",
+                      "tasks": 6, "samples": 18, "pass@1": 55.56},
+                     {"model": "m2", "label": LABEL, "feature": "line_steps", "bucket": "5-16",
+                      "tasks": 6, "samples": 18, "pass@1": 16.67}]
     nesting = [r for r in result["by_difficulty"] if r["feature"] == "loop_nesting"]
     assert sum(r["tasks"] for r in nesting if r["model"] == "m1") == 6
 
@@ -235,8 +236,9 @@ def test_model_filter_table_output_and_errors(scored, tmp_path):
                   "--table", "kind", "--format", "csv", "--workers", 0)
     assert only.exit_code == 0, only.output
     lines = only.stdout.splitlines()
-    assert lines[0] == "model,kind,tasks,samples,pass@1,unparseable %,pass@1 95% CI,trace distance"
-    assert lines[-1] == "m2,all,6,18,16.67,0.0,0.0–50.0,"
+    assert lines[0] == ("model,label,kind,tasks,samples,pass@1,unparseable %,pass@1 95% CI,"
+                        "trace distance")
+    assert lines[-1] == f"m2,{LABEL},all,6,18,16.67,0.0,0.0–50.0,"
     missing = invoke("score", "--tasks", tasks_file, "--db", db, "--model", "m3")
     assert missing.exit_code == 1
     assert missing.stderr.strip() == f"Error: no predictions of model m3 for these tasks in {db}"

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from engine.cli import main
 from engine.sizecheck import (SizeCheck, _reversal_counts, load_pool_scores,
                               load_scores_csv, parse_sizes, size_check)
-from engine.scoring import SCORES_DDL
+from engine.experiments import SCORES_DDL
 from engine.store import StoreError, connect
 from test_cli import assert_one_line_error
 from test_stats import python_splitmix64
@@ -170,11 +170,13 @@ def test_level_and_sizes_parsing():
 
 
 # ---------------------------------------------------------------- loading
-def scores_store(path, rows):
-    """A real (empty) steptrace store with a scores table as `steptrace score` makes it."""
+def scores_store(path, rows, label="l"):
+    """A real (empty) steptrace store with a scores table as `steptrace score` makes it,
+    every row of one experiment per model (``label``) unless a row names its own."""
     con = connect(path)
     con.execute(SCORES_DDL)
-    con.executemany("INSERT INTO scores VALUES (?, ?, ?, ?, true, ?, NULL, NULL, now())", rows)
+    con.executemany("INSERT INTO scores VALUES (?, ?, ?, ?, ?, true, ?, NULL, NULL, now())",
+                    [(r[0], r[1], r[5] if len(r) > 5 else label, *r[2:5]) for r in rows])
     con.close()
     return path
 
@@ -186,7 +188,7 @@ def test_load_pool_scores_pass_at_1_per_task(tmp_path):
             ("t4", "m1", 0, "input", True), ("t4", "m2", 0, "input", False)]
     db = scores_store(tmp_path / "s.duckdb", rows)
     pool = load_pool_scores(db)
-    assert pool.models == ("m1", "m2") and pool.samples == ("t1", "t2", "t4")
+    assert pool.models == ("m1 [l]", "m2 [l]") and pool.samples == ("t1", "t2", "t4")
     assert pool.scores.tolist() == [[0.5, 1.0], [0.0, 1.0], [1.0, 0.0]]
     assert pool.dropped == 1   # t3: m2 has no score for it
     output = load_pool_scores(db, ["m2", "m1"], kind="output")
@@ -197,8 +199,16 @@ def test_load_pool_scores_pass_at_1_per_task(tmp_path):
     disjoint = scores_store(tmp_path / "d.duckdb", [("t1", "m1", 0, "output", True),
                                                     ("t2", "m2", 0, "output", True)])
     with pytest.raises(ValueError, match=r"^no task in .*d\.duckdb is scored for every model "
-                                         r"of m1, m2$"):
+                                         r"of m1 \[l\], m2 \[l\]$"):
         load_pool_scores(disjoint)
+    # two experiments of one model are two columns, never averaged together
+    styles = scores_store(tmp_path / "x.duckdb", [
+        ("t1", "m1", 0, "output", True, "cot"), ("t1", "m1", 0, "output", False, "direct"),
+        ("t2", "m1", 0, "output", True, "cot"), ("t2", "m1", 0, "output", True, "direct"),
+        ("t2", "m2", 0, "output", False)])
+    both = load_pool_scores(styles, ["m1"])
+    assert both.models == ("m1 [cot]", "m1 [direct]") and both.samples == ("t1", "t2")
+    assert both.scores.tolist() == [[1.0, 0.0], [1.0, 1.0]] and both.dropped == 0
     connect(tmp_path / "empty.duckdb").close()
     with pytest.raises(StoreError, match="has no scores table: run steptrace score --tasks first"):
         load_pool_scores(tmp_path / "empty.duckdb")
@@ -267,10 +277,10 @@ def test_cli_from_a_store(tmp_path):
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert (payload["pool"], payload["dropped"], payload["smallest_n"]) == (20, 1, 15)
-    assert payload["models"] == ["B", "A"] and payload["pairs"] == [["A", "B"]]
-    assert payload["pool_means"] == {"B": 0.35, "A": 0.45}
+    assert payload["models"] == ["B [l]", "A [l]"] and payload["pairs"] == [["A [l]", "B [l]"]]
+    assert payload["pool_means"] == {"B [l]": 0.35, "A [l]": 0.45}
     # tasks in the CSV test's order: the same draws, the same figure, columns swapped or not
-    assert payload["reversal_probability"]["10"] == {"A > B": 0.19}
+    assert payload["reversal_probability"]["10"] == {"A [l] > B [l]": 0.19}
     table = CliRunner().invoke(main, args)
     assert table.stdout.splitlines()[-2:] == [
         "samples scored for some models only (left out): 1",
