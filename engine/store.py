@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -19,6 +20,7 @@ import duckdb
 import pyarrow as pa
 
 from engine.corpus import Job
+from engine.textfiles import file_kind
 
 SCHEMA_VERSION = "2"
 READABLE_VERSIONS = ("1", "2")  # 2 added branches and analyses; 1 is upgraded on write
@@ -151,18 +153,25 @@ ADDED_IN_2 = {"analyses": ANALYSIS_COLUMNS, "branches": BRANCH_COLUMNS}
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (creating if needed) a store, with a one-line error for every failure: a
-    missing directory, a file that is not DuckDB, a DuckDB file that is not a store."""
+    missing directory, a file that is not DuckDB, a DuckDB file that is not a store, a
+    store another process holds."""
     path = Path(path)
-    if read_only and not path.exists():
-        raise StoreError(f"database not found: {path}")
+    if read_only:
+        require_store(path)
     if not read_only and not path.parent.exists():
         raise StoreError(f"cannot create database {path}: directory {path.parent} does not exist")
+    check_database_file(path)
     existed = path.exists()
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
         if not existed and path.exists() and path.stat().st_size == 0:
             path.unlink()  # a failed create (full disk) must not leave an unusable file
+        lock = _LOCK_HOLDER.search(str(exc))
+        if isinstance(exc, duckdb.IOException) and lock:
+            raise StoreError(f"database {path} is in use by another steptrace process "
+                             f"(PID {lock.group(1)}); run this command again when that one "
+                             "has finished") from exc
         raise StoreError(f"cannot open database {path}: {first_line(exc)}") from exc
     try:
         if not read_only:
@@ -178,6 +187,50 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
         con.close()
         raise
     return con
+
+
+def require_store(path: str | Path) -> None:
+    """Refuse a store that does not exist, where opening it for writing would create an
+    empty one: every command but ``trace`` needs a store that ``trace`` made, and after a
+    typo in --db it would otherwise work on a new, empty store without a word."""
+    if not Path(path).exists():
+        raise StoreError(f"database not found: {path}")
+
+
+# DuckDB's message when another process holds the file's lock (a writer excludes everyone
+# else; readers exclude a writer): 'IO Error: Could not set lock on file "…": Conflicting
+# lock is held in /usr/bin/python3 (PID 4242). See also …'
+_LOCK_HOLDER = re.compile(r"Could not set lock on file .*\(PID (\d+)\)")
+# Bytes 8-11 of every DuckDB database file, after an 8-byte checksum.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def check_database_file(path: Path) -> None:
+    """Refuse, before DuckDB sees it, an existing ``path`` that is not a DuckDB file,
+    saying what it is. DuckDB opens an existing CSV or JSON file as an in-memory database
+    over it: writes would vanish without an error, and a read-only open fails with
+    "Cannot launch in-memory database in read-only mode", which says nothing about the
+    file; an empty file gets "not a valid DuckDB database file"; a FIFO would block."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return  # a new store
+    except OSError as exc:
+        raise StoreError(f"cannot open database {path}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(mode):
+        raise StoreError(f"{path} is {file_kind(mode)}, not a DuckDB database")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+    except OSError as exc:
+        raise StoreError(f"cannot open database {path}: {exc.strerror or exc}") from exc
+    if not head:
+        raise StoreError(f"{path} is an empty file, not a DuckDB database")
+    if head[8:12] == DUCKDB_MAGIC:
+        return
+    if b"\0" not in head:
+        raise StoreError(f"{path} is a text file (such as JSONL or CSV), not a DuckDB database")
+    raise StoreError(f"{path} is not a DuckDB database file")
 
 
 def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: bool) -> None:
