@@ -18,7 +18,7 @@ A JSONL corpus may also be a stream: ``-`` (standard input), ``/dev/stdin``, a p
 named pipe (FIFO). A stream can be read only once, and ``trace`` reads a corpus twice, so
 ``spool`` copies it to a private temporary file first (bounded by disk, not memory). In a
 directory corpus a ``.py`` or ``.json`` that is not a regular file (a FIFO, socket,
-device or directory) is a bad file: it is never opened as one, so it cannot block.
+device or directory) is a bad file: it is never read, so it cannot block.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def spool(path: str | Path) -> Iterator[str | Path | Spooled]:
         return
     name = STDIN_NAME if str(path) == STDIN else Path(path)
     with tempfile.NamedTemporaryFile(prefix="steptrace-corpus-", suffix=".jsonl") as copy:
-        with _open_stream(path) as source:
+        with _open_bytes(path) as source:
             try:
                 shutil.copyfileobj(source, copy, 1 << 20)
                 copy.flush()
@@ -164,8 +164,9 @@ def spool(path: str | Path) -> Iterator[str | Path | Spooled]:
 
 
 @contextmanager
-def _open_stream(path: str | Path) -> Iterator[BinaryIO]:
-    """The bytes of ``path`` (standard input for ``-``, left open when done)."""
+def _open_bytes(path: str | Path) -> Iterator[BinaryIO]:
+    """``path`` opened for reading bytes (standard input for ``-``, left open when
+    done); CorpusError naming it when it cannot be opened."""
     if str(path) == STDIN:
         if sys.stdin is None:
             raise CorpusError("corpus '-' is standard input, and this process has none")
@@ -185,11 +186,11 @@ def iter_corpus(path: str | Path | Spooled) -> Iterator[Job | str]:
     the corpus cannot be read at all. A stream is read as it comes (once: see ``spool``
     for reading it twice)."""
     if isinstance(path, Spooled):
-        with _open_stream(path.copy) as handle:
+        with _open_bytes(path.copy) as handle:
             yield from _iter_jsonl(handle, path.name)
         return
     if str(path) == STDIN:
-        with _open_stream(path) as handle:
+        with _open_bytes(path) as handle:
             yield from _iter_jsonl(handle, STDIN_NAME)
         return
     path = Path(path)
@@ -203,7 +204,7 @@ def iter_corpus(path: str | Path | Spooled) -> Iterator[Job | str]:
         if empty:
             raise CorpusError(f"no .py files in corpus directory {path}")
         return
-    with _open_stream(path) as handle:
+    with _open_bytes(path) as handle:
         yield from _iter_jsonl(handle, path)
 
 
@@ -265,19 +266,22 @@ def _iter_directory(root: Path) -> Iterator[Job | str]:
             yield f"{sidecar}: {exc}"
 
 
+# Open flags that make opening a FIFO return at once, and a terminal not become ours.
+_NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
 def _read_regular(file: Path) -> str:
     """The UTF-8 text of ``file`` if it is a regular file. Opened without blocking and
     checked on the open descriptor: a FIFO named ``x.py`` would otherwise block the open
     (or the read) until some writer came, that is, forever. CorpusError naming the file
     and what it is for anything but a regular file; NotUtf8Error for bad bytes."""
     try:
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        _check_regular(file, os.stat(file).st_mode)  # a socket cannot even be opened
+        fd = os.open(file, os.O_RDONLY | _NO_WAIT)
     except OSError as exc:
         raise CorpusError(f"{file}: cannot read ({exc.strerror or exc})") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise CorpusError(f"{file}: {file_kind(mode)}, not a regular file")
+        _check_regular(file, os.fstat(fd).st_mode)  # what was opened, if it was replaced
         with open(fd, "rb", closefd=False) as handle:
             data = handle.read()
     except OSError as exc:
@@ -285,6 +289,11 @@ def _read_regular(file: Path) -> str:
     finally:
         os.close(fd)
     return decode_text(data, file)
+
+
+def _check_regular(file: Path, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise CorpusError(f"{file}: {file_kind(mode)}, not a regular file")
 
 
 def _text(record: dict, key: str) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -144,7 +145,8 @@ def test_trace_dash_reads_standard_input_and_resumes(tmp_path, spool_dir):
     again = invoke("trace", "-", "--db", db, "--workers", 0, "--format", "json",
                    input=corpus_bytes() + b"[1]\n")
     assert again.exit_code == 1
-    assert again.stderr == f"warning: <stdin>:{len(RECORDS) + 1}: expected a JSON object, got list\n"
+    bad_line = len(RECORDS) + 1
+    assert again.stderr == f"warning: <stdin>:{bad_line}: expected a JSON object, got list\n"
     summary = summary_of(again)
     assert (summary["jobs"], summary["skipped"], summary["traced"]) == (6, 6, 0)
     assert list(spool_dir.iterdir()) == []
@@ -161,6 +163,26 @@ def test_trace_a_named_fifo(tmp_path, spool_dir):
     assert summary_of(result) == {"corpus": str(fifo), "db": str(db), **TRACED,
                                   "store": {"exception": 1, "ok": 5}}
     assert list(spool_dir.iterdir()) == []
+
+
+def test_a_stream_that_cannot_be_copied_is_one_line(tmp_path, spool_dir, monkeypatch):
+    """No room for the copy of a stream (disk full): one line naming the stream, the
+    copy and the reason, exit 1; no copy and no store are left."""
+    import errno
+    import shutil
+
+    def full(source, target, length=0):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(shutil, "copyfileobj", full)
+    db = tmp_path / "t.duckdb"
+    result = invoke("trace", "-", "--db", db, "--workers", 0, input=corpus_bytes())
+    assert_one_line_error(result)
+    line = result.stderr.rstrip("\n")
+    assert line.startswith(f"Error: cannot copy corpus <stdin> to {spool_dir}/steptrace-corpus-")
+    assert line.endswith(".jsonl: No space left on device")
+    assert list(spool_dir.iterdir()) == []
+    assert not db.exists()
 
 
 def test_spool_reads_a_stream_once_and_names_it(tmp_path, spool_dir):
@@ -184,8 +206,9 @@ def test_spool_reads_a_stream_once_and_names_it(tmp_path, spool_dir):
 
 
 def test_directory_corpus_never_opens_a_fifo_as_a_program(tmp_path):
-    """A FIFO named x.py (or a FIFO sidecar, a directory named z.py) in a directory corpus
-    is one warning naming it, exit 1; the regular programs are traced; nothing blocks."""
+    """A FIFO named x.py (or a FIFO sidecar, a socket s.py, a directory z.py) in a
+    directory corpus is one warning naming it, exit 1; the regular programs are traced;
+    nothing blocks."""
     root = tmp_path / "progs"
     root.mkdir()
     (root / "ok.py").write_text(SQUARE)
@@ -196,10 +219,12 @@ def test_directory_corpus_never_opens_a_fifo_as_a_program(tmp_path):
     os.mkfifo(root / "y.json")
     (root / "z.py").mkdir()
     db = tmp_path / "t.duckdb"
-    with released_fifos(root / "x.py", root / "y.json"):
+    with socket.socket(socket.AF_UNIX) as sock, released_fifos(root / "x.py", root / "y.json"):
+        sock.bind(str(root / "s.py"))
         result = invoke("trace", root, "--db", db, "--workers", 0, "--format", "json")
     assert result.exit_code == 1, result.output
     assert result.stderr.splitlines() == [
+        f"warning: {root / 's.py'}: a socket, not a regular file",
         f"warning: {root / 'x.py'}: a FIFO, not a regular file",
         f"warning: {root / 'y.json'}: a FIFO, not a regular file",
         f"warning: {root / 'z.py'}: a directory, not a regular file"]
@@ -211,7 +236,6 @@ def test_directory_corpus_never_opens_a_fifo_as_a_program(tmp_path):
 
 def test_a_corpus_socket_is_a_one_line_error(tmp_path):
     """A socket cannot be opened as a file: one line naming it, no store."""
-    import socket
     path = tmp_path / "c.sock"
     db = tmp_path / "t.duckdb"
     with socket.socket(socket.AF_UNIX) as sock:
