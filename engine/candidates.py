@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
+from engine.textfiles import utf8_lines
+
 ENTRY = "f"
 _TAGGED_CODE = re.compile(r"\[PYTHON\]\s*\n(.*?)\[/PYTHON\]", re.DOTALL)
 _FENCED_CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -182,7 +184,7 @@ def read_objects(path: str | Path, what: str, valid: Callable[[dict], bool],
     if not path.is_file():
         raise ValueError(f"{what} not found: {path}")
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(utf8_lines(path), start=1):
         if not line.strip():
             continue
         try:

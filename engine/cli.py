@@ -21,8 +21,9 @@ from engine.predictions import (DEFAULT_API_KEY_ENV, PredictError, PredictOption
                                 resolve_api_key)
 from engine.queries import list_rows, parse_assignments, run_query
 from engine.show import load_run
-from engine.store import DEFAULT_DB, StoreError, status_counts
+from engine.store import DEFAULT_DB, StoreError, require_store, status_counts
 from engine.tasks import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
+from engine.textfiles import read_utf8
 from engine.tracing import TraceOptions, TraceSummary, trace_corpus
 from wasm_sandbox.build import BuildError, cache_dir, ensure_component
 from wasm_sandbox.limits import Limits
@@ -32,8 +33,11 @@ from wasm_sandbox.runtime import ISOLATIONS, Sandbox
 EXPECTED_ERRORS = (StoreError, CorpusError, BuildError, PoolError, PredictError, ValueError,
                    OSError)
 
+# Not click.Path(dir_okay=False): engine.store.connect says what is wrong with a --db
+# (missing, a directory, a text file, ...) in one line, where click would print usage.
+# Only trace creates a store: the commands that write into one call require_store first.
 db_option = click.option("--db", default=DEFAULT_DB, show_default=True,
-                         type=click.Path(dir_okay=False), help="DuckDB trace store.")
+                         type=click.Path(), help="DuckDB trace store.")
 format_option = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
                              show_default=True, help="Output format.")
 
@@ -129,7 +133,8 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
 def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout: float,
           max_steps: int, memory_mb: int, max_repr: int, isolation: str, force: bool,
           quiet: bool, fmt: str) -> None:
-    """Trace every job of CORPUS (JSONL file or directory of .py files) into the store."""
+    """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
+    read once, into a temporary file) into the store."""
     if demo == (corpus is not None):
         raise click.UsageError("give a CORPUS path or --demo (not both)")
     path = demo_corpus_path() if demo else corpus
@@ -163,7 +168,7 @@ def sql(sql: str | None, sql_file: Path | None, db: str, parquet: Path | None, f
     from engine.queries import default_params, run_sql
     if (sql is None) == (sql_file is None):
         raise click.UsageError("give a query or -f FILE (not both)")
-    text = sql_file.read_text() if sql_file else sql
+    text = read_utf8(sql_file) if sql_file else sql
     params = default_params(text, sql_file) if sql_file else {}
     result = run_sql(text, db=db, parquet=parquet, params=params)
     click.echo(render(result.columns, result.rows, fmt))
@@ -184,8 +189,7 @@ def analyse(db: str, determinism: bool, workers: int | None, timeout: float, qui
             fmt: str) -> None:
     """Record condition outcomes and operand checks of every finished run (a second,
     instrumented run), and with --determinism whether the run is reproducible."""
-    if not Path(db).exists():
-        raise click.ClickException(f"database not found: {db}")
+    require_store(db)
     options = AnalysisOptions(limits=Limits(timeout_s=timeout), determinism=determinism,
                               **({} if workers is None else {"workers": workers}))
     with _progress_bar("analyse", quiet) as progress:
@@ -382,8 +386,7 @@ def filter_command(db: str, rules: tuple[str, ...], without: tuple[str, ...], wh
     """CRUXEval-style construction filters: which runs each rule removes, and which every
     rule keeps. Analyses the store first if a rule needs it (see `analyse`)."""
     from engine.filters import FilterOptions, FilterReport, filter_runs, write_kept
-    if not Path(db).exists():
-        raise click.ClickException(f"database not found: {db}")
+    require_store(db)
     options = FilterOptions(rules=rules or None, without=without, where=where, length=length,
                             max_seconds=max_seconds, line_steps=line_steps,
                             instruction_steps=instruction_steps, workers=workers)
@@ -519,6 +522,7 @@ def predict_command(tasks_path: Path, samples: int, system_prompt: str | None,
     prompt style, system prompt or sampling setting is another experiment."""
     options = request_settings(samples=samples, system_prompt=system_prompt, label=label,
                                redo=redo, **request)
+    require_store(db)
     with _progress_bar("predict", quiet) as progress:
         summary = predict(tasks_path, db, options, progress=_progress_callback(progress, "requests"))
     _echo_summary(summary, fmt, "steptrace predict")
@@ -694,7 +698,7 @@ def report_command(db: str, out: Path, fmt: str) -> None:
 
 
 @main.command("size-check")
-@click.option("--db", type=click.Path(dir_okay=False), default=None,
+@click.option("--db", type=click.Path(), default=None,
               help="Store with a scores table (`steptrace score`): per-task pass@1 per model.")
 @click.option("--model", "models", multiple=True, metavar="NAME",
               help="With --db: the models to compare (default: every scored model).")

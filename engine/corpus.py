@@ -13,19 +13,35 @@ Accepted corpora:
 
 A bad line or file is reported (``CorpusError`` with file and line number) and skipped;
 the rest of the corpus still loads.
+
+A JSONL corpus may also be a stream: ``-`` (standard input), ``/dev/stdin``, a pipe or a
+named pipe (FIFO). A stream can be read only once, and ``trace`` reads a corpus twice, so
+``spool`` copies it to a private temporary file first (bounded by disk, not memory). In a
+directory corpus a ``.py`` or ``.json`` that is not a regular file (a FIFO, socket,
+device or directory) is a bad file: it is never read, so it cannot block.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import stat
+import sys
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
+
+from engine.textfiles import NotUtf8Error, decode_line, decode_text, file_kind
 
 DEFAULT_ENTRY = "f"
+STDIN = "-"  # the corpus path that means standard input
+STDIN_NAME = Path("<stdin>")  # how messages and program sources name it
 
 
 class CorpusError(ValueError):
@@ -98,7 +114,7 @@ def demo_corpus_path() -> Path:
     return Path(str(resources.files("engine") / "data" / "demo.jsonl"))
 
 
-def load_corpus(path: str | Path) -> Corpus:
+def load_corpus(path: str | Path | Spooled) -> Corpus:
     """Load a JSONL file or a directory of ``.py`` files; see the module docstring."""
     corpus = Corpus()
     for job_or_error in iter_corpus(path):
@@ -106,10 +122,77 @@ def load_corpus(path: str | Path) -> Corpus:
     return corpus
 
 
-def iter_corpus(path: str | Path) -> Iterator[Job | str]:
+@dataclass(frozen=True)
+class Spooled:
+    """A stream corpus copied once to a private file: read from ``copy``; messages and
+    program sources name the stream (``name``), as they would have without the copy."""
+
+    name: Path
+    copy: Path
+
+
+def is_stream(path: str | Path) -> bool:
+    """Whether reading ``path`` consumes it: ``-``, a pipe, a FIFO, a socket or a device
+    (a regular file or a directory can be read again)."""
+    if str(path) == STDIN:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # missing: iter_corpus says so
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+@contextmanager
+def spool(path: str | Path) -> Iterator[str | Path | Spooled]:
+    """``path`` itself when it can be read twice; a stream (``is_stream``) copied to a
+    private temporary file (mode 0600, in ``tempfile.gettempdir()``, removed on exit),
+    so that it is read from its source exactly once. CorpusError when it cannot be."""
+    if not is_stream(path):
+        yield path
+        return
+    name = STDIN_NAME if str(path) == STDIN else Path(path)
+    with tempfile.NamedTemporaryFile(prefix="steptrace-corpus-", suffix=".jsonl") as copy:
+        with _open_bytes(path) as source:
+            try:
+                shutil.copyfileobj(source, copy, 1 << 20)
+                copy.flush()
+            except OSError as exc:
+                raise CorpusError(f"cannot copy corpus {name} to {copy.name}: "
+                                  f"{exc.strerror or exc}") from exc
+        yield Spooled(name, Path(copy.name))
+
+
+@contextmanager
+def _open_bytes(path: str | Path) -> Iterator[BinaryIO]:
+    """``path`` opened for reading bytes (standard input for ``-``, left open when
+    done); CorpusError naming it when it cannot be opened."""
+    if str(path) == STDIN:
+        if sys.stdin is None:
+            raise CorpusError("corpus '-' is standard input, and this process has none")
+        yield sys.stdin.buffer
+        return
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from exc
+    with handle:
+        yield handle
+
+
+def iter_corpus(path: str | Path | Spooled) -> Iterator[Job | str]:
     """The jobs of a corpus one at a time, with a message (str) in place of each bad
     record: reading a corpus of any size holds one record at a time. CorpusError when
-    the corpus cannot be read at all."""
+    the corpus cannot be read at all. A stream is read as it comes (once: see ``spool``
+    for reading it twice)."""
+    if isinstance(path, Spooled):
+        with _open_bytes(path.copy) as handle:
+            yield from _iter_jsonl(handle, path.name)
+        return
+    if str(path) == STDIN:
+        with _open_bytes(path) as handle:
+            yield from _iter_jsonl(handle, STDIN_NAME)
+        return
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"corpus not found: {path}")
@@ -121,11 +204,7 @@ def iter_corpus(path: str | Path) -> Iterator[Job | str]:
         if empty:
             raise CorpusError(f"no .py files in corpus directory {path}")
         return
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
-        raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from exc
-    with handle:
+    with _open_bytes(path) as handle:
         yield from _iter_jsonl(handle, path)
 
 
@@ -141,13 +220,10 @@ def _iter_jsonl(lines, path: Path) -> Iterator[Job | str]:
     bad record (reported with its line number); the others still load."""
     for lineno, raw in enumerate(lines, start=1):
         try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield f"{path}:{lineno}: not UTF-8 text ({exc.reason} at byte {exc.start + 1})"
+            line = decode_line(raw, path, lineno).rstrip("\r\n")
+        except NotUtf8Error as exc:
+            yield str(exc)
             continue
-        if lineno == 1:
-            line = line.removeprefix("\ufeff")  # a byte-order mark is not part of the record
-        line = line.rstrip("\r\n")
         if not line.strip():
             continue
         try:
@@ -165,16 +241,19 @@ def _iter_directory(root: Path) -> Iterator[Job | str]:
     for file in sorted(root.glob("*.py")):
         sidecar = file.with_suffix(".json")
         try:
-            code = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            yield f"{file}: cannot read ({exc})"
+            code = _read_regular(file)
+        except (CorpusError, NotUtf8Error) as exc:
+            yield str(exc)
             continue
         if not sidecar.exists():
             yield f"{file}: no inputs (write them in {sidecar.name})"
             continue
         try:
-            record = json.loads(sidecar.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            record = json.loads(_read_regular(sidecar))
+        except (CorpusError, NotUtf8Error) as exc:
+            yield str(exc)
+            continue
+        except json.JSONDecodeError as exc:
             yield f"{sidecar}: not readable JSON ({exc})"
             continue
         if not isinstance(record, dict):
@@ -185,6 +264,36 @@ def _iter_directory(root: Path) -> Iterator[Job | str]:
                                         default_id=file.stem)
         except CorpusError as exc:
             yield f"{sidecar}: {exc}"
+
+
+# Open flags that make opening a FIFO return at once, and a terminal not become ours.
+_NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def _read_regular(file: Path) -> str:
+    """The UTF-8 text of ``file`` if it is a regular file. Opened without blocking and
+    checked on the open descriptor: a FIFO named ``x.py`` would otherwise block the open
+    (or the read) until some writer came, that is, forever. CorpusError naming the file
+    and what it is for anything but a regular file; NotUtf8Error for bad bytes."""
+    try:
+        _check_regular(file, os.stat(file).st_mode)  # a socket cannot even be opened
+        fd = os.open(file, os.O_RDONLY | _NO_WAIT)
+    except OSError as exc:
+        raise CorpusError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    try:
+        _check_regular(file, os.fstat(fd).st_mode)  # what was opened, if it was replaced
+        with open(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise CorpusError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    return decode_text(data, file)
+
+
+def _check_regular(file: Path, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise CorpusError(f"{file}: {file_kind(mode)}, not a regular file")
 
 
 def _text(record: dict, key: str) -> str | None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from engine.stats import pass_at_k_product as pass_at_k  # the harness arithmetic, n < k gives 1.0
+from engine.textfiles import read_utf8, utf8_lines
 from engine.tracing import run_chunks
 from wasm_sandbox.limits import Limits
 
@@ -71,7 +72,7 @@ def load_samples(path: str | Path) -> list[CruxSample]:
         raise ValueError(f"CRUXEval data not found: {path} (give --data)")
     samples: list[CruxSample] = []
     seen: set[str] = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(utf8_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -96,9 +97,10 @@ def load_generations(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"generations file not found: {path}")
+    text = read_utf8(path)  # NotUtf8Error names the file, line and byte
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        return json.loads(text)
+    except ValueError as exc:
         raise ValueError(f"malformed generations file {path}: {exc}") from None
 
 

@@ -30,6 +30,7 @@ from typing import Callable
 
 from engine.candidates import ParseReport, write_candidates
 from engine.predictions import PredictError, PredictOptions, Prediction, RequestRun, Task
+from engine.textfiles import NotUtf8Error, decode_line, read_utf8
 
 GENERATE_KIND = "generate"
 PLACEHOLDERS = ("examples", "method")
@@ -81,7 +82,7 @@ def load_fewshot(path: str | Path) -> list[FewShot]:
     """The few-shot pool: JSONL of ``{"id", "method", "code", "inputs": [...]}``; at least
     two examples (each prompt shows two)."""
     pool: list[FewShot] = []
-    for number, line in enumerate(_read_text(path, "few-shot pool").splitlines(), start=1):
+    for number, line in enumerate(_read_text(path, "few-shot pool").split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
@@ -128,10 +129,10 @@ def load_template(path: str | Path) -> string.Template:
 
 def _read_text(path: str | Path, what: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return read_utf8(path)  # NotUtf8Error names the file, line and byte
     except FileNotFoundError:
         raise GenerateError(f"{what} not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise GenerateError(f"cannot read {what} {path}: {exc}") from None
 
 
@@ -174,14 +175,21 @@ def read_log(path: Path) -> dict[str, dict]:
     if not path.exists():
         return {}
     newest: dict[str, dict] = {}
-    lines = path.read_text(encoding="utf-8").split("\n")
-    for number, line in enumerate(lines, start=1):
+    lines = path.read_bytes().split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        last = number == len(lines)  # unterminated: maybe cut by a crash, even mid-character
+        try:
+            line = decode_line(raw, path, number)
+        except NotUtf8Error:
+            if last:
+                continue
+            raise
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            if number == len(lines):
+            if last:
                 continue  # the unterminated tail of an interrupted write
             raise GenerateError(f"{path}:{number}: not a generation log line") from None
         if not isinstance(record, dict) or not isinstance(record.get("gen_id"), str):

@@ -44,6 +44,7 @@ from engine.answers import extract_answer
 from engine.experiments import (PREDICTIONS_DDL, SCORES_DDL, Experiment, ExperimentError,
                                 check_label, default_label, prompt_styles, register, sha256)
 from engine.store import StoreError, StoreLockedError, connect, first_line
+from engine.textfiles import open_utf8
 
 if TYPE_CHECKING:
     import openai
@@ -192,7 +193,7 @@ def load_tasks(path: str | Path) -> list[Task]:
         raise TasksFileError(f"tasks file not found: {path}")
     tasks: list[Task] = []
     first_line_of: dict[str, int] = {}
-    with path.open(encoding="utf-8") as lines:
+    with open_utf8(path) as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

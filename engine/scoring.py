@@ -51,6 +51,7 @@ from engine.experiments import SCORES_DDL
 from engine.stats import (bootstrap_interval, incremental_consistency, normalised_edit_distances,
                           pass_at_k, probability_a_beats_b)
 from engine.store import StoreError, connect, first_line
+from engine.textfiles import open_utf8
 from wasm_sandbox.limits import Limits
 
 SCORE_TYPES = {"task_id": pa.string(), "model": pa.string(), "label": pa.string(),
@@ -302,7 +303,7 @@ def load_task_file(path: str | Path) -> dict[str, dict]:
     if not path.is_file():
         raise ScoreError(f"tasks file not found: {path}")
     tasks: dict[str, dict] = {}
-    with path.open(encoding="utf-8") as lines:
+    with open_utf8(path) as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

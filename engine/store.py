@@ -13,6 +13,7 @@ import datetime as dt
 import math
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ import pyarrow as pa
 
 from engine.corpus import Job
 from engine.experiments import upgrade as upgrade_experiment_tables
+from engine.textfiles import file_kind
 
 SCHEMA_VERSION = "3"
 # 3 keyed predictions and scores by experiment (engine/experiments.py), 2 added branches
@@ -159,12 +161,14 @@ ADDED_IN_2 = {"analyses": ANALYSIS_COLUMNS, "branches": BRANCH_COLUMNS}
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (creating if needed) a store, with a one-line error for every failure: a
-    missing directory, a file that is not DuckDB, a DuckDB file that is not a store."""
+    missing directory, a file that is not DuckDB, a DuckDB file that is not a store, a
+    store another process holds."""
     path = Path(path)
-    if read_only and not path.exists():
-        raise StoreError(f"database not found: {path}")
+    if read_only:
+        require_store(path)
     if not read_only and not path.parent.exists():
         raise StoreError(f"cannot create database {path}: directory {path.parent} does not exist")
+    check_database_file(path)
     existed = path.exists()
     try:
         con = _open_waiting(path, read_only)
@@ -240,6 +244,46 @@ def _open_error(path: Path, exc: duckdb.Error) -> StoreError:
     return StoreLockedError(
         f"database {path} is in use by {who}: a store is open to one writing process or to "
         f"reading processes only (waited {lock_wait_s():g} s; ${LOCK_WAIT_ENV} sets how long)")
+
+
+def require_store(path: str | Path) -> None:
+    """Refuse a store that does not exist, where opening it for writing would create an
+    empty one: every command but ``trace`` needs a store that ``trace`` made, and after a
+    typo in --db it would otherwise work on a new, empty store without a word."""
+    if not Path(path).exists():
+        raise StoreError(f"database not found: {path}")
+
+
+# Bytes 8-11 of every DuckDB database file, after an 8-byte checksum.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def check_database_file(path: Path) -> None:
+    """Refuse, before DuckDB sees it, an existing ``path`` that is not a DuckDB file,
+    saying what it is. DuckDB opens an existing CSV or JSON file as an in-memory database
+    over it: writes would vanish without an error, and a read-only open fails with
+    "Cannot launch in-memory database in read-only mode", which says nothing about the
+    file; an empty file gets "not a valid DuckDB database file"; a FIFO would block."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return  # a new store
+    except OSError as exc:
+        raise StoreError(f"cannot open database {path}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(mode):
+        raise StoreError(f"{path} is {file_kind(mode)}, not a DuckDB database")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+    except OSError as exc:
+        raise StoreError(f"cannot open database {path}: {exc.strerror or exc}") from exc
+    if not head:
+        raise StoreError(f"{path} is an empty file, not a DuckDB database")
+    if head[8:12] == DUCKDB_MAGIC:
+        return
+    if b"\0" not in head:
+        raise StoreError(f"{path} is a text file (such as JSONL or CSV), not a DuckDB database")
+    raise StoreError(f"{path} is not a DuckDB database file")
 
 
 def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: bool) -> None:

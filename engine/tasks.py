@@ -36,6 +36,7 @@ import pyarrow as pa
 from engine.corpus import source_lines
 from engine.analysis import ensure_analysed
 from engine.store import FINISHED_STATUSES, MEMORY_ADDRESS, StoreError, connect, first_line
+from engine.textfiles import read_utf8
 
 KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
          "line_count", "branch", "steps", "trace", "exception")
@@ -796,7 +797,7 @@ def load_templates(kinds: Iterable[str], style: str,
 
 
 def _checked(path: Path, kind: str) -> string.Template:
-    template = string.Template(path.read_text(encoding="utf-8"))
+    template = string.Template(read_utf8(path))
     if not template.is_valid():
         raise ValueError(f"template {path}: a '$' that is not a placeholder (write $$ for '$')")
     used = set(template.get_identifiers())

@@ -5,7 +5,8 @@ out duplicates and jobs the store already holds (resume), once to hand the rest,
 chunks ahead, to worker processes (or to this process with ``workers=0``). Finished runs
 are committed in batches, so an interrupted run keeps every committed batch and a re-run
 finishes the rest. Memory grows with the corpus only by a set of job keys (~100 bytes a
-job), not with the jobs or their results.
+job), not with the jobs or their results. A stream corpus (``-``, a pipe) can be read only
+once: it is first copied to a private temporary file (``engine.corpus.spool``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from engine.corpus import Corpus, Job, iter_corpus
+from engine.corpus import Corpus, Job, Spooled, iter_corpus, spool
 from engine.store import TracedRun, TraceWriter, connect
 from wasm_sandbox.limits import Limits
 from wasm_sandbox.pool import WorkerPool, prepare
@@ -151,6 +152,9 @@ def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOpti
     """Trace every job of ``corpus`` not yet in ``db``; ``progress(done, total)``."""
     started = time.perf_counter()
     with ExitStack() as stack:
+        if not isinstance(corpus, Corpus):
+            # read twice below: a stream is read once, into a private copy
+            corpus = stack.enter_context(spool(corpus))
         pool = start_pool(options)
         if pool is not None:
             stack.enter_context(pool)
@@ -159,14 +163,15 @@ def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOpti
     return summary
 
 
-def _trace(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
+def _trace(corpus: str | Path | Spooled | Corpus, db: str | Path, options: TraceOptions,
            progress: Callable[[int, int], None] | None, corpus_name: str | None,
            pool: WorkerPool | None) -> TraceSummary:
     """Two passes over the corpus, so that memory does not grow with its size (beyond a
     set of job keys, ~100 bytes a job): the first counts jobs, bad records and duplicates
     and asks the store which keys it holds; the second reads the jobs again and hands
     the ones to trace to the workers a few chunks at a time."""
-    summary = TraceSummary(corpus=corpus_name or str(corpus), db=str(db))
+    name = corpus.name if isinstance(corpus, Spooled) else corpus
+    summary = TraceSummary(corpus=corpus_name or str(name), db=str(db))
     todo = _survey(corpus, summary)  # before the store is opened: a bad corpus makes none
     con = connect(db)
     try:
@@ -197,13 +202,13 @@ def _trace(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
     return summary
 
 
-def _items(corpus: str | Path | Corpus) -> Iterator[Job | str]:
+def _items(corpus: str | Path | Spooled | Corpus) -> Iterator[Job | str]:
     if isinstance(corpus, Corpus):
         return iter([*corpus.errors, *corpus.jobs])
     return iter_corpus(corpus)
 
 
-def _survey(corpus: str | Path | Corpus, summary: TraceSummary) -> set[str]:
+def _survey(corpus: str | Path | Spooled | Corpus, summary: TraceSummary) -> set[str]:
     """First pass: the keys of the corpus's jobs (each once), counting jobs, duplicates
     and bad records."""
     keys: set[str] = set()

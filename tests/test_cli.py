@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from engine import __version__
 from engine.cli import main
+from engine.store import connect
 from wasm_sandbox.build import cache_dir
 from sample_corpus import RECORDS, SQUARE
 
@@ -50,6 +51,12 @@ def rows(db: Path, sql: str) -> list[tuple]:
         return con.execute(sql).fetchall()
     finally:
         con.close()
+
+
+def new_store(path: Path) -> Path:
+    """An empty steptrace store at ``path``: every command but trace needs one to exist."""
+    connect(path).close()
+    return path
 
 
 def table_items(text: str) -> dict[str, str]:

@@ -242,7 +242,8 @@ def test_one_bad_byte_loses_only_its_line_and_a_bom_is_ignored(tmp_path):
 
 
 def test_non_utf8_py_file_is_reported_and_others_load(tmp_path):
-    """In a directory corpus a .py that is not UTF-8 is one error; the others still load."""
+    """In a directory corpus a .py that is not UTF-8 is one error naming its line and
+    byte; the others still load."""
     root = tmp_path / "d"
     root.mkdir()
     (root / "latin.py").write_bytes("def f(x):\n    return 'é'\n".encode("latin-1"))
@@ -251,8 +252,7 @@ def test_non_utf8_py_file_is_reported_and_others_load(tmp_path):
     (root / "ok.json").write_text(json.dumps({"input": "2"}))
     corpus = load_corpus(root)
     assert corpus.errors == [
-        f"{root / 'latin.py'}: cannot read ('utf-8' codec can't decode byte 0xe9 in "
-        "position 22: invalid continuation byte)"]
+        f"{root / 'latin.py'}:2: not UTF-8 text (invalid continuation byte at byte 13)"]
     assert corpus.jobs == [Job(Program("d", "ok", SQUARE, "f"), "2", None, 0)]
 
 

@@ -26,7 +26,7 @@ from engine.scoring import ScoreOptions, score_predictions, store_verdicts
 from engine.stats import probability_a_beats_b
 from engine.store import StoreLockedError, connect
 from openai_stub import Reply, StubServer, answer
-from test_cli import assert_one_line_error, rows
+from test_cli import assert_one_line_error, new_store, rows
 from test_predictions import MODEL, closed_port, invoke, prompt_of
 from test_tasks import LOOP
 
@@ -137,7 +137,7 @@ def test_labels_settings_and_conflicts(tmp_path):
     others; every setting is sent and spelled into the default label; the CLI option
     --label names a run."""
     tasks = scorable_tasks(tmp_path / "t.jsonl", ["a", "b"])
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     script = {"a": block("'abc'"), "b": block("'x'")}
     with StubServer(script) as server:
         base = ("predict", "--tasks", tasks, "--model", MODEL, "--base-url", server.base_url,
@@ -177,7 +177,7 @@ def test_top_p_is_sent_only_when_given(tmp_path):
     tasks = scorable_tasks(tmp_path / "t.jsonl", ["a"])
     with StubServer({"a": block("'abc'")}) as server:
         json_of(invoke("predict", "--tasks", tasks, "--model", MODEL, "--base-url",
-                       server.base_url, "--db", tmp_path / "p.duckdb", "--format", "json"))
+                       server.base_url, "--db", new_store(tmp_path / "p.duckdb"), "--format", "json"))
     assert "top_p" not in server.bodies["a"] and server.bodies["a"]["temperature"] == 0.0
 
 
@@ -185,7 +185,7 @@ def test_another_template_under_the_same_label_is_refused_or_redone(tmp_path):
     """Tasks remade from another template keep their ids but not their prompts: resuming
     the label would take the old answers for the new prompts, so it is refused; --redo
     replaces the label's rows of these tasks (and their scores), nothing else."""
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     old = scorable_tasks(tmp_path / "old.jsonl", ["a", "b"])
     new = scorable_tasks(tmp_path / "new.jsonl", ["a", "b"],
                          prompt=lambda t: f"[[{t}]] Which value is returned?")
@@ -230,7 +230,7 @@ def test_a_verdict_of_a_prediction_made_again_while_scoring_is_not_stored(tmp_pa
     whose prediction was redone in between is left out rather than stored for the new
     answer."""
     tasks = scorable_tasks(tmp_path / "t.jsonl", ["a", "b"])
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     with StubServer({"a": block("'abc'"), "b": block("'x'")}) as server:
         options = PredictOptions(MODEL, server.base_url, label="L", concurrency=1)
         predict(tasks, db, options)
@@ -330,14 +330,14 @@ def test_openai_base_url_is_honoured_and_base_url_wins(tmp_path):
     with StubServer({"a": block("'abc'")}) as server:
         base = ("predict", "--tasks", tasks, "--model", MODEL, "--quiet", "--format", "json",
                 "--max-retries", 0)
-        from_env = json_of(invoke(*base, "--db", tmp_path / "a.duckdb",
+        from_env = json_of(invoke(*base, "--db", new_store(tmp_path / "a.duckdb"),
                                   env={"OPENAI_BASE_URL": server.base_url}))
-        explicit = json_of(invoke(*base, "--db", tmp_path / "b.duckdb",
+        explicit = json_of(invoke(*base, "--db", new_store(tmp_path / "b.duckdb"),
                                   "--base-url", server.base_url,
                                   env={"OPENAI_BASE_URL": closed}))
     assert from_env["requests"] == explicit["requests"] == 1 and server.requests == {"a": 2}
     assert_one_line_error(
-        invoke(*base, "--db", tmp_path / "c.duckdb", env={"OPENAI_BASE_URL": closed}),
+        invoke(*base, "--db", new_store(tmp_path / "c.duckdb"), env={"OPENAI_BASE_URL": closed}),
         f"cannot reach {closed}: connection refused; stopped with 0 new predictions stored "
         "(run again to resume)")
 
@@ -386,7 +386,7 @@ def test_a_store_held_by_another_process_is_a_one_line_error(tmp_path):
     """While another process writes to the store, no command can open it (DuckDB): each
     says so in one line naming the file and the process, with no request sent. While
     other processes only read it, reading commands work and writing ones are refused."""
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     tasks = scorable_tasks(tmp_path / "t.jsonl", ["a"])
     with StubServer({"a": block("'abc'")}) as server:
         json_of(invoke("predict", "--tasks", tasks, "--model", MODEL, "--base-url",
@@ -414,7 +414,7 @@ def test_a_store_held_by_another_process_is_a_one_line_error(tmp_path):
 def test_opening_waits_for_a_store_another_process_releases(tmp_path, monkeypatch):
     """connect tries again while the lock is held elsewhere: the holder lets go only
     after the first refused attempt (an event, not a delay), and the open then succeeds."""
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     connect(db).close()
     refused = threading.Event()
     attempts = []
@@ -447,7 +447,7 @@ def test_score_and_sql_read_the_store_while_predict_runs(tmp_path):
     while it runs, its first answers are in the store and `score` and `sql` in this
     process read (and score writes) the store between predict's short transactions;
     then predict finishes and stores the held answer too."""
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     tasks = scorable_tasks(tmp_path / "t.jsonl", ["a", "b", "c"])
     gate = threading.Event()
     script = {"a": block("'abc'"), "b": block("'x'"), "c": Reply(content="'abc'", gate=gate)}

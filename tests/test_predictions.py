@@ -17,7 +17,7 @@ from engine.answers import extract_answer
 from engine.cli import main
 from engine.predictions import PredictOptions, predict
 from openai_stub import Reply, StubServer, answer
-from test_cli import assert_one_line_error, rows
+from test_cli import assert_one_line_error, new_store, rows
 
 MODEL = "stub-model"
 # Short client timeout vs a 2 s slow reply; one retry keeps the retried cases quick.
@@ -159,7 +159,7 @@ def test_cli_samples_and_a_finished_rerun_makes_no_requests(tmp_path):
     --samples 4 then asks only for index 3."""
     tasks = write_tasks(tmp_path / "tasks.jsonl", [("right", "output", "direct"),
                                                   ("wrong", "state", "cot")])
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     with StubServer(SCRIPT) as server:
         args = ("predict", "--tasks", tasks, "--model", MODEL, "--base-url", server.base_url,
                 "--db", db, "--format", "json")
@@ -190,7 +190,7 @@ def test_cli_table_summary(tmp_path):
     """The default output is the summary table with the counts of the run."""
     tasks = write_tasks(tmp_path / "tasks.jsonl", [("right", "output", "direct"),
                                                   ("garbage", "output", "direct")])
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     with StubServer(SCRIPT) as server:
         result = invoke("predict", "--tasks", tasks, "--model", MODEL, "--base-url",
                         server.base_url, "--db", db, "--quiet")
@@ -214,7 +214,7 @@ def test_cli_table_summary(tmp_path):
 def test_cli_fatal_server_answers_are_one_line_errors(tmp_path, case):
     """A wrong model (404) or a wrong key (401) stops the run: one line, exit 1, no rows."""
     tasks = write_tasks(tmp_path / "tasks.jsonl", [("right", "output", "direct")])
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     with StubServer(SCRIPT, api_key="sk-right") as server:
         url = server.base_url
         model = "no-such-model" if case == "model" else MODEL
@@ -236,7 +236,7 @@ def test_cli_fatal_server_answers_are_one_line_errors(tmp_path, case):
 def test_cli_wrong_url_is_a_one_line_error(tmp_path):
     """Nothing listening at --base-url: one line, exit 1, no rows."""
     tasks = write_tasks(tmp_path / "tasks.jsonl", [("right", "output", "direct")])
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     url = f"http://127.0.0.1:{closed_port()}/v1"
     result = invoke("predict", "--tasks", tasks, "--model", MODEL, "--base-url", url,
                     "--db", db, "--max-retries", 0)
@@ -251,7 +251,7 @@ def test_server_killed_mid_run_then_resumed_without_duplicates(tmp_path):
     ids = [f"k{i}" for i in range(8)]
     tasks = write_tasks(tmp_path / "tasks.jsonl", [(t, "output", "direct") for t in ids])
     script = {t: answer(f"[ANSWER] {i} [/ANSWER]") for i, t in enumerate(ids)}
-    db = tmp_path / "p.duckdb"
+    db = new_store(tmp_path / "p.duckdb")
     with StubServer(script, kill_after=3) as server:
         args = ("predict", "--tasks", tasks, "--model", MODEL, "--db", db,
                 "--concurrency", 2, "--max-retries", 1, "--timeout", 5)
@@ -282,9 +282,10 @@ def test_cli_missing_key_variable(tmp_path):
     with StubServer(SCRIPT, api_key="steptrace-no-key") as server:
         base = ("predict", "--tasks", tasks, "--model", MODEL, "--base-url", server.base_url,
                 "--quiet")
-        named = invoke(*base, "--db", tmp_path / "a.duckdb", "--api-key-env", "NO_SUCH_VAR",
-                       env={"NO_SUCH_VAR": None})
-        default = invoke(*base, "--db", tmp_path / "b.duckdb", env={"OPENAI_API_KEY": None})
+        named = invoke(*base, "--db", new_store(tmp_path / "a.duckdb"), "--api-key-env",
+                       "NO_SUCH_VAR", env={"NO_SUCH_VAR": None})
+        default = invoke(*base, "--db", new_store(tmp_path / "b.duckdb"),
+                         env={"OPENAI_API_KEY": None})
     assert named.exit_code == 0 and default.exit_code == 0, named.output + default.output
     assert named.stderr == "warning: $NO_SUCH_VAR is not set; sending a placeholder API key\n"
     assert default.stderr == ""
@@ -293,8 +294,8 @@ def test_cli_missing_key_variable(tmp_path):
 
 def test_cli_bad_tasks_files(tmp_path):
     """A missing file, bad JSON, a record without a prompt, a duplicate id: one line
-    naming file and line, exit 1, no request and no store."""
-    db = tmp_path / "p.duckdb"
+    naming file and line, exit 1, no request and nothing written to the store."""
+    db = new_store(tmp_path / "p.duckdb")
     missing = tmp_path / "missing.jsonl"
     good = json.dumps({"task_id": "a", "kind": "output", "prompt": "[[a]] x"})
     cases = {
@@ -314,7 +315,8 @@ def test_cli_bad_tasks_files(tmp_path):
             path.write_text(text, encoding="utf-8")
             assert_one_line_error(invoke(*base, "--tasks", path), message.format(path))
     assert server.requests == {}
-    assert not db.exists()
+    assert rows(db, "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'predictions'"
+                ) == [(0,)]
 
 
 # ------------------------------------------------------------------ answer extraction

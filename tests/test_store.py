@@ -335,8 +335,8 @@ def test_db_in_a_missing_directory(tmp_path):
 
 
 def test_file_that_is_not_a_duckdb_database(tmp_path):
-    """A garbage file is a StoreError naming the file, for writing and reading alike, and
-    the file is left as it was."""
+    """A garbage file is a StoreError naming the file and saying what is wrong, for
+    writing and reading alike, and the file is left as it was."""
     db = tmp_path / "x.duckdb"
     garbage = b"this is not a database\x00\x01\x02" * 100
     db.write_bytes(garbage)
@@ -346,9 +346,7 @@ def test_file_that_is_not_a_duckdb_database(tmp_path):
                                       INPROCESS)):
         with pytest.raises(StoreError) as info:
             call()
-        message = str(info.value)
-        assert message.startswith(f"cannot open database {db}: ")
-        assert "\n" not in message
+        assert str(info.value) == f"{db} is not a DuckDB database file"
     assert db.read_bytes() == garbage
 
 
