@@ -21,9 +21,11 @@ finished before it, the blocked job's timeout outcome))`` and ends the process
 one (wasm_sandbox/pool.py). The watchdog is here rather than in the parent because the
 parent's loop is a generator that pauses while its caller stores results (a commit can
 take seconds): a clock kept there would let a blocked job overrun by as long; this
-thread sees the job's own start and is not held up by the parent. It polls every
-``WATCH_S`` (20 wake-ups a second, nothing per job): a blocked job ends between
-``timeout_s + WATCHDOG_GRACE_S`` and ``WATCH_S`` after that.
+thread sees the job's own start and is not held up by the parent. It sleeps until the
+deadline of the call it last saw (any call begun since ends later), or ``WATCH_S`` while no
+call is in progress, so it costs nothing per job and wakes about once per ``timeout_s``;
+a blocked job ends ``timeout_s + WATCHDOG_GRACE_S`` after it began, give or take the
+scheduler.
 
 The chunk's progress is shared with the watchdog under a lock, which the main thread
 also holds to record an outcome or send a chunk: once the watchdog has decided, the main
@@ -45,7 +47,7 @@ from wasm_sandbox.limits import WATCHDOG_GRACE_S, Limits
 from wasm_sandbox.runtime import JobOutcome, Sandbox
 
 POLL_S = 0.5  # how often an idle worker checks that its parent is alive
-WATCH_S = 0.05  # how often the watchdog looks at the guest call in progress
+WATCH_S = 0.05  # how often the watchdog looks for a guest call while there is none
 EXIT_WATCHDOG = 3  # exit status after the watchdog reported a blocked job
 EXIT_WATCHDOG_FAILED = 4  # the watchdog itself failed: the pool treats it as a death
 
@@ -115,9 +117,13 @@ def _watch(sandbox: Sandbox, setup: WorkerSetup, progress: _Progress,
     limit_s = setup.limits.timeout_s + WATCHDOG_GRACE_S
     try:
         while True:
-            time.sleep(WATCH_S)
             since = sandbox.busy_since
-            if since is None or time.monotonic() - since < limit_s:
+            if since is None:
+                time.sleep(WATCH_S)
+                continue
+            left = since + limit_s - time.monotonic()
+            if left > 0:
+                time.sleep(left)  # the call seen may end and others start: theirs end later
                 continue
             with progress.lock:
                 # looked at again under the lock: the call may have returned meanwhile
