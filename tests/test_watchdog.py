@@ -166,9 +166,10 @@ def test_blocked_jobs_end_as_timeout_and_chunk_mates_are_traced_exactly(alone, i
     """Every way found to block in a host call for 60 s (sleep, select, poll, selectors,
     a sleep in a loop, in __repr__, __del__, __eq__, at the top level, in the input and
     in the expected output) under a 1 s limit, in chunks with ordinary jobs, through 2
-    workers: each blocking job is ``timeout`` with the watchdog's message, each other
-    job's result equals its result traced alone, every chunk comes back whole and in
-    order, and no worker process outlives the pool."""
+    workers: each blocking job is ``timeout`` with the watchdog's message after at least
+    its limit plus the grace (and far less than its 60 s wait), each other job's result
+    equals its result traced alone, every chunk comes back whole and in order, and no
+    worker process outlives the pool."""
     chunks = [[request(job_of(name)) for name in chunk] for chunk in LAYOUT]
     before = spawn_workers(os.getpid())
     delivered = guarded(lambda: list(run_chunks(chunks, 2, LIMITS, isolation)))
@@ -177,6 +178,8 @@ def test_blocked_jobs_end_as_timeout_and_chunk_mates_are_traced_exactly(alone, i
         assert len(outcomes) == len(LAYOUT[index])
         for name, outcome in zip(LAYOUT[index], outcomes):
             assert_outcome(name, outcome.result, alone)
+            if name.startswith("block:"):  # never before limit + grace; never the whole wait
+                assert (LIMITS.timeout_s + WATCHDOG_GRACE_S) * 1e6 <= outcome.duration_us < 30e6
     leftover = {p: v for p, v in spawn_workers(os.getpid()).items() if p not in before}
     assert leftover == {}
 
