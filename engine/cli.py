@@ -116,7 +116,8 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
 @click.option("--demo", is_flag=True, help="Trace the demo corpus bundled with steptrace.")
 @db_option
 @click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="Worker processes (default: CPU count; 0 runs in this process).")
+              help="Worker processes (default: CPU count; 0 runs in this process, with no "
+                   "watchdog: a job blocked in a sleep or wait ends only when the wait does).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=Limits.timeout_s,
               show_default=True, help="Seconds per job (wall clock).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=Limits.max_steps,
@@ -180,7 +181,8 @@ def sql(sql: str | None, sql_file: Path | None, db: str, parquet: Path | None, f
               help="Also trace each run again in a separately seeded build of the guest "
                    "and flag runs whose result or trace differs.")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="Worker processes (default: one per CPU; 0 = in this process).")
+              help="Worker processes (default: one per CPU; 0 = in this process, with no "
+                   "watchdog for jobs blocked in a sleep or wait).")
 @click.option("--timeout", type=click.FloatRange(min=0.01), default=Limits.timeout_s,
               show_default=True, help="Seconds per job (wall clock).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -283,7 +285,8 @@ def _ks(ctx, param, value: str) -> tuple[int, ...]:
               show_default=True, help="Seconds per sandboxed check (input tasks, --cruxeval "
                                       "uses the official 3 s).")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="Worker processes (default: one per CPU; 0 = in this process).")
+              help="Worker processes (default: one per CPU; 0 = in this process, with no "
+                   "watchdog for jobs blocked in a sleep or wait).")
 @format_option
 def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tuple[str, ...],
           ks: tuple[int, ...],

@@ -98,7 +98,9 @@ def run_chunks(chunks: Iterable[list[dict]], workers: int, limits: Limits, isola
                variant: str = "", pool: WorkerPool | None = None
                ) -> Iterator[tuple[int, list[JobOutcome]]]:
     """Run chunks of guest requests (in worker processes, or here with ``workers=0``);
-    yield ``(chunk index, outcomes)`` as chunks finish, in any order. ``variant`` names
+    yield ``(chunk index, outcomes)`` as chunks finish, in any order. Only workers have
+    the watchdog that ends a job blocked in a sleep or wait at its time limit
+    (wasm_sandbox/worker.py); here such a job ends, as ``timeout``, when its wait does. ``variant`` names
     a separately initialised build of the guest (see wasm_sandbox.build). A ``pool``
     started earlier (``start_pool``) runs these chunks and is then told to finish, so
     that its workers exit while the caller stores the last results."""

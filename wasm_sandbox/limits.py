@@ -12,11 +12,27 @@ limit                  default     enforced by                                  
 ``max_trace_chars``    32,000,000  the tracer: all recorded reprs together           ``output_limit``
 ``max_result_bytes``   128 MiB     the host: the guest's JSON result                 ``output_limit``
 =====================  ==========  ================================================  ==============
+
+``timeout_s`` has two enforcers. Epoch interruption stops guest code that runs, but it is
+checked only in wasm code: a guest blocked in a host call (``time.sleep(60)``,
+``select.select([], [], [], 60)``: WASI's ``poll`` on a clock) is not interrupted until
+the call returns. In a worker process (wasm_sandbox/worker.py) a watchdog thread ends such a
+job ``WATCHDOG_GRACE_S`` after its limit: the worker reports the job as ``timeout`` and
+exits, and the pool replaces it and runs the rest of the chunk elsewhere
+(wasm_sandbox/pool.py). A :class:`~wasm_sandbox.runtime.Sandbox` used in the calling
+process (``--workers 0``) has no watchdog: such a job still ends as ``timeout``, but only
+when its wait ends (the first epoch check after it), however long that is.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+
+# Seconds a job may stay in the guest past its time limit before a worker's watchdog ends
+# it. Epoch interruption ends a computing job within ~2 epoch ticks (20 ms) of its limit,
+# so the watchdog only ever sees jobs blocked in a host call; the grace keeps it from
+# racing the epoch for a job that is just returning from one at the limit.
+WATCHDOG_GRACE_S = 0.5
 
 
 @dataclass(frozen=True)

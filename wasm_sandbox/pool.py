@@ -8,6 +8,18 @@ once, and the chunks queued behind it go back to the queue as if never handed ou
 chunk that kills a worker twice is reported as ``crashed`` for each of its jobs. Nothing
 another worker finished is lost.
 
+A job blocked in a host call past its time limit is ended by its worker's watchdog
+(wasm_sandbox/worker.py), which reports the outcomes of the chunk's jobs finished before
+it, and the blocked job as ``timeout``, then exits. The parent kills what is left of that
+worker, starts a replacement and hands out the chunk's remaining jobs (the ones after the
+blocked job) as a *piece* of the chunk: ``_Piece(index, requests, offset)`` is a run of a
+chunk's jobs starting at ``offset``. A chunk is yielded once every one of its jobs has an
+outcome, in order, so callers see whole chunks as before. Pieces count as their chunk for
+the dead-worker rule: a chunk whose pieces kill two workers has its remaining jobs
+reported as ``crashed``. The queued chunk of a watchdog-ended worker goes back to the
+queue, never having run; nobody's finished results are lost, and no job is run twice
+unless a worker died while running it.
+
 A worker is a plain interpreter running :mod:`wasm_sandbox.worker` (not a
 multiprocessing child, which would import the parent's main module too). Each worker
 sends its results through a pipe of its own, which the parent waits on together with the
@@ -29,7 +41,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from wasm_sandbox.build import GuestArtifacts, ensure_component, is_verified
 from wasm_sandbox.build import artifacts as guest_artifacts
@@ -76,13 +88,43 @@ class _Inbox:
         self._thread.join(timeout)
 
 
+class _Piece(NamedTuple):
+    """Jobs ``offset`` onwards of chunk ``index`` (a whole chunk has offset 0)."""
+
+    index: int
+    requests: list[dict]
+    offset: int = 0
+
+
 @dataclass
 class _Worker:
     process: subprocess.Popen
     inbox: _Inbox
     results: mpc.Connection
-    chunks: list[tuple[int, list[dict]]] = field(default_factory=list)  # first: running
+    chunks: list[_Piece] = field(default_factory=list)  # first: running
     ready: bool = False
+    ended: bool = False  # its results pipe was read to its end
+
+
+class _Assembly:
+    """Outcomes of the chunks that came back in more than one piece, until complete."""
+
+    def __init__(self) -> None:
+        self._slots: dict[int, list[JobOutcome | None]] = {}
+
+    def add(self, piece: _Piece, outcomes: list[JobOutcome]) -> list[JobOutcome] | None:
+        """Record the outcomes of ``piece``'s first ``len(outcomes)`` jobs; the chunk's
+        outcomes, in order, once every job has one."""
+        slots = self._slots.get(piece.index)
+        if slots is None:
+            if piece.offset == 0 and len(outcomes) == len(piece.requests):
+                return outcomes  # the usual case: a whole chunk at once
+            slots = self._slots[piece.index] = [None] * (piece.offset + len(piece.requests))
+        slots[piece.offset:piece.offset + len(outcomes)] = outcomes
+        if any(outcome is None for outcome in slots):
+            return None
+        del self._slots[piece.index]
+        return slots  # type: ignore[return-value]
 
 
 def prepare(limits: Limits, variant: str = "") -> GuestArtifacts:
@@ -169,6 +211,7 @@ class WorkerPool:
             try:
                 return connection.recv()
             except (EOFError, OSError):
+                readers[connection].ended = True
                 _wait(readers[connection].process, 1)
         return None
 
@@ -178,8 +221,9 @@ class WorkerPool:
         if self._finished:
             raise PoolError("the pool was told to finish: it takes no more chunks")
         source = iter(enumerate(chunks))
-        pending: list[tuple[int, list[dict]]] = []  # next chunk last; retried ones go last
+        pending: list[_Piece] = []  # next piece last; retried ones go last
         retried: set[int] = set()
+        assembly = _Assembly()
         in_flight = 0
         exhausted = False
         while True:
@@ -188,19 +232,20 @@ class WorkerPool:
                 if item is None:
                     exhausted = True
                 else:
-                    pending.insert(0, item)
+                    pending.insert(0, _Piece(*item))
             if not (pending or in_flight):
                 break
             in_flight += self._hand_out(pending)
             message = self._receive()
             if message is None:
-                for chunk, retry in self._reap_dead(retried):
+                for piece, retry in self._reap_dead(retried):
                     in_flight -= 1
                     if retry:
-                        pending.append(chunk)
-                    else:
-                        yield chunk[0], crashed_outcomes(
-                            len(chunk[1]), "the worker process died twice running this chunk")
+                        pending.append(piece)
+                    elif (whole := assembly.add(piece, crashed_outcomes(
+                            len(piece.requests),
+                            "the worker process died twice running this chunk"))) is not None:
+                        yield piece.index, whole
                 continue
             kind, worker_id, payload = message
             worker = self._workers.get(worker_id)
@@ -212,11 +257,27 @@ class WorkerPool:
             if kind == "ready":
                 worker.ready = True
             elif kind == "done":
-                worker.chunks = [c for c in worker.chunks if c[0] != payload[0]]
+                index, outcomes = payload
+                piece = next(c for c in worker.chunks if c.index == index)
+                worker.chunks.remove(piece)
                 in_flight -= 1
-                yield payload
+                if (whole := assembly.add(piece, outcomes)) is not None:
+                    yield index, whole
+            elif kind == "timeout":
+                index, finished, blocked = payload
+                running, *queued = worker.chunks
+                assert running.index == index, (running.index, index)
+                in_flight -= len(worker.chunks)
+                self._replace(worker_id)
+                pending += queued  # never ran
+                after = len(finished) + 1  # the jobs after the blocked one run elsewhere
+                if after < len(running.requests):
+                    pending.append(_Piece(index, running.requests[after:],
+                                          running.offset + after))
+                if (whole := assembly.add(running, [*finished, blocked])) is not None:
+                    yield index, whole
 
-    def _hand_out(self, pending: list[tuple[int, list[dict]]]) -> int:
+    def _hand_out(self, pending: list[_Piece]) -> int:
         """Give every ready worker without work a chunk, then queue one more behind the
         running one while more chunks wait than there are workers (near the end a
         queued chunk could wait for a busy worker while another one idles)."""
@@ -225,18 +286,31 @@ class WorkerPool:
             for worker in self._workers.values():
                 if (worker.ready and len(worker.chunks) == queue_ahead and pending
                         and (queue_ahead == 0 or len(pending) > len(self._workers))):
-                    worker.chunks.append(pending.pop())
-                    worker.inbox.put(worker.chunks[-1])
+                    piece = pending.pop()
+                    worker.chunks.append(piece)
+                    worker.inbox.put((piece.index, piece.requests))
                     handed += 1
         return handed
 
-    def _reap_dead(self, retried: set[int]) -> list[tuple[tuple[int, list[dict]], bool]]:
-        """Replace dead workers; return their chunks with whether to run them again (the
-        running chunk once; the ones queued behind it, which never ran, always)."""
+    def _replace(self, worker_id: int) -> None:
+        """Kill worker ``worker_id`` (its watchdog ended a blocked job and is ending the
+        process; the kill makes sure) and start a replacement."""
+        worker = self._workers.pop(worker_id)
+        worker.process.kill()
+        worker.process.wait()
+        worker.inbox.close(0)
+        worker.results.close()
+        self._start_worker()
+
+    def _reap_dead(self, retried: set[int]) -> list[tuple[_Piece, bool]]:
+        """Replace dead workers; return their pieces with whether to run them again (the
+        running one once per chunk; the ones queued behind it, which never ran, always)."""
         lost = []
         for worker_id, worker in list(self._workers.items()):
             if worker.process.poll() is None:
                 continue
+            if not worker.ended and worker.results.poll(0):
+                continue  # what it sent before dying (a chunk, a timeout) is read first
             del self._workers[worker_id]
             worker.inbox.close(0)
             worker.results.close()

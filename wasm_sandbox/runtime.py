@@ -16,6 +16,26 @@ Isolation:
 
 The guest sees WASI with no preopened directories, no environment variables, no
 arguments, an empty stdin, and stdout/stderr that go nowhere; it has no sockets.
+
+Blocking host calls. The epoch is checked in wasm code only. A guest waiting in a WASI host
+call (``time.sleep``, ``select``/``poll``/``selectors`` with a timeout, all of them
+``wasi:io/poll`` on a ``monotonic-clock`` pollable; stdin is empty and stdout/stderr take
+any write, so they never wait) is not interrupted: the wait runs to its end and the trap
+fires at the first check after it. The job is still ``timeout``, but late, by as long as
+it asked to wait. Nothing in this process can end that call early: wasmtime-wasi blocks
+the calling thread until the wait is over, ``WasiConfig`` has no setting that caps a
+wait, and the component ``Linker`` cannot replace just the blocking functions. Defining
+``wasi:io/poll`` (or ``monotonic-clock``) replaces the whole instance (there is no
+merging with what ``add_wasip2`` defined), and a ``pollable`` resource defined in Python
+is a different type from the one wasmtime-wasi's ``wasi:io/streams`` and
+``wasi:sockets`` subscribe functions return, so the guest no longer instantiates unless
+streams, stdio, filesystem and sockets are all reimplemented as well; a Python host
+function can neither create wasmtime-wasi's pollables nor call its ``poll``. (Wrapping the
+guest in an outer component whose own wasm forwards ``poll`` and the clock's
+``subscribe-*`` with the wait capped at the deadline could bound it in any process; that
+changes the built artifact and is not done.) So the bound is kept where the call can be
+ended, by ending the process: a worker's watchdog (wasm_sandbox/worker.py) watches
+:attr:`Sandbox.busy_since`. A Sandbox used directly (``--workers 0``) has no watchdog.
 """
 
 from __future__ import annotations
@@ -239,6 +259,12 @@ class Sandbox:
         self.ticker = EpochTicker(self.engine)
         self._deadline = max(1, math.ceil(self.limits.timeout_s / TICK_S)) + 1
         self._reused: tuple | None = None
+        # time.monotonic() when the guest began the request it is running, None between
+        # requests. Epoch interruption cannot stop a guest blocked in a host call (a sleep,
+        # a select); a worker process's watchdog thread reads this to end such a job
+        # (wasm_sandbox/worker.py). Only the guest call itself counts, not the host's
+        # parsing of its result.
+        self.busy_since: float | None = None
 
     def close(self) -> None:
         self._reused = None
@@ -272,7 +298,11 @@ class Sandbox:
         try:
             store, func = self._instantiate() if fresh else self._reused
             store.set_epoch_deadline(self._deadline)
-            text = func(store, payload)
+            self.busy_since = time.monotonic()
+            try:
+                text = func(store, payload)
+            finally:
+                self.busy_since = None
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
             self._reused = None
             trapped = classify_trap(exc, self.limits)
