@@ -403,36 +403,59 @@ def test_exits(box, baseline, name, isolation):
 # ----------------------------------------------------------------------------- tracer
 
 
-def refused(what):
-    return {"status": "tampered", "exception_message":
-            f"the program tried to reach interpreter internals ({what})"}
+def refused(what, status="exception", **more):
+    """A refused attempt: an ordinary RuntimeError in the program (here uncaught), named
+    in the run's note."""
+    want = {"status": status, "note": f"refused to the program: {what}"}
+    if status == "exception":
+        want.update(exception_type="RuntimeError",
+                    exception_message=f"steptrace: {what} is not available to traced programs")
+    want.update(more)
+    return want
 
+
+MONITORING_REFUSED = refused("sys.monitoring")
 
 TRACER_ATTACKS = {
+    # sys.monitoring is replaced for the job by an object that refuses every use
     "free_tool_id": ("import sys\ndef f():\n    sys.monitoring.free_tool_id(3)\n    return 1\n",
-                     {"status": "tampered", "exception_message":
-                      "the program freed or took over the tracer's sys.monitoring tool id"}),
+                     MONITORING_REFUSED),
     "set_events": ("import sys\ndef f():\n    sys.monitoring.set_events(3, 0)\n    return 1\n",
-                   {"status": "tampered", "exception_message":
-                    "the program changed the tracer's sys.monitoring events"}),
+                   MONITORING_REFUSED),
     "register_callback": ("import sys\ndef f():\n"
                           "    sys.monitoring.register_callback(3, sys.monitoring.events.LINE, None)\n",
-                          refused("sys.monitoring.register_callback")),
+                          MONITORING_REFUSED),
     "set_local_events": ("import sys\ndef f():\n"
                          "    sys.monitoring.set_local_events(3, f.__code__, 0)\n    return 1\n",
-                         {"status": "tampered", "exception_message":
-                          "the program changed the tracer's local events"}),
+                         MONITORING_REFUSED),
+    # switched off and on again before the call returns: no check at the end could see it
+    "events_off_and_on": ("import sys\ndef f():\n    m = sys.monitoring\n"
+                          "    old = m.get_events(3)\n    m.set_events(3, 0)\n"
+                          "    x = 1\n    x = 2\n    m.set_events(3, old)\n    return x\n",
+                          MONITORING_REFUSED),
+    "monitoring_swallowed": ("import sys\ndef f():\n    try:\n        sys.monitoring.set_events(3, 0)\n"
+                             "    except RuntimeError:\n        pass\n    x = 1\n    x = 2\n"
+                             "    return x\n",
+                             refused("sys.monitoring", "ok", output="2", line_steps=7)),
+    "monitoring_at_top_level": (
+        "import sys\nE = sys.monitoring.events\ndef f():\n    return 1\n",
+        {"status": "invalid", "exception_type": "RuntimeError",
+         "exception_message": "program failed at top level: RuntimeError: steptrace: "
+                              "sys.monitoring is not available to traced programs",
+         "note": "refused to the program: sys.monitoring"}),
     "settrace": ("import sys\ndef f():\n    sys.settrace(lambda *a: None)\n",
                  refused("sys.settrace")),
     "setprofile": ("import sys\ndef f():\n    sys.setprofile(lambda *a: None)\n",
                    refused("sys.setprofile")),
-    "addaudithook": ("import sys\ndef f():\n    sys.addaudithook(lambda *a: None)\n",
-                     refused("sys.addaudithook")),
+    # CPython's addaudithook swallows a RuntimeError from an existing hook: the new hook
+    # is simply not added
+    "addaudithook": ("import sys\ndef f():\n    sys.addaudithook(lambda *a: None)\n    return 1\n",
+                     refused("sys.addaudithook", "ok", output="1")),
     "getframe_f_back_f_locals": ("import sys\ndef f():\n    fr = sys._getframe(1)\n"
                                  "    return fr.f_back.f_locals\n", refused("sys._getframe")),
     "getframe_swallowed": ("import sys\ndef f():\n    try:\n        sys._getframe(1)\n"
                            "    except RuntimeError:\n        pass\n    return 1\n",
-                           refused("sys._getframe")),
+                           refused("sys._getframe", "ok", output="1")),
     "traceback_tb_frame": ("def f():\n    try:\n        1/0\n    except Exception as e:\n"
                            "        return e.__traceback__.tb_frame.f_back\n",
                            refused("object.__getattr__ tb_frame")),
@@ -442,9 +465,14 @@ TRACER_ATTACKS = {
                        refused("gc.get_objects")),
     "gc_get_referrers": ("import gc\ndef f():\n    return len(gc.get_referrers(f))\n",
                          refused("gc.get_referrers")),
+    # DEBUG_SAVEALL would put the runner's own garbage (frames among it) in gc.garbage
+    "gc_save_all": ("import gc\ndef f():\n    gc.set_debug(gc.DEBUG_SAVEALL)\n    gc.collect()\n"
+                    "    return len(gc.garbage)\n", refused("gc.set_debug")),
     "import_sysmon_tracer": ("def f():\n    import sysmon_tracer\n",
                              exc("ModuleNotFoundError", "No module named 'sysmon_tracer'")),
     "import_job": ("def f():\n    import job\n", exc("ModuleNotFoundError", "No module named 'job'")),
+    "import_guest": ("def f():\n    import guest\n",
+                     exc("ModuleNotFoundError", "No module named 'guest'")),
     "import_bounded_repr": ("def f():\n    import bounded_repr\n",
                             exc("ModuleNotFoundError", "No module named 'bounded_repr'")),
     "print_fake_result": ("def f():\n    print('{\"status\": \"ok\", \"output\": \"forged\"}')\n"
@@ -456,17 +484,6 @@ TRACER_ATTACKS = {
                     {"status": "ok", "output": "<repr failed: ValueError>", "output_type": "A"}),
     "repr_never_ends": ("class A:\n    def __repr__(self):\n        while True: pass\n"
                         "def f():\n    return A()\n", TIMEOUT),
-    # sys.monitoring's functions are module attributes: rebinding them fools the checks
-    "patch_sys_monitoring_module": (
-        "import sys\nm = sys.monitoring\nE = m.events\ndef f():\n"
-        "    m.free_tool_id(3)\n"
-        "    m.get_tool = lambda i: 'steptrace'\n"
-        "    m.get_events = lambda i: E.PY_START | E.PY_THROW | E.RAISE | E.PY_UNWIND\n"
-        "    m.register_callback = lambda t, e, c: c\n"
-        "    m.get_local_events = lambda t, c: (E.PY_RESUME | E.LINE | E.PY_RETURN"
-        " | E.PY_YIELD | E.INSTRUCTION)\n"
-        "    x = 1\n    x = 2\n    return 42\n",
-        {"status": "tampered"}),
 }
 
 
@@ -527,56 +544,142 @@ def test_eq_raises_during_comparison(box, baseline, isolation):
     assert_next_job_ok(box, isolation, baseline)
 
 
-def test_patched_sys_monitoring_next_batch_job(box, baseline):
-    """After a job rebinds sys.monitoring's functions, the next batch job is still traced."""
-    code, _ = TRACER_ATTACKS["patch_sys_monitoring_module"]
-    _run(box, code, isolation="batch")
-    assert_next_job_ok(box, "batch", baseline)
+# ------------------------------------------------------------------ forging a result
+# Python has no private state: without imports or frames a program can still reach every
+# class (object.__subclasses__()) and, through its methods' __globals__, every module that
+# defines one. The runner keeps nothing there (tracer/job.py, "Trust boundary"). Each
+# forgery below must leave the job's result as plain running makes it, and the next job
+# exact.
+REACH_RUNNER = """
+import sys
+# names only the runner's modules define (job, tracer, bounded_repr, shared_state, guest)
+MARKERS = {'run_job', '_CHANNELS', 'namespace_held', 'stop_status', 'trace_chars_left',
+           'frame_ids', '_BUDGET', 'str_prefix_repr', '_snapshot', 'restore_cheap', '_ENTRY',
+           '_HIDDEN_MODULES'}
+def namespaces():
+    seen, found, todo = set(), [], [object]
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        try:
+            todo.extend(type.__subclasses__(cls))
+        except TypeError:
+            pass
+        for value in list(vars(cls).values()):
+            for fn in (value, getattr(value, '__func__', None), getattr(value, 'fget', None)):
+                g = getattr(fn, '__globals__', None)
+                if isinstance(g, dict):
+                    found.append(g)
+                for cell in getattr(fn, '__closure__', None) or ():
+                    try:
+                        found.append(cell.cell_contents)
+                    except ValueError:
+                        pass
+    for module in list(sys.modules.values()):
+        found.append(getattr(module, '__dict__', None))
+    return found
+HITS = set()
+for ns in namespaces():  # at the top level, which is not traced (it is a long walk)
+    if isinstance(ns, dict):
+        HITS |= MARKERS & set(k for k in ns if isinstance(k, str))
+def f():
+    return sorted(HITS)
+"""
 
-
-# ------------------------------------------------------------------ forging the tracer
-# Python has no private state: without imports or frames a program can still reach the
-# tracer's classes (object.__subclasses__()) and module globals (function __globals__).
-# The guest compares its own modules and classes, and the tracer's state, with the build
-# after every job.
 FORGERIES = {
-    "patch_tracer_class": (
-        "def f():\n    T = [c for c in object.__subclasses__()\n"
-        "         if c.__name__ == 'Tracer' and c.__module__ == 'sysmon_tracer'][0]\n"
-        "    T._record = lambda *a, **k: 0\n    return 1\n",
-        "the program changed the tracer's code (Tracer)"),
-    "patch_runner_globals": (
-        "import sys\ndef f():\n    g = sys.modules['guest'].WitWorld.run.__globals__\n"
-        "    g['run_job'].__globals__['_fill_trace'] = lambda r, t: None\n    return 1\n",
-        "the program changed the tracer's code (job)"),
+    # json's Python classes are the program's to change: the result is written by the C
+    # encoder bound when the guest was built
+    "json_encoder_class": (
+        "import json.encoder\n"
+        "FORGED = '{\"status\": \"ok\", \"output\": \"forged\", \"output_matches\": true}'\n"
+        "def f(x):\n"
+        "    json.encoder.JSONEncoder.encode = lambda self, o: FORGED\n"
+        "    json.encoder.JSONEncoder.iterencode = lambda self, o, _one_shot=False: [FORGED]\n"
+        "    json.dumps = lambda *a, **k: FORGED\n"
+        "    json.encoder.c_make_encoder = None\n"
+        "    return x + 1\n", "1", "100",
+        {"status": "ok", "output": "2", "output_matches": False}),
+    # an object that claims to equal anything, put where the runner used to compare saved
+    # state with ==
+    "eq_lying_module_attribute": (
+        "import json, json.encoder, math\n"
+        "class Liar:\n    def __eq__(self, other):\n        return True\n"
+        "    def __ne__(self, other):\n        return False\n    __hash__ = None\n"
+        "    def __call__(self, *a, **k):\n        return '{\"status\": \"ok\"}'\n"
+        "def f():\n    json.dumps = Liar()\n    json.encoder.c_make_encoder = Liar()\n"
+        "    math.pi = Liar()\n    return 7\n", "", "7",
+        {"status": "ok", "output": "7", "output_matches": True}),
+    # no module, class or function a program can reach holds the runner's state
+    "reach_the_runner": (REACH_RUNNER, "", None, {"status": "ok", "output": "[]"}),
+    "import_guest_and_patch": (
+        "def f():\n    import guest\n    guest.job.TRACER.max_steps = 10**9\n", "", None,
+        exc("ModuleNotFoundError", "No module named 'guest'")),
+    # the tracer's own stop exception, raised by the program with a status of its choosing
+    "raise_stop_exception": (
+        "def f():\n    S = [c for c in BaseException.__subclasses__()"
+        " if c.__name__ == 'StopTracing'][0]\n"
+        "    e = S('pwned')\n    e.status = 'pwned'\n    e.message = 'forged'\n    raise e\n",
+        "", None, exc("StopTracing", "pwned")),
+    # ... and a real stop (the step limit) caught and rewritten: the status stays
+    "rewrite_real_stop": (
+        "def f():\n    try:\n        while True:\n            pass\n            pass\n"
+        "    except BaseException as e:\n        e.status = 'ok'\n        e.message = 'fine'\n"
+        "        e.args = ('fine',)\n        return 1\n", "", None,
+        {"status": "step_limit", "exception_message": "trace exceeds 100000 steps"}),
+    # the stdout cap is not the writer's to change
+    "lift_stdout_cap": (
+        "import sys\ndef f():\n    for name in ('limit', 'size', 'parts', '_fd', 'write'):\n"
+        "        try:\n            setattr(sys.stdout, name, 10**9)\n"
+        "        except (AttributeError, TypeError):\n            pass\n"
+        "    print('x' * 5000)\n    return 1\n", "", None,
+        {"status": "output_limit", "exception_message": "stdout exceeds 1000 characters"}),
+    "patch_stdout_class": (
+        "import sys\ndef f():\n    type(sys.stdout).write = lambda self, s: len(s)\n"
+        "    print('hidden')\n    return 1\n", "", None,
+        {"status": "tampered", "stdout": "",
+         "exception_message": "the program changed the runner's class StdStream"}),
+    "write_through_the_channel": (
+        "import sys\ndef f():\n    sys.audit('steptrace.write', 1, 'y' * 5000)\n    return 1\n",
+        "", None, {"status": "output_limit", "exception_message": "stdout exceeds 1000 characters"}),
+    # program code that runs after the call (the value's __repr__ and __eq__) tries to
+    # reach the runner and to patch json: refused, and the result is the real one
+    "after_call_repr_and_eq": (
+        "import sys, json.encoder\n"
+        "class V:\n"
+        "    def __repr__(self):\n"
+        "        json.encoder.JSONEncoder.encode = lambda s, o: '{}'\n"
+        "        try:\n            sys._getframe(1)\n        except RuntimeError:\n            pass\n"
+        "        return 'V()'\n"
+        "    def __eq__(self, other):\n"
+        "        sys._getframe(2).f_locals['result']['output_matches'] = True\n"
+        "        return True\n"
+        "def f():\n    return V()\n", "", "1",
+        {"status": "ok", "output": "V()", "output_matches": False}),
     "swap_function_code": (
         "def g():\n    return 2\ndef f():\n    def h():\n        return 3\n"
-        "    h.__code__ = g.__code__\n    return h()\n",
-        "the program tried to reach interpreter internals (object.__setattr__ __code__)"),
-    "raise_own_step_limit": (
-        "import sys\ndef f():\n    t = sys.modules['guest'].WitWorld.run.__globals__['TRACER']\n"
-        "    t.max_steps = 10**9\n    return 1\n",
-        "the program changed the tracer's state"),
-    "swap_recording_list": (
-        "import sys\ndef f():\n    t = sys.modules['guest'].WitWorld.run.__globals__['TRACER']\n"
-        "    t.ev = []\n    return 1\n",
-        "the program changed the tracer's state"),
+        "    h.__code__ = g.__code__\n    return h()\n", "", None,
+        refused("object.__setattr__ __code__")),
 }
 
 
 @pytest.mark.parametrize("isolation", ["job", "batch"])
 @pytest.mark.parametrize("name", list(FORGERIES))
-def test_forging_the_tracer_is_reported(box, name, isolation):
-    """Monkeypatching the tracer's classes or globals, swapping a function's code, or
-    changing the tracer's limits: the run is `tampered` with what was found, and the next
-    job (in batch isolation: a fresh instance) is traced exactly."""
-    code, message = FORGERIES[name]
-    outcome = box.run({"code": code, "input": ""}, isolation)
-    assert (outcome.result["status"], outcome.result["exception_message"]) == ("tampered", message)
-    after = box.run({"code": "def f(n):\n    s = 0\n    for i in range(n):\n        s += i\n"
-                             "    return s\n", "input": "3"}, isolation)
-    assert after.fresh_instance is True
-    assert (after.result["status"], after.result["output"], after.result["line_steps"]) == ("ok", "3", 9)
+def test_forgeries_leave_the_result_as_running_made_it(box, baseline, name, isolation):
+    """Each forgery gets exactly the result plain running gives it, and the next job (in
+    the same instance, in batch isolation, unless the forgery was reported) is exact."""
+    code, input, expected, want = FORGERIES[name]
+    result = _run(box, code, input, isolation, expected=expected)
+    assert_fields(result, want)
+    if name == "after_call_repr_and_eq":
+        assert result["note"].startswith("comparing with the expected output raised "
+                                         "RuntimeError; refused to the program: sys._getframe")
+    assert_next_job_ok(box, isolation, baseline)
+    if isolation == "batch":  # json and math are the real ones again
+        again = _run(box, "import json, math\ndef f():\n    return json.dumps([1]), math.pi\n",
+                     isolation=isolation)
+        assert_fields(again, {"status": "ok", "output": "('[1]', 3.141592653589793)"})
 
 
 # ----------------------------------------------------------------------------- through the store
@@ -624,7 +727,7 @@ def test_attacks_in_one_chunk_are_stored_with_their_statuses(tmp_path, isolation
         "patch_module": ("ok", "3", None if isolation == "job" else
                          f"changed shared interpreter state (math); {fresh}"),
         "probe_module": ("ok", "3.141592653589793", None),
-        "free_tool": ("tampered", None, None),
+        "free_tool": ("exception", None, "refused to the program: sys.monitoring"),
         "loop": ("timeout", None, None),
         "exit": ("exited", None, None),
         "clean_2": ("ok", "8", None),

@@ -538,3 +538,52 @@ def test_cli_errors_are_one_line(tmp_path, cruxeval_path, cheap_generations):
     assert usage.exit_code == 2 and "give one of --tasks, --cruxeval" in usage.stderr
     usage = invoke("score", "--cruxeval", good)
     assert usage.exit_code == 2 and "--cruxeval needs --mode input or --mode output" in usage.stderr
+
+
+# ------------------------------------------------------------------ forging generations
+# Generations are untrusted text that runs in the guest. These try to make a failing check
+# pass by forging the guest's result instead of by computing the output: patching the
+# json encoder the result used to be written with, raising the tracer's own stop exception
+# with the status "ok", reaching the runner through sys.modules, switching the tracer off,
+# exiting the interpreter with status 0, reading the runner's frame. The official harness
+# fails every one of them (checked here by running each official check program the way the
+# harness does: its own Python process, passed only if it gets to the end).
+FORGING_GENERATIONS = [
+    "f([setattr(__import__('json').encoder.JSONEncoder, 'encode', "
+    "lambda s, o: '{\"status\": \"ok\"}'), setattr(__import__('json').encoder, "
+    "'c_make_encoder', None), setattr(__import__('json'), 'dumps', "
+    "lambda *a, **k: '{\"status\": \"ok\"}'), 0][3:])",
+    "f([1]) if (_ for _ in ()).throw(next(c for c in BaseException.__subclasses__() "
+    "if c.__name__ == 'StopTracing')('ok', 'forged')) else 0",
+    "f(__import__('sys').modules['guest'].WitWorld.run.__globals__['json'].__dict__"
+    ".__setitem__('dumps', lambda *a, **k: '{\"status\": \"ok\"}') or [1])",
+    "f([1]) if __import__('sys').monitoring.set_events(3, 0) is None else 0",
+    "f(__import__('os')._exit(0))",
+    "f(__import__('sys')._getframe(0).f_back.f_locals['request']['expected'])",
+    "f([1]) if __import__('sys').audit('steptrace.write', 1, 'ok') is None else 0",
+]
+HARNESS_RUN = ("import sys\nprogram = sys.stdin.read()\nexec(program, {})\n"
+               "print('PASSED')\n")
+
+
+def harness_passes(program: str) -> bool:
+    """The official harness's verdict: the check program, exec'd in a Python process of its
+    own, runs to the end (an os._exit or a crash does not)."""
+    done = subprocess.run([sys.executable, "-c", HARNESS_RUN], input=program,
+                          capture_output=True, text=True, timeout=60)
+    return done.returncode == 0 and done.stdout.endswith("PASSED\n")
+
+
+def test_forging_generations_fail_as_in_the_official_harness(samples):
+    """Each forging generation fails, as it does in the official harness; the correct
+    generation between them still passes, and the sample's pass@1 counts one pass."""
+    s0 = samples[0]
+    generations = FORGING_GENERATIONS + [f"f({s0.input})"]
+    truth = [harness_passes(official_text(s0, g)) for g in generations]
+    assert truth == [False] * len(FORGING_GENERATIONS) + [True]
+    result = score_samples([s0], {s0.sample_id: generations}, "input", workers=0)
+    outcomes = result.samples[0].outcomes
+    assert [o == "ok" for o in outcomes] == truth
+    assert outcomes == ("AssertionError", "StopTracing", "KeyError", "RuntimeError", "exited",
+                        "RuntimeError", "AssertionError", "ok")
+    assert result.official()["pass_at_1"] == pytest.approx(100 / len(generations))

@@ -34,7 +34,9 @@ PROBE = ("import sys\n\ndef f():\n    a, b, c = object(), [1, 2], {'k': (1,)}\n"
 DIRTY = ("import json, random, string, sys\n\ndef f():\n    random.seed(5)\n"
          "    junk = [str(i) * 10 for i in range(300_000)]\n    string.junk = junk[:10]\n"
          "    sys.modules['junk'] = string\n    json.dumps(junk[:1000])\n    return len(junk)\n")
-RUNAWAY = "def f():\n    grow = []\n    while True:\n        grow.append(str(len(grow)))\n"
+# Trapped by the timeout without touching memory: how many pages a job that grows memory
+# until the timeout writes depends on how fast the machine is (the last test counts them).
+RUNAWAY = "def f():\n    while True: pass\n"
 
 
 def kernel_at_least(major: int, minor: int) -> bool:
@@ -126,7 +128,7 @@ def test_a_fresh_instance_after_any_job_is_the_same_interpreter(box):
     assert (dirty.result["status"], dirty.result["output"]) == ("ok", "300000")
     assert probe(box) == first
     runaway = box.run({"code": RUNAWAY, "input": ""}, "job")
-    assert runaway.result["status"] in ("timeout", "memory_limit")
+    assert runaway.result["status"] == "timeout"
     gc.collect()  # a trapped instance is freed by the cycle collector (test_limits.py)
     assert probe(box) == first
 
@@ -146,8 +148,9 @@ def private_pages(ranges: list[tuple[int, int]]) -> int:
 
 
 def test_the_slot_keeps_only_written_pages_as_its_own_copies(box):
-    """After many jobs, the slot's private pages are the ones jobs wrote (hundreds), not
-    the whole memory (4,672 pages) nor every page the first reset met (~3,000 without the
+    """After many jobs, the slot's private pages are the ones jobs wrote (under 2,000 for
+    the jobs of this module, the probe's 20,000-element list among them), not the whole
+    memory (4,672 pages) nor every page the first reset met (~3,000 without the
     pre-fault). With the whole-memory reset every page of the slot is a private copy."""
     for value in range(30):
         assert box.run({"code": "def f(x):\n    return [x] * 3\n", "input": str(value)},
@@ -156,6 +159,6 @@ def test_the_slot_keeps_only_written_pages_as_its_own_copies(box):
     total = sum(end - start for start, end in ranges) // 4096
     assert total >= 4600
     if box.memory_reset == RESET_WRITTEN_PAGES:
-        assert 100 < private_pages(ranges) < 1500
+        assert 100 < private_pages(ranges) < 2000
     else:
         assert private_pages(ranges) == total

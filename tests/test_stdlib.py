@@ -52,7 +52,7 @@ def f(names):
 def test_every_preloaded_module_imports_in_the_sandbox(run):
     """A traced program imports each name of MODULES with importlib: no failure."""
     modules = preload_modules()
-    assert len(modules) == 72
+    assert len(modules) == 73
     result = run(IMPORT_ALL, repr(list(modules)), expected="[]")
     assert (result["status"], result["exception_message"]) == ("ok", None)
     assert (result["output"], result["output_matches"]) == ("[]", True)
@@ -156,3 +156,44 @@ def test_humaneval_style_program_edge_cases(run):
         "ok", "[('a', 2.644)]", True)
     result = run(TOP_WORDS, "'', 3", expected="[]")
     assert (result["status"], result["output"], result["output_matches"]) == ("ok", "[]", True)
+
+
+def test_strptime_and_assert_raises_run_as_in_cpython(run):
+    """``_strptime`` (imported lazily by ``time.strptime`` and ``datetime.strptime``) is
+    preloaded, and unittest's ``assertRaises`` works: it clears the traceback's frames,
+    which the guest refuses with a RuntimeError that ``traceback.clear_frames`` expects
+    (the run's note names it)."""
+    code = ("import datetime, io, time, unittest\n"
+            "class T(unittest.TestCase):\n    def runTest(self):\n"
+            "        with self.assertRaises(ValueError):\n            int('x')\n"
+            "def f():\n    d = datetime.datetime.strptime('2024-03-05 17:04', '%Y-%m-%d %H:%M')\n"
+            "    t = time.strptime('05/03/24', '%d/%m/%y')\n"
+            "    r = unittest.TextTestRunner(stream=io.StringIO()).run(T())\n"
+            "    return d.isoformat(), t.tm_yday, r.wasSuccessful()\n")
+    result = run(code)
+    assert (result["status"], result["output"]) == ("ok", "('2024-03-05T17:04:00', 65, True)")
+    assert result["note"] == "refused to the program: object.__getattr__ tb_frame"
+
+
+@pytest.mark.parametrize(("code", "want"), [
+    ("import sys\ndef f():\n    sys.setrecursionlimit(1)\n",
+     ("exception", "RecursionError",
+      "cannot set the recursion limit to 1 at the recursion depth 2: the limit is too low")),
+    ("import sys\ndef f():\n    sys.setrecursionlimit(2)\n",
+     ("exception", "RecursionError",
+      "cannot set the recursion limit to 2 at the recursion depth 2: the limit is too low")),
+    ("import sys\ndef f():\n    sys.setrecursionlimit(0)\n",
+     ("exception", "ValueError", "recursion limit must be greater or equal than 1")),
+    ("import sys\ndef f():\n    sys.setrecursionlimit(2.5)\n",
+     ("exception", "TypeError", "'float' object cannot be interpreted as an integer")),
+    ("import sys\nsys.setrecursionlimit(1)\ndef f():\n    return 1\n",
+     ("invalid", "RecursionError", "program failed at top level: RecursionError: cannot set "
+      "the recursion limit to 1 at the recursion depth 1: the limit is too low")),
+    ("import sys\ndef f():\n    sys.setrecursionlimit(3)\n    return sys.getrecursionlimit()\n",
+     ("ok", None, None)),
+])
+def test_setrecursionlimit_fails_as_in_cpython(run, code, want):
+    """A limit at or below the current depth is CPython's RecursionError (its message and
+    depth counted as CPython counts it), not a crash of the guest."""
+    result = run(code)
+    assert (result["status"], result["exception_type"], result["exception_message"]) == want

@@ -146,7 +146,12 @@ def instrument(source: str, filename: str) -> tuple[object, list[tuple[int, int,
 
 
 class Recorder:
-    """The runtime half: what the wrapped conditions and operators saw during one call."""
+    """The runtime half: what the wrapped conditions and operators saw during one call.
+
+    Its helpers sit in the program's namespace, so the program can reach (and change) it:
+    a program can only change its own analysis, and the runner reads these counts and
+    lists as untrusted values (job.py ``_analysis_report``). Nothing here leads back to the
+    runner."""
 
     def __init__(self, conditions: int) -> None:
         self.outcomes: list[list[bool]] = [[] for _ in range(conditions)]
@@ -191,19 +196,6 @@ class Recorder:
             self.seq_ops += 1
             if sizes[0] > SMALL and sizes[1] > SMALL:
                 self.seq_ops_long += 1
-
-    def report(self, conditions: list[tuple[int, int, str]]) -> dict:
-        return {
-            "conditions": [{"line": line, "col": col, "kind": kind,
-                            "outcomes": "".join("T" if t else "F" for t in self.outcomes[i])}
-                           for i, (line, col, kind) in enumerate(conditions)
-                           if self.outcomes[i]],
-            "evaluations": self.evaluations,
-            "evaluations_truncated": self.evaluations > MAX_EVALUATIONS,
-            "int_ops": self.int_ops, "int_ops_large": self.int_ops_large,
-            "seq_ops": self.seq_ops, "seq_ops_long": self.seq_ops_long,
-            "float_ops": self.float_ops, "true_divisions": self.true_divisions,
-        }
 
 
 def _size(value) -> int:

@@ -9,8 +9,11 @@ self-reference). Other objects use their own ``__repr__``.
 
 from __future__ import annotations
 
-from builtins import enumerate, frozenset, id, len, map, repr, set, sum, type  # noqa: A004
-from sys import getsizeof
+import builtins
+
+__builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may rebind them
+
+from sys import getsizeof  # noqa: E402
 
 _SCALARS = frozenset({int, float, complex, bool, type(None), bytes, range, type(...)})
 _SEQUENCES = {list: ("[", "]"), tuple: ("(", ")")}
@@ -43,8 +46,10 @@ def _fits(value, limit: int) -> bool:
     return True
 
 
-class _Budget(Exception):
-    """Raised internally when the prefix is long enough."""
+# Raised internally when the prefix is long enough. An instance of a built-in exception,
+# not a class of this module's: every class is reachable (object.__subclasses__()) and
+# could be changed to run program code when raised.
+_BUDGET = LookupError("steptrace: repr budget reached")
 
 
 def str_prefix_repr(text: str, chars: int) -> str:
@@ -69,8 +74,11 @@ def bounded_repr(value, limit: int) -> tuple[str, bool]:
         parts: list[str] = []
         try:
             _emit(value, parts, [0, limit + 1], set())
-        except _Budget:
-            pass
+        except LookupError as exc:
+            if exc is not _BUDGET:
+                raise
+            # raised again next time: its traceback would grow and keep frames alive
+            exc.__traceback__ = exc.__context__ = None
         text = "".join(parts)
     else:
         text = repr(value)
@@ -83,7 +91,7 @@ def _add(parts: list[str], budget: list[int], piece: str) -> None:
     parts.append(piece)
     budget[0] += len(piece)
     if budget[0] >= budget[1]:
-        raise _Budget
+        raise _BUDGET
 
 
 def _emit(value, parts: list[str], budget: list[int], active: set) -> None:

@@ -1,74 +1,35 @@
 """The guest component's entry point: the WIT export ``run`` (see wit/steptrace.wit).
 
-Imported once at build time (componentize-py pre-initialises the interpreter with it), so
-the tracer and the preloaded standard library are part of the snapshot every instance
-starts from.
+Imported once at build time: componentize-py pre-initialises the interpreter with it, so
+the tracer, the preloaded standard library and a few warm-up jobs are part of the snapshot
+every instance starts from. componentize-py then calls ``WitWorld()`` once and keeps what
+it returns (in its own runtime, out of Python's reach); every call of the export is that
+object's ``run``. Nothing else holds the runner: ``WitWorld()`` removes the runner's
+modules (this one included) from ``sys.modules``, records the interpreter state that
+batch isolation restores (shared_state.py), checks that no module a program can import
+leads to the runner, and freezes the heap.
 """
 
 import gc
+import importlib
 import json
 import sys
+from types import FunctionType, SimpleNamespace
 
-import analysis as _analysis
-import bounded_repr as _bounded_repr
-import guest_io as _guest_io
-import job as _job
-import stdlib_preload  # noqa: F401  (imported for its side effect: the preloaded stdlib)
-import sysmon_tracer as _sysmon_tracer
-import wit_world
-from job import TRACER, may_touch_shared_state, run_job
+import analysis
+import bounded_repr
+import exposed
+import job
+import shared_state
+import stdlib_preload
+import sysmon_tracer
 
-# Built at init time so it needs no allocation when memory is exhausted.
-_OUT_OF_MEMORY = json.dumps({"status": "memory_limit", "exception_type": "MemoryError",
-                             "exception_message": "the guest ran out of memory building the result"})
-
-
-def preloaded() -> dict:
-    return {"imported": stdlib_preload.imported, "failed": stdlib_preload.failed}
-
-
-# What the result encoding depends on, as it was when the guest was built: a program may
-# patch these modules (json.encoder.c_make_encoder, ...) to forge the result of its job.
-_JSON_MODULES = [sys.modules[name] for name in ("json", "json.encoder", "json.decoder",
-                                                "json.scanner", "_json")]
-_JSON_STATE = [dict(module.__dict__) for module in _JSON_MODULES]
-
-
-def _restore_json() -> None:
-    for module, state in zip(_JSON_MODULES, _JSON_STATE):
-        if module.__dict__ != state:
-            module.__dict__.clear()
-            module.__dict__.update(state)
-
-
-class WitWorld(wit_world.WitWorld):
-    def run(self, request: str) -> str:
-        _restore_json()
-        try:
-            req = json.loads(request)
-            if req.get("command") == "noop":
-                return "{}"
-            if req.get("command") == "preloaded":
-                return json.dumps(preloaded())
-            result = run_job(req)
-            _restore_json()
-            changed = own_code_changed()
-            if changed:
-                result["status"] = "tampered"
-                result["exception_message"] = ("the program changed the tracer's code ("
-                                               + ", ".join(changed) + ")")
-            codes = result.pop("codes", None)
-            if req.get("check_shared_state") and (codes is None or may_touch_shared_state(codes)):
-                changed = changed_modules()
-                if changed:
-                    result["shared_state_changed"] = changed
-            return json.dumps(result, ensure_ascii=True)
-        except MemoryError:
-            return _OUT_OF_MEMORY
-        except BaseException as exc:  # never trap on a guest bug: report it
-            return json.dumps({"status": "crashed", "exception_type": type(exc).__name__,
-                               "exception_message": f"guest error: {exc}"})
-
+_RUNNER_MODULES = ("guest", "job", "sysmon_tracer", "bounded_repr", "shared_state",
+                   "stdlib_preload", "exposed", "analysis")
+_HIDDEN_MODULES = (job, sysmon_tracer, bounded_repr, shared_state)
+_AFTER_INIT = ("componentize_py_types", "componentize_py_runtime", "os", "weakref", "random",
+               "componentize_py_async_support", "componentize_py_async_support.streams",
+               "componentize_py_async_support.futures")
 
 WARM_UP_PROGRAM = """
 def g(n):
@@ -91,82 +52,83 @@ def f(a, b=2):
 def _warm_up() -> None:
     """Run jobs at build time, so the snapshot already holds what a first job would
     otherwise initialise lazily, and the runner's own code has answered DISABLE."""
-    run_job({"code": WARM_UP_PROGRAM, "input": "1, b=3", "expected": "(7, [])"})
-    run_job({"code": WARM_UP_PROGRAM, "input": "x", "expected": None})
-    run_job({"code": "def f(:", "input": "", "expected": None})
-    run_job({"code": WARM_UP_PROGRAM, "input": "1, b=3", "mode": "analyse"})
+    for request in ({"code": WARM_UP_PROGRAM, "input": "1, b=3", "expected": "(7, [])"},
+                    {"code": WARM_UP_PROGRAM, "input": "x", "expected": None},
+                    {"code": "def f(:", "input": "", "expected": None},
+                    {"code": WARM_UP_PROGRAM, "input": "1, b=3", "mode": "analyse"},
+                    {"code": WARM_UP_PROGRAM, "input": "1, b=3", "mode": "run"}):
+        result = json.loads(job.handle(json.dumps(request)))
+        if result.get("status") in ("crashed", "tampered"):
+            raise RuntimeError(f"the guest's warm-up job failed: {result}")
 
 
-TRACER.install()
+job.install()
+sysmon_tracer.install()
+job.PRELOADED = {"imported": list(stdlib_preload.imported),
+                 "failed": dict(stdlib_preload.failed)}
 _warm_up()
-# Objects of the snapshot are never garbage: keep the collector off them, so a fresh
-# instance does not touch (and copy-on-write fault) the whole heap on its first collection.
-# The guest's own modules are not importable by traced programs (a fresh copy of one,
-# found on the path, would be a different module whose state the runner never uses).
-for _name in ("job", "sysmon_tracer", "bounded_repr", "stdlib_preload", "analysis"):
-    sys.modules.pop(_name, None)
-# Every module's namespace as built: in batch isolation a job that rebinds a module
-# attribute (math.pi = 3, json.dumps = ...) has changed what the next job would see.
-_MODULE_STATE = [(name, module, dict(module.__dict__)) for name, module in sys.modules.items()
-                 if name != __name__ and getattr(module, "__dict__", None) is not None]
+
+_ENTRY = SimpleNamespace(run=job.handle)
+_THIS = sys.modules[__name__]
 
 
-_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: built-in types refuse attribute stores
-
-
-def _mutable_classes() -> list:
-    """Every class a module exposes whose namespace a program could rebind
-    (``fractions.Fraction.__repr__ = ...``), once each, with its namespace as built."""
-    seen: set[int] = set()
-    found = []
-    for _name, _module, state in _MODULE_STATE:
-        for value in state.values():
-            if (isinstance(value, type) and not value.__flags__ & _IMMUTABLE_TYPE
-                    and id(value) not in seen):
-                seen.add(id(value))
-                found.append((value, dict(value.__dict__)))
+def _hidden_ids() -> set[int]:
+    """Objects no program may reach: the runner's module namespaces and functions, the
+    entry object, sys.monitoring's namespace."""
+    found = {id(_ENTRY), id(sys.monitoring)}  # (its ``events``, plain numbers, are not)
+    for module in _HIDDEN_MODULES + (_THIS,):
+        found.add(id(module))
+        found.add(id(module.__dict__))
+        for value in module.__dict__.values():
+            if type(value) is FunctionType and value.__globals__ is module.__dict__:
+                found.add(id(value))
     return found
 
 
-def changed_modules() -> list[str]:
-    """Modules whose namespace, or the namespace of a class they expose, differs from the
-    built guest's (or that were replaced)."""
-    modules = sys.modules
-    changed = [name for name, module, state in _MODULE_STATE
-               if modules.get(name) is not module or module.__dict__ != state]
-    changed.extend(f"{cls.__module__}.{cls.__qualname__}" for cls, state in _CLASS_STATE
-                   if cls.__dict__ != state)
-    return changed
+def exposure() -> list[str]:
+    """Where a module a program can reach (anything in ``sys.modules``), or a class it
+    exposes, holds one of the hidden objects (or a sys.monitoring function), but for
+    ``sys.monitoring`` itself, which a job replaces. Run when the guest is built: the build
+    fails if anything is found."""
+    hidden = _hidden_ids()
+    found = []
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is not dict:
+            continue
+        for key, value in list(namespace.items()):
+            if module is sys and key == "monitoring":
+                continue  # replaced for every job (job.py)
+            if id(value) in hidden or getattr(value, "__self__", None) is sys.monitoring:
+                found.append(f"{name}.{key}")
+            elif isinstance(value, type):
+                for attr, inner in list(vars(value).items()):
+                    if (id(inner) in hidden
+                            or getattr(inner, "__self__", None) is sys.monitoring):
+                        found.append(f"{name}.{key}.{attr}")
+    return found
 
 
-# The guest's own code, as built. A program can reach it without imports or frames
-# (object.__subclasses__(), function __globals__) and monkeypatch it to forge its trace;
-# any change is found after the job and the run is reported as tampered.
-_OWN_CODE = [_job, _sysmon_tracer, _bounded_repr, _guest_io, _sysmon_tracer.Tracer,
-             _guest_io.BoundedWriter, _guest_io.RecursionGuard, _guest_io.StopTracing,
-             _analysis, _analysis.Recorder, _analysis.Instrument]
-_OWN_STATE: list = []
-_RUN = WitWorld.run  # componentize-py adds WitWorld.__init__ itself: only `run` is checked
-
-
-def own_code_changed() -> list[str]:
-    """Names of the guest's modules and classes whose namespace differs from the build."""
-    for owner in _OWN_CODE:  # warnings (e.g. a SyntaxWarning from compile()) note
-        if "__warningregistry__" in owner.__dict__ and not isinstance(owner, type):
-            del owner.__dict__["__warningregistry__"]  # themselves in the caller's module
-    changed = [getattr(owner, "__name__", "?") for owner, state in zip(_OWN_CODE, _OWN_STATE)
-               if owner.__dict__ != state]
-    if WitWorld.__dict__.get("run") is not _RUN:
-        changed.append("WitWorld")
-    return changed
-
-
-# Taken last, after the warm-up and every import, so that what classes cache in their
-# namespace lazily (at first use) is already there.
-_CLASS_STATE = _mutable_classes()
-gc.collect()
-gc.freeze()
-# Last: the snapshot of the guest's own code includes everything defined above. This
-# module's own namespace is not in it (it is still being executed); its only function
-# that runs per job is WitWorld.run, whose class is.
-_OWN_STATE.extend(dict(owner.__dict__) for owner in _OWN_CODE)
+def WitWorld():  # noqa: N802 (the name componentize-py looks for)
+    """componentize-py's constructor for the export: called once, when the component is
+    built; what it returns is kept by componentize-py and nowhere else."""
+    for name in _RUNNER_MODULES:
+        sys.modules.pop(name, None)
+    # componentize-py imports these after this call returns: here first, so that the
+    # snapshot batch isolation compares with (shared_state.take) already has them
+    for name in _AFTER_INIT:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    found = exposure()
+    if found:
+        raise RuntimeError("the guest exposes its runner to programs through: "
+                           + ", ".join(found))
+    shared_state.take()
+    # Objects of the snapshot are never garbage: keep the collector off them, so a fresh
+    # instance does not touch (and copy-on-write fault) the whole heap on its first
+    # collection.
+    gc.collect()
+    gc.freeze()
+    return _ENTRY

@@ -1,8 +1,8 @@
-"""One traced job inside the sandbox: compile, evaluate the call's arguments, run, report.
+"""One job inside the sandbox: compile, evaluate the call's arguments, run, report.
 
-The request and the result are plain dicts (JSON on the wire); the request's ``mode``
-(see MODES) says whether the call is traced. Everything the program can get wrong becomes
-a status with a message, never an exception out of ``run_job``:
+The request and the result are JSON objects (see ``handle``); the request's ``mode`` (see
+MODES) says whether the call is traced. Everything the program can get wrong becomes a
+status with a message, never an exception out of ``handle``:
 
 ``ok``            the call returned
 ``exception``     the call raised (``exception_type``/``exception_message`` say what)
@@ -12,32 +12,80 @@ a status with a message, never an exception out of ``run_job``:
 ``memory_limit``  ``MemoryError`` (the host caps linear memory; a trap is classified there)
 ``output_limit``  stdout/stderr above ``max_stdout`` characters, or variable states above
                   ``max_trace_chars``
-``tampered``      the program freed or reconfigured the tracer's sys.monitoring tool
+``tampered``      after the job, the tracer's sys.monitoring tool, or one of the objects the
+                  runner hands to programs (exposed.py), was not as built
 (``timeout`` and ``crashed`` are decided by the host: the guest cannot see its own trap.)
+
+Trust boundary. The program runs in this interpreter, and Python has no private state;
+so nothing the runner, the tracer or the result writer uses after the program started is
+where the program can reach it:
+
+* This module, the tracer and the other runner modules define no classes (every class is
+  reachable through ``object.__subclasses__()``, and through its methods' ``__globals__``
+  its module's state), are removed from ``sys.modules`` when the guest is built, and see a
+  private copy of the builtins. Their functions are held only by the audit hook (which
+  Python cannot list or remove), by sys.monitoring (hidden from programs, below) and by the
+  entry object componentize-py keeps (guest.py). What a program is handed (its stdout,
+  recursion-limit functions, ...) is in exposed.py and reaches the runner only through
+  ``sys.audit("steptrace.*", ...)``, handled by the hook.
+* Frames would lead to all of it (a program frame's ``f_back`` is the runner's frame), so
+  every way to get one is refused while a job runs: ``sys._getframe``, ``tb_frame``,
+  ``gi_frame``/``cr_frame``/``ag_frame``, ``sys._current_frames``; so are the garbage
+  collector's object lists, ``gc.set_debug`` (``DEBUG_SAVEALL`` would put the runner's
+  garbage in ``gc.garbage``), ``sys.settrace``/``setprofile``/``addaudithook``, and
+  ``sys.monitoring``, which is replaced for the job by an object that refuses every use:
+  a program that could switch the tracer's events off and on again would hide steps from
+  the trace, which no check at the end could see. A refusal is an ordinary RuntimeError in
+  the program (``traceback.clear_frames`` and unittest's ``assertRaises`` go on without
+  it) and is named in the run's note.
+* Every value the runner keeps is a plain ``str``/``int``/``bool`` it made itself: reprs,
+  type names (read with type's own getter, so no metaclass answers), the exception message
+  (``str()`` runs while the job is still guarded). The status of a stopped job is kept
+  here, never read back from the StopTracing the program saw. Program code (``__repr__``,
+  ``__eq__``, ``__str__``, finalizers) runs only while the job is guarded and before the
+  checks; the result is then encoded by the C JSON encoder captured when the guest was
+  built, from these values alone.
+* After the job the tracer's tool, events and callbacks, and exposed.py's objects, are
+  compared (by identity) with the build and put back; a difference is ``tampered``.
+
+This is defence in depth inside one interpreter. The hard wall is WebAssembly: whatever a
+program does here, it cannot reach the host, another job's instance (job isolation), or
+anything but the result text of its own job, which the host validates.
 """
 
 from __future__ import annotations
 
-import ast
 import builtins
-import opcode
-import sys
-import time
-from types import CodeType
-# Bound here, not looked up in builtins at each use: a program may rebind builtins.
-from builtins import bool, callable, compile, dict, eval, exec, isinstance, list, str, type, zip  # noqa: A004
 
-from analysis import Recorder, instrument
-from guest_io import BoundedWriter, RecursionGuard, StopTracing, collect_arguments
-from sysmon_tracer import EVENT_NAMES, Tracer, restore_monitoring
+__builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may rebind them
+
+import _random  # noqa: E402
+import ast  # noqa: E402
+import gc  # noqa: E402
+import json.decoder  # noqa: E402
+import json.encoder  # noqa: E402
+import json.scanner  # noqa: E402
+import random  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from types import CodeType  # noqa: E402
+
+import analysis  # noqa: E402
+import exposed  # noqa: E402
+import shared_state  # noqa: E402
+import sysmon_tracer as _tracer  # noqa: E402
+from exposed import StopTracing  # noqa: E402
 
 # trace: the traced call; analyse: the instrumented program, untraced (analysis.py);
 # run: the program as it is, untraced (checks of predicted inputs)
 MODES = ("trace", "analyse", "run")
-PROGRAM_FILE = "<program>"
+PROGRAM_FILE = _tracer.FILENAME
 INPUT_FILE = "<input>"
 EXPECTED_FILE = "<expected>"
 ARGS_HELPER = "__steptrace_args__"
+RANDOM_SEED = 0  # every job's ``random`` starts from random.seed(0), unless it asks ("seed")
+MAX_MESSAGE = 10_000  # characters kept of an exception message or a note
+PRELOADED: dict = {}  # the standard library imported at build time (set by guest.py)
 
 DEFAULT_LIMITS = {
     "max_steps": 100_000,
@@ -46,18 +94,200 @@ DEFAULT_LIMITS = {
     "max_output": 100_000,
     "max_trace_chars": 32_000_000,
 }
-# One tracer for the life of the interpreter, installed when the guest is pre-initialised
-# (see Tracer.install); each job resets its recording state.
-TRACER = Tracer(PROGRAM_FILE)
+
+# ------------------------------------------------------------------ captured when built
+_SYS = sys.__dict__            # sys's namespace: stores here cannot run a program's __setattr__
+_GC = gc.__dict__
+_STDOUT, _STDERR = sys.stdout, sys.stderr
+_MONITORING = sys.monitoring
+_REFUSED_MONITORING = exposed.RefusedNamespace("sys.monitoring")
+_GC_SET_DEBUG = gc.set_debug
+_GET_RECURSION, _SET_RECURSION = sys.getrecursionlimit, sys.setrecursionlimit
+_BUILD_RECURSION = sys.getrecursionlimit()
+_BUILTINS = builtins.__dict__
+_BUILTINS_STATE = dict(_BUILTINS)
+_getframe = sys._getframe
+_perf_ns = time.perf_counter_ns
+_collect = gc.collect
+_seed = _random.Random.seed     # the C method: random.seed (Python) may be rebound
+_RANDOM = random._inst
+_AST_ONLY = ast.PyCF_ONLY_AST
+_AST_CALL, _AST_NAME = ast.Call, ast.Name
+_TYPE_NAME = _tracer.type_name
+_JOIN = "".join
+_EXPOSED = exposed.__dict__
+_EXPOSED_STATE = dict(_EXPOSED)
+_EXPOSED_CLASSES = [(cls, dict(cls.__dict__)) for cls in
+                    (exposed.StopTracing, exposed.StdStream, exposed.StdErr,
+                     exposed.RefusedNamespace)]
+_JOB_STDOUT, _JOB_STDERR = exposed.StdStream(), exposed.StdErr()  # they hold nothing
+_type_dict = type.__dict__["__dict__"].__get__
+_set_type_attr, _del_type_attr = type.__setattr__, type.__delattr__
 
 
-def python_depth() -> int:
-    """Python frames on the stack below the caller."""
-    depth, frame = 0, sys._getframe(1)
+def _unencodable(value):
+    raise TypeError(f"steptrace result holds a {_TYPE_NAME(type(value))}")
+
+
+# The result is written by json's C encoder, bound now: json's Python classes and module
+# attributes are the program's to change (json.encoder.JSONEncoder.encode = ...).
+_ENCODE = json.encoder.c_make_encoder(None, _unencodable, json.encoder.encode_basestring_ascii,
+                                      None, ":", ",", False, False, True)
+
+
+def _reject_constant(name):
+    raise ValueError(f"steptrace request holds {name}")
+
+
+# ... and the request read by its C scanner (the host wrote it with json.dumps).
+_SCAN = json.scanner.c_make_scanner(json.decoder.JSONDecoder(parse_constant=_reject_constant))
+_WHITESPACE = frozenset(" \t\n\r")
+
+# ------------------------------------------------------------------ state (one job)
+guarding = False      # a job runs: the audit hook refuses introspection and serves channels
+refused: list = []    # what the hook refused this job
+streams = {1: [[], 0], 2: [[], 0]}  # fd -> [parts, characters]
+max_stdout = DEFAULT_LIMITS["max_stdout"]
+discard_writes = False  # after the job's stdout was taken: finalizers write nowhere
+base_depth = 0        # Python frames below the program's top level (recursion, job.py)
+tracing = False       # the tracer enforces the program's recursion limit itself
+namespace_held = None  # the program's namespace, cleared after the job (batch)
+MARGIN = 60           # frames of room the tracer's callbacks get above the program
+
+
+# ------------------------------------------------------------------ the audit hook
+_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+_REFUSED_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current_exceptions",
+                             "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                             "sys.settrace", "sys.setprofile", "sys.addaudithook",
+                             "sys.monitoring.register_callback"})
+
+
+def _audit(event: str, args: tuple) -> None:
+    """The audit hook (installed once, for the life of the interpreter). While a job runs:
+    serve the ``steptrace.*`` channel (exposed.py) and refuse what would lead a program to
+    the runner (frames, object lists, tracing hooks)."""
+    if _tracer.own or not guarding:
+        return
+    if event[:10] == "steptrace.":
+        handler = _CHANNELS.get(event)
+        if handler is not None:
+            handler(args)
+        return
+    if event == "object.__getattr__":
+        if len(args) < 2 or args[1] not in _FRAME_ATTRIBUTES:
+            return
+        what = "object.__getattr__ " + args[1]
+    elif event == "object.__setattr__":
+        # a function's __code__ swapped: in batch isolation a library function would keep
+        # the program's code for later jobs, which no namespace comparison can see
+        if len(args) < 2 or args[1] != "__code__":
+            return
+        what = "object.__setattr__ __code__"
+    elif event in _REFUSED_EVENTS:
+        what = event
+    else:
+        return
+    _refuse(what)
+
+
+def _refuse(what: str):
+    refused.append(what)
+    raise RuntimeError(f"steptrace: {what} is not available to traced programs")
+
+
+def _text(value, limit: int = MAX_MESSAGE) -> str:
+    """``value`` (a str, or a str subclass a program made) as a plain ``str`` of at most
+    ``limit`` characters."""
+    if type(value) is not str:
+        value = _JOIN((value,)) if isinstance(value, str) else "?"
+    return value if len(value) <= limit else value[:limit]
+
+
+def _on_write(args: tuple) -> None:
+    if len(args) != 2 or type(args[0]) is not int or not isinstance(args[1], str):
+        return
+    stream = streams.get(args[0])
+    if stream is None or discard_writes:
+        return
+    text = args[1] if type(args[1]) is str else _JOIN((args[1],))
+    room = max_stdout - stream[1]
+    if len(text) > room:
+        stream[0].append(text[:room])
+        stream[1] = max_stdout
+        name = "stdout" if args[0] == 1 else "stderr"
+        _tracer.halt("output_limit", f"{name} exceeds {max_stdout} characters")
+    stream[0].append(text)
+    stream[1] += len(text)
+
+
+def _on_get_recursion(args: tuple) -> None:
+    if len(args) == 1 and type(args[0]) is list and len(args[0]) == 1:
+        args[0][0] = _tracer.recursion_limit
+
+
+def _on_set_recursion(args: tuple) -> None:
+    """``sys.setrecursionlimit`` as CPython does it, for the program's own limit: the
+    depth counted is the program's (its top level is depth 1)."""
+    if len(args) != 1 or type(args[0]) is not int:
+        return
+    limit = args[0]
+    if limit < 1:
+        raise ValueError("recursion limit must be greater or equal than 1")
+    depth = _absolute_depth(3) - base_depth + 1  # the caller of exposed.setrecursionlimit
+    if depth >= limit:
+        raise RecursionError(f"cannot set the recursion limit to {limit} at the recursion "
+                             f"depth {depth}: the limit is too low")
+    _tracer.recursion_limit = limit
+    # CPython refuses a limit at or below the current depth, and this handler's frames
+    # are on the stack: a limit just above the program's depth gets a few frames more.
+    _apply_recursion(floor=_absolute_depth(0) + 2)
+
+
+def _on_refuse(args: tuple) -> None:
+    _refuse(_text(args[0], 100) if args else "?")
+
+
+_CHANNELS = {"steptrace.write": _on_write, "steptrace.getrecursionlimit": _on_get_recursion,
+             "steptrace.setrecursionlimit": _on_set_recursion, "steptrace.refuse": _on_refuse}
+
+
+def _absolute_depth(skip: int) -> int:
+    """Python frames on the stack from ``skip`` frames above the caller down."""
+    _tracer.own = True
+    try:
+        frame = _getframe(skip + 1)
+    finally:
+        _tracer.own = False
+    depth = 0
     while frame is not None:
         depth += 1
         frame = frame.f_back
     return depth
+
+
+def _apply_recursion(floor: int = 0) -> None:
+    """The interpreter's real limit: the program's, plus the runner's frames below it, plus
+    room for the tracer's callbacks while tracing; at least ``floor``."""
+    _SET_RECURSION(max(floor, _tracer.recursion_limit + base_depth + (MARGIN if tracing else 0)))
+
+
+def install() -> None:
+    """Install the audit hook (once, when the guest is built; it cannot be removed)."""
+    sys.addaudithook(_audit)
+
+
+# ------------------------------------------------------------------ one job
+def new_result() -> dict:
+    return {
+        "status": None, "exception_type": None, "exception_message": None,
+        "output": None, "output_type": None, "output_truncated": False,
+        "output_matches": None, "note": None, "stdout": "",
+        "line_steps": 0, "instruction_steps": 0, "calls": 0, "max_depth": -1,
+        "call_us": 0, "events": list(_tracer.EVENT_NAMES), "funcs": [],
+        "steps": {"event": [], "line": [], "depth": [], "frame": [], "func": []},
+        "states": {"step": [], "var": [], "value": [], "type": [], "truncated": []},
+    }
 
 
 def _invalid(result: dict, message: str) -> dict:
@@ -66,30 +296,169 @@ def _invalid(result: dict, message: str) -> dict:
     return result
 
 
-# What a program needs in order to rebind another module's state: an attribute store or
-# delete (``math.pi = 3``), or one of these names. A job whose code has none of them cannot
-# have changed shared state, so batch isolation skips the (costly) module comparison.
-_STATE_OPCODES = bytes(opcode.opmap[name] for name in ("STORE_ATTR", "DELETE_ATTR"))
-_STATE_NAMES = frozenset({
-    "setattr", "delattr", "vars", "__dict__", "__setattr__", "__delattr__", "exec", "eval",
-    "compile", "__import__", "importlib", "modules", "__builtins__", "builtins", "getattr",
-    "globals", "reload", "__class__", "__getattribute__", "__globals__", "__code__",
-})
+def _limits(requested) -> dict | None:
+    limits = dict(DEFAULT_LIMITS)
+    if requested is None:
+        return limits
+    if type(requested) is not dict:
+        return None
+    for name, value in requested.items():
+        if name not in limits or type(value) is not int or value <= 0:
+            return None
+        limits[name] = value
+    return limits
 
 
-def may_touch_shared_state(codes: list) -> bool:
-    """Conservative: True if any code object (or one nested in it) could rebind state
-    outside the program's own namespace."""
-    stack = list(codes)
-    while stack:
-        code = stack.pop()
-        operations = code.co_code[::2]
-        if any(op in operations for op in _STATE_OPCODES):
-            return True
-        if not _STATE_NAMES.isdisjoint(code.co_names):
-            return True
-        stack.extend(const for const in code.co_consts if type(const) is CodeType)
-    return False
+def handle(request_text: str) -> str:
+    """The WIT export ``run``: one JSON request in, one JSON result out."""
+    global guarding
+    guarding = True
+    try:
+        request = _decode(request_text)
+        if type(request) is not dict:
+            return _encode(_crashed("the request is not a JSON object"))
+        command = request.get("command")
+        if command == "noop":
+            return "{}"
+        if command == "preloaded":
+            return _encode(PRELOADED)
+        if command is not None:
+            return _encode(_crashed("unknown command"))
+        return _encode(run_job(request))
+    except MemoryError:
+        return _OUT_OF_MEMORY
+    except BaseException as exc:  # never trap on a guest bug: report it
+        return _encode(_crashed(f"guest error: {_TYPE_NAME(type(exc))}"))
+    finally:
+        guarding = False
+
+
+def _decode(text) -> object:
+    if type(text) is not str:
+        return None
+    value, end = _SCAN(text, 0)
+    for char in text[end:]:
+        if char not in _WHITESPACE:
+            return None
+    return value
+
+
+def _encode(result: dict) -> str:
+    return _JOIN(_ENCODE(result, 0))
+
+
+def _crashed(message: str) -> dict:
+    return {"status": "crashed", "exception_type": None, "exception_message": message}
+
+
+# Built at init time so it needs no allocation when memory is exhausted.
+_OUT_OF_MEMORY = _encode({"status": "memory_limit", "exception_type": "MemoryError",
+                          "exception_message": "the guest ran out of memory building the result"})
+
+
+def run_job(request: dict) -> dict:
+    """Run one job; return the result (plain values this module made). Never raises (but
+    MemoryError may escape if the guest cannot even build a result; the host turns the trap
+    into ``memory_limit``)."""
+    global max_stdout, discard_writes, base_depth, tracing, namespace_held
+    result = new_result()
+    limits = _limits(request.get("limits"))
+    code_text = request.get("code")
+    input_text = request.get("input", "")
+    entry = request.get("entry") or "f"
+    batch = request.get("check_shared_state") is True
+    if limits is None:
+        return _invalid(result, "request has bad limits")
+    if type(code_text) is not str or type(input_text) is not str or type(entry) is not str:
+        return _invalid(result, "request needs string 'code' and 'input'")
+    shared_state.first_job()
+    _tracer.reset_stop()
+    refused.clear()
+    streams[1] = [[], 0]
+    streams[2] = [[], 0]
+    max_stdout = limits["max_stdout"]
+    discard_writes = False
+    tracing = False
+    _tracer.recursion_limit = _BUILD_RECURSION
+    # The program's top level runs two levels above this frame (_run, then exec's entry
+    # into the interpreter from C), as a script's top level runs above the interpreter's
+    # own entry: calibrated so that top-level recursion fails where plain CPython's does.
+    base_depth = _absolute_depth(0) + 2
+    _apply_recursion()
+    seed = request.get("seed", RANDOM_SEED)
+    _seed(_RANDOM, seed if type(seed) is int else RANDOM_SEED)
+    _RANDOM.gauss_next = None
+    _SYS["stdout"], _SYS["stderr"] = _JOB_STDOUT, _JOB_STDERR
+    _SYS["getrecursionlimit"] = exposed.getrecursionlimit
+    _SYS["setrecursionlimit"] = exposed.setrecursionlimit
+    _SYS["monitoring"] = _REFUSED_MONITORING
+    _GC["set_debug"] = exposed.refused_set_debug
+    try:
+        _run(request, result, limits, code_text, input_text, entry)
+    finally:
+        _tracer.finish()
+        _restore_interpreter()
+    result["stdout"] = _JOIN(streams[1][0])
+    discard_writes = True
+    codes = result.pop("codes", None) or []
+    _tracer.reset_stop()  # its traceback holds the program's frames
+    namespace, namespace_held = namespace_held, None
+    if batch and namespace is not None:
+        # What the program left behind goes now, while the job is guarded (its finalizers
+        # write nowhere): not in the middle of a later job. In job isolation the instance
+        # goes instead.
+        namespace.clear()
+        namespace = None
+        _collect()
+        shared_state.restore_cheap()
+    namespace = None
+    reasons = _tracer.tamper_reasons() + _exposed_changed()
+    if reasons and result["status"] != "tampered":
+        result["status"] = "tampered"
+        result["exception_type"] = None
+        result["exception_message"] = _text("; ".join(reasons))
+    if batch:
+        changed = shared_state.changed(codes)
+        if changed:
+            result["shared_state_changed"] = [_text(name, 200) for name in changed]
+    if refused:
+        _add_note(result, "refused to the program: " + ", ".join(sorted(set(refused))))
+    return result
+
+
+def _restore_interpreter() -> None:
+    """What every job gets back (both isolation modes): sys's streams, recursion
+    functions and real limit, sys.monitoring, gc.set_debug, the builtins."""
+    _SYS["stdout"], _SYS["stderr"] = _STDOUT, _STDERR
+    _SYS["getrecursionlimit"], _SYS["setrecursionlimit"] = _GET_RECURSION, _SET_RECURSION
+    _SYS["monitoring"] = _MONITORING
+    _GC["set_debug"] = _GC_SET_DEBUG
+    _SET_RECURSION(_BUILD_RECURSION)
+    if shared_state._differs(_BUILTINS, _BUILTINS_STATE):
+        _BUILTINS.clear()
+        _BUILTINS.update(_BUILTINS_STATE)
+
+
+def _exposed_changed() -> list[str]:
+    """exposed.py's module and classes as built (put back if not)."""
+    found = []
+    if shared_state._differs(_EXPOSED, _EXPOSED_STATE):
+        found.append("the program changed the runner's exposed module")
+        shared_state._put_back(_EXPOSED, _EXPOSED_STATE)
+    for cls, state in _EXPOSED_CLASSES:
+        namespace = _type_dict(cls)
+        if shared_state._differs(namespace, state):
+            found.append(f"the program changed the runner's class {_TYPE_NAME(cls)}")
+            for key in [key for key in namespace if key not in state]:
+                _del_type_attr(cls, key)
+            for key, value in state.items():
+                if namespace.get(key, state) is not value:
+                    _set_type_attr(cls, key, value)
+    return found
+
+
+def _add_note(result: dict, note: str) -> None:
+    result["note"] = _text(f"{result['note']}; {note}" if result["note"] else note)
 
 
 def _out_of_memory(result: dict, message: str) -> None:
@@ -99,10 +468,13 @@ def _out_of_memory(result: dict, message: str) -> None:
 
 
 def _describe(exc: BaseException) -> str:
+    """``str(exc)``, run while the job is guarded (a program's ``__str__``), as a plain
+    capped ``str``."""
     try:
-        return str(exc)
+        text = str(exc)
     except BaseException:  # a program exception whose __str__ fails
-        return f"<{type(exc).__name__}: str() failed>"
+        return f"<{_TYPE_NAME(type(exc))}: str() failed>"
+    return _text(text)
 
 
 def compile_call_arguments(input_text: str) -> CodeType:
@@ -118,87 +490,58 @@ def compile_call_arguments(input_text: str) -> CodeType:
     source = f"{ARGS_HELPER}({input_text}\n)"
     if ")" not in input_text:
         return compile(source, INPUT_FILE, "eval")
-    tree = ast.parse(source, INPUT_FILE, mode="eval")
+    tree = compile(source, INPUT_FILE, "eval", _AST_ONLY)
     call = tree.body
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+    if not (type(call) is _AST_CALL and type(call.func) is _AST_NAME
             and call.func.id == ARGS_HELPER):
         raise ValueError("input is not a plain argument list")
     return compile(tree, INPUT_FILE, "eval")
 
 
-def new_result() -> dict:
-    return {
-        "status": None, "exception_type": None, "exception_message": None,
-        "output": None, "output_type": None, "output_truncated": False,
-        "output_matches": None, "note": None, "stdout": "",
-        "line_steps": 0, "instruction_steps": 0, "calls": 0, "max_depth": -1,
-        "call_us": 0, "events": list(EVENT_NAMES), "funcs": [],
-        "steps": {"event": [], "line": [], "depth": [], "frame": [], "func": []},
-        "states": {"step": [], "var": [], "value": [], "type": [], "truncated": []},
-    }
-
-
-def run_job(request: dict) -> dict:
-    """Run one job; return the result dict. Never raises (but MemoryError may escape if the
-    guest cannot even build a result; the host turns the trap into ``memory_limit``)."""
-    result = new_result()
-    limits = dict(DEFAULT_LIMITS)
-    limits.update(request.get("limits") or {})
-    code_text = request.get("code")
-    input_text = request.get("input", "")
-    entry = request.get("entry") or "f"
-    if not isinstance(code_text, str) or not isinstance(input_text, str):
-        return _invalid(result, "request needs string 'code' and 'input'")
-    stdout = BoundedWriter(limits["max_stdout"], "stdout")
-    stderr = BoundedWriter(limits["max_stdout"], "stderr")
-    saved = (sys.stdout, sys.stderr, dict(builtins.__dict__))
-    sys.stdout, sys.stderr = stdout, stderr
-    restore_monitoring()  # a previous job (batch isolation) may have rebound it
-    guard = RecursionGuard()
-    # The program's top level runs two levels above this frame (_run, then exec's entry
-    # into the interpreter from C), as a script's top level runs above the interpreter's
-    # own entry: calibrated so that top-level recursion fails where plain CPython's does.
-    guard.install(python_depth() + 2)
-    TRACER.refused = []
-    TRACER.guarding = True  # from here on program code may run
-    try:
-        _run(request, result, limits, code_text, input_text, entry, stdout, stderr, guard)
-        if TRACER.refused and result["status"] != "tampered":
-            result["status"] = "tampered"
-            result["exception_message"] = ("the program tried to reach interpreter internals ("
-                                           + ", ".join(sorted(set(TRACER.refused))) + ")")
-    finally:
-        TRACER.guarding = False
-        guard.restore()
-        sys.stdout, sys.stderr = saved[0], saved[1]
-        builtins.__dict__.clear()
-        builtins.__dict__.update(saved[2])
-        result["stdout"] = stdout.getvalue()
-    return result
-
-
-def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
-         guard: RecursionGuard) -> None:
+def _run(request, result, limits, code_text, input_text, entry) -> None:
+    """Compile (program, then input: both before any program code runs), run the top
+    level, evaluate the input, call. Every program object this frame holds is gone when
+    it returns."""
+    global namespace_held
     mode = request.get("mode") or "trace"
     if mode not in MODES:
-        _invalid(result, f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        shown = repr(mode) if type(mode) is str and len(mode) <= 50 else "?"
+        _invalid(result, f"unknown mode {shown}; use one of {', '.join(MODES)}")
         return
     analysed = mode == "analyse"
     conditions: list = []
     try:
         if analysed:
-            program, conditions = instrument(code_text, PROGRAM_FILE)
+            program, conditions = analysis.instrument(code_text, PROGRAM_FILE)
         else:
             program = compile(code_text, PROGRAM_FILE, "exec")
+    except MemoryError:
+        _out_of_memory(result, "MemoryError while compiling the program")
+        return
     except (SyntaxError, ValueError) as exc:
-        line = getattr(exc, "lineno", None)
-        where = f" (line {line})" if line else ""
-        _invalid(result, f"syntax error: {getattr(exc, 'msg', None) or exc}{where}")
-        result["exception_type"] = type(exc).__name__
+        line = exc.lineno if issubclass(type(exc), SyntaxError) else None
+        where = f" (line {line})" if type(line) is int else ""
+        message = exc.msg if issubclass(type(exc), SyntaxError) else None
+        _invalid(result, f"syntax error: {_text(message or _describe(exc))}{where}")
+        result["exception_type"] = _TYPE_NAME(type(exc))
         return
     result["codes"] = [program]
+    # The input is compiled now, before any program code runs (the top level could
+    # otherwise change what compiling it means); a failure is reported where it was when
+    # the top level ran first, after the entry is found.
+    input_code = input_error = None
+    try:
+        input_code = compile_call_arguments(input_text)
+        result["codes"].append(input_code)
+    except MemoryError:
+        _out_of_memory(result, "MemoryError while parsing the input")
+        return
+    except (SyntaxError, ValueError) as exc:
+        message = exc.msg if issubclass(type(exc), SyntaxError) else _describe(exc)
+        input_error = f"input does not parse as call arguments: {_text(message)}"
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
-    recorder = Recorder(len(conditions))
+    namespace_held = namespace
+    recorder = analysis.Recorder(len(conditions))
     if analysed:
         namespace.update(recorder.names())
     try:
@@ -206,57 +549,65 @@ def _run(request, result, limits, code_text, input_text, entry, stdout, stderr,
     except MemoryError:
         _out_of_memory(result, "MemoryError while running the program's top level")
         return
-    except StopTracing as stop:
-        result["status"], result["exception_message"] = stop.status, stop.message
-        return
     except BaseException as exc:
-        _invalid(result, f"program failed at top level: {type(exc).__name__}: {_describe(exc)}")
-        result["exception_type"] = type(exc).__name__
+        if _stopped(result, exc):
+            return
+        _invalid(result, f"program failed at top level: {_TYPE_NAME(type(exc))}: "
+                         f"{_describe(exc)}")
+        result["exception_type"] = _TYPE_NAME(type(exc))
         return
     function = namespace.get(entry)
     if function is None:
-        _invalid(result, f"entry function {entry!r} is not defined by the program")
+        _invalid(result, f"entry function {_text(entry, 200)!r} is not defined by the program")
         return
     if not callable(function):
-        _invalid(result, f"entry {entry!r} is not callable")
+        _invalid(result, f"entry {_text(entry, 200)!r} is not callable")
         return
+    if input_error is not None:
+        _invalid(result, input_error)
+        return
+    namespace[ARGS_HELPER] = exposed.collect_arguments
     try:
-        input_code = compile_call_arguments(input_text)
-    except MemoryError:
-        _out_of_memory(result, "MemoryError while parsing the input")
-        return
-    except (SyntaxError, ValueError) as exc:
-        _invalid(result, f"input does not parse as call arguments: {getattr(exc, 'msg', exc)}")
-        return
-    result["codes"].append(input_code)
-    namespace[ARGS_HELPER] = collect_arguments
-    try:
-        args, kwargs = eval(input_code, namespace)
+        arguments = eval(input_code, namespace)
+        if not (type(arguments) is tuple and len(arguments) == 2 and type(arguments[0]) is tuple
+                and type(arguments[1]) is dict):
+            raise TypeError("the argument helper was replaced")
+        args, kwargs = arguments
     except MemoryError:
         _out_of_memory(result, "MemoryError while evaluating the input")
         return
     except BaseException as exc:
-        _invalid(result, f"input does not evaluate: {type(exc).__name__}: {_describe(exc)}")
+        if _stopped(result, exc):
+            return
+        _invalid(result, f"input does not evaluate: {_TYPE_NAME(type(exc))}: {_describe(exc)}")
         return
     finally:
         namespace.pop(ARGS_HELPER, None)
-    if mode != "trace":
-        _untraced_call(request, result, limits, function, args, kwargs, namespace, recorder,
-                       conditions, stdout, stderr)
-        if not analysed:
-            result.pop("analysis")
+    arguments = None
+    if mode == "trace":
+        _traced_call(request, result, limits, function, args, kwargs, namespace)
     else:
-        _traced_call(request, result, limits, function, args, kwargs, namespace, stdout,
-                     stderr, guard)
+        _untraced_call(request, result, limits, function, args, kwargs, namespace, recorder,
+                       conditions if analysed else None)
+
+
+def _stopped(result: dict, raised) -> bool:
+    """If the job was stopped by a limit (whatever exception reached the runner): its
+    status, from the runner's own record."""
+    if _tracer.stop is None:
+        return False
+    result["status"] = _tracer.stop_status
+    result["exception_message"] = _tracer.stop_message
+    return True
 
 
 def _untraced_call(request, result, limits, function, args, kwargs, namespace,
-                   recorder: Recorder, conditions: list, stdout, stderr) -> None:
+                   recorder, conditions) -> None:
     """The call without the tracer: of the instrumented program (``analyse``, see
     analysis.py), or of the program as it is (``run``: checking a predicted input)."""
     value = None
-    raised: BaseException | None = None
-    started = time.perf_counter_ns()
+    raised = None
+    started = _perf_ns()
     recorder.active = True
     try:
         value = function(*args, **kwargs)
@@ -264,88 +615,69 @@ def _untraced_call(request, result, limits, function, args, kwargs, namespace,
         raised = exc
     finally:
         recorder.active = False
-        result["call_us"] = (time.perf_counter_ns() - started) // 1000
+        result["call_us"] = (_perf_ns() - started) // 1000
     args = kwargs = None
-    _set_outcome(result, limits, value, raised, stdout, stderr)
+    _set_outcome(result, limits, value, raised)
     raised = None
-    result["analysis"] = recorder.report(conditions)
+    if conditions is not None:
+        result["analysis"] = _analysis_report(recorder, conditions)
     expected = request.get("expected")
     if expected is not None:
         _compare(result, value, expected, namespace)
 
 
-def _set_outcome(result, limits, value, raised, stdout, stderr) -> None:
+def _set_outcome(result, limits, value, raised) -> None:
     """``status`` and output or exception of a call that returned or raised."""
-    if stdout.overflow or stderr.overflow:
-        result["status"] = "output_limit"
-        result["exception_message"] = stdout.overflow or stderr.overflow
-    elif isinstance(raised, MemoryError):
+    if _stopped(result, raised):
+        return
+    if raised is not None and issubclass(type(raised), MemoryError):
         _out_of_memory(result, "MemoryError: the program ran out of memory")
-    elif isinstance(raised, StopTracing):
-        result["status"], result["exception_message"] = raised.status, raised.message
     elif raised is not None:
         result["status"] = "exception"
-        result["exception_type"] = type(raised).__name__
+        result["exception_type"] = _TYPE_NAME(type(raised))
         result["exception_message"] = _describe(raised)
     else:
         result["status"] = "ok"
-        text, truncated = _bounded(TRACER, value, limits["max_output"])
+        text, truncated = _tracer.value_repr(value, limits["max_output"])
+        if _stopped(result, None):  # the value's __repr__ printed past the limit
+            return
         result["output"], result["output_truncated"] = text, truncated
-        result["output_type"] = type(value).__name__
+        result["output_type"] = _TYPE_NAME(type(value))
 
 
-def _traced_call(request, result, limits, function, args, kwargs, namespace,
-                 stdout, stderr, guard: RecursionGuard) -> None:
-    options = request.get("options") or {}
-    tracer = TRACER
-    if not tracer.installed or not tracer.intact():
-        tracer.install()  # first use, or a previous job (batch isolation) freed the tool
-    tracer.writers = (stdout, stderr)
+def _traced_call(request, result, limits, function, args, kwargs, namespace) -> None:
+    global tracing
+    options = request.get("options")
+    options = options if type(options) is dict else {}
     value = None
-    raised: BaseException | None = None
-    started = time.perf_counter_ns()
-    tracer.begin_state(limits["max_steps"], limits["max_repr"], limits["max_trace_chars"],
-                       count_instructions=options.get("instructions", True),
-                       full_locals=options.get("full_locals", False))
-    tracer.recursion = guard
-    tracer.base_frame = tracer._frame(1)
-    guard.trace_mode(True)
+    raised = None
+    started = _perf_ns()
+    _tracer.begin(limits["max_steps"], limits["max_repr"], limits["max_trace_chars"],
+                  instructions_on=options.get("instructions", True) is not False,
+                  locals_on=options.get("full_locals", False) is True)
+    _tracer.base_frame = _tracer.frame_at(0)
+    tracing = True
+    _apply_recursion()
     try:
         value = function(*args, **kwargs)
     except BaseException as exc:  # everything the program can raise, SystemExit included
         raised = exc
     finally:
-        tracer.finish()
-        tracer.base_frame = None
-        guard.trace_mode(False)
-        result["call_us"] = (time.perf_counter_ns() - started) // 1000
-    tampered = tracer.tamper_report()
+        _tracer.finish()
+        tracing = False
+        _apply_recursion()
+        result["call_us"] = (_perf_ns() - started) // 1000
     args = kwargs = None
-    if tampered is not None:
-        result["status"] = "tampered"
-        result["exception_message"] = tampered
-    elif tracer.stop is not None:
-        result["status"] = tracer.stop.status
-        result["exception_message"] = tracer.stop.message
-    else:
-        _set_outcome(result, limits, value, raised, stdout, stderr)
+    _set_outcome(result, limits, value, raised)
     raised = None
-    _fill_trace(result, tracer)
+    _fill_trace(result)
     expected = request.get("expected")
     if expected is not None:
         _compare(result, value, expected, namespace)
 
 
-def _bounded(tracer: Tracer, value, limit: int) -> tuple[str, bool]:
-    saved = tracer.max_repr
-    tracer.max_repr = limit
-    try:
-        return tracer.bounded_repr(value)
-    finally:
-        tracer.max_repr = saved
-
-
-def _fill_trace(result: dict, tracer: Tracer) -> None:
+def _fill_trace(result: dict) -> None:
+    tracer = _tracer
     result["line_steps"] = tracer.line_steps
     result["instruction_steps"] = tracer.instructions
     result["calls"] = tracer.calls
@@ -360,10 +692,15 @@ def _fill_trace(result: dict, tracer: Tracer) -> None:
         result["snapshots"] = tracer.snapshots
 
 
-def _compare(result: dict, value, expected_text: str, namespace: dict) -> None:
-    """``output_matches``: ``value == <expected>`` evaluated as the benchmark's assert does."""
+def _compare(result: dict, value, expected_text, namespace: dict) -> None:
+    """``output_matches``: ``value == <expected>`` evaluated as the benchmark's assert does
+    (the program's ``__eq__`` runs, while the job is guarded)."""
     if result["status"] != "ok":
         result["output_matches"] = False
+        return
+    if type(expected_text) is not str:
+        result["output_matches"] = False
+        result["note"] = "expected output is not a string"
         return
     try:
         expected_code = compile(expected_text, EXPECTED_FILE, "eval")
@@ -371,10 +708,49 @@ def _compare(result: dict, value, expected_text: str, namespace: dict) -> None:
         expected = eval(expected_code, namespace)
     except BaseException as exc:
         result["output_matches"] = False
-        result["note"] = f"expected output does not evaluate: {type(exc).__name__}: {_describe(exc)}"
+        if _stopped(result, exc):
+            result["output_matches"] = False
+            return
+        result["note"] = (f"expected output does not evaluate: {_TYPE_NAME(type(exc))}: "
+                          f"{_describe(exc)}")
         return
     try:
-        result["output_matches"] = bool(value == expected)
+        matches = True if (value == expected) else False
     except BaseException as exc:
-        result["output_matches"] = False
-        result["note"] = f"comparing with the expected output raised {type(exc).__name__}"
+        matches = False
+        if not _stopped(result, exc):
+            result["note"] = f"comparing with the expected output raised {_TYPE_NAME(type(exc))}"
+    if _stopped(result, None):
+        result["output"] = result["output_type"] = None
+        matches = False
+    result["output_matches"] = matches
+
+
+def _analysis_report(recorder, conditions: list) -> dict:
+    """What the instrumented run recorded, read as plain values. The recorder is the
+    program's to see (its helpers sit in the program's namespace), so a program can only
+    change its own analysis; every value is type-checked and bounded here."""
+    def count(name: str) -> int:
+        value = getattr(recorder, name, 0)
+        return value if type(value) is int and value >= 0 else 0
+
+    outcomes = getattr(recorder, "outcomes", None)
+    if type(outcomes) is not list or len(outcomes) != len(conditions):
+        outcomes = [[] for _ in conditions]
+    rows = []
+    kept = 0
+    for (line, col, kind), seen in zip(conditions, outcomes):
+        if type(seen) is not list or not seen:
+            continue
+        seen = seen[:max(0, analysis.MAX_EVALUATIONS - kept)]
+        kept += len(seen)
+        rows.append({"line": line, "col": col, "kind": kind,
+                     "outcomes": _JOIN(["T" if item is True else "F" for item in seen])})
+    evaluations = count("evaluations")
+    return {
+        "conditions": rows, "evaluations": evaluations,
+        "evaluations_truncated": evaluations > analysis.MAX_EVALUATIONS,
+        "int_ops": count("int_ops"), "int_ops_large": count("int_ops_large"),
+        "seq_ops": count("seq_ops"), "seq_ops_long": count("seq_ops_long"),
+        "float_ops": count("float_ops"), "true_divisions": count("true_divisions"),
+    }

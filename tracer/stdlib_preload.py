@@ -23,6 +23,8 @@ MODULES = (
     "secrets", "shlex", "statistics", "string", "struct", "textwrap", "time", "tokenize",
     "traceback", "types", "typing", "unicodedata", "uuid", "warnings", "weakref", "zlib",
     "zipfile", "unittest", "doctest", "sys", "os", "pathlib",
+    # imported lazily by time.strptime and datetime.strptime
+    "_strptime",
 )
 
 imported: list[str] = []

@@ -40,16 +40,26 @@ clean-up is not recorded (it is not part of what the call did).
 Variable states are delta-encoded per frame: a step lists the locals of its frame whose
 value (``repr`` and type) differs from that frame's previous step, and names that became
 unbound (value ``None``). Names in angle brackets are event values, not locals.
+
+Trust: the tracer shares its interpreter with the program, so it keeps no state where the
+program can reach it. It is a module (no classes: a class is reachable through
+``object.__subclasses__()``, and through its methods' ``__globals__`` everything its module
+holds); the module is removed from ``sys.modules`` once the guest is built, its callbacks
+are held only by sys.monitoring (whose namespace the program cannot see while it runs,
+see job.py), and its functions see a private copy of the builtins, so rebinding
+``builtins.len`` changes only the program.
 """
 
 from __future__ import annotations
 
-import sys
-# Bound here, not looked up in builtins at each use: a program may rebind builtins.
-from builtins import len, range, type, zip  # noqa: A004
+import builtins
 
-from bounded_repr import bounded_repr
-from guest_io import StopTracing
+__builtins__ = dict(builtins.__dict__)  # the builtins as built: see the docstring
+
+import sys  # noqa: E402
+
+from bounded_repr import bounded_repr as _bounded_repr  # noqa: E402
+from exposed import StopTracing  # noqa: E402
 
 TOOL_ID = 3  # not one of the reserved ids (debugger 0, coverage 1, profiler 2, optimizer 5)
 TOOL_NAME = "steptrace"
@@ -63,12 +73,9 @@ _ATOMIC_TYPES = frozenset(
     {int, float, complex, str, bytes, bool, type(None), range, type(...)}
 )
 
-
 _getframe = sys._getframe
-# sys.monitoring's functions, bound once: a program may rebind the module's attributes to
-# make a freed or silenced tool look intact. Its namespace is also restored after a job.
+# sys.monitoring's functions, bound once (the program never sees the namespace itself).
 _MONITORING = sys.monitoring
-_MON_STATE = dict(_MONITORING.__dict__)
 _get_tool = _MONITORING.get_tool
 _use_tool_id = _MONITORING.use_tool_id
 _free_tool_id = _MONITORING.free_tool_id
@@ -79,501 +86,477 @@ _set_local_events = _MONITORING.set_local_events
 _get_local_events = _MONITORING.get_local_events
 _EVENTS = _MONITORING.events
 _DISABLE = _MONITORING.DISABLE
-_CALLBACKS = (("PY_START", "_on_start"), ("PY_RESUME", "_on_resume"), ("PY_THROW", "_on_throw"),
-              ("LINE", "_on_line"), ("PY_RETURN", "_on_return"), ("PY_YIELD", "_on_yield"),
-              ("RAISE", "_on_raise"), ("PY_UNWIND", "_on_unwind"),
-              ("INSTRUCTION", "_on_instruction"))
-_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
-_REFUSED_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current_exceptions",
-                             "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-                             "sys.settrace", "sys.setprofile", "sys.addaudithook"})
+GLOBAL_EVENTS = _EVENTS.PY_START | _EVENTS.PY_THROW | _EVENTS.RAISE | _EVENTS.PY_UNWIND
+_LOCAL_EVENTS = _EVENTS.PY_RESUME | _EVENTS.LINE | _EVENTS.PY_RETURN | _EVENTS.PY_YIELD
+# BaseException.__new__/__init__, not StopTracing(...): the class is the program's to see
+# (and to change), its constructor must not run program code inside the tracer.
+_new_exception = BaseException.__new__
+_init_exception = BaseException.__init__
+
+FILENAME = "<program>"  # the traced program's code objects are compiled under this name
+
+# ------------------------------------------------------------------ state (one job)
+own = False               # the tracer itself is calling an audited function (job.py's hook)
+active = False            # recording
+stop = None               # the StopTracing this job was stopped with, or None
+stop_status = None        # ... and its status and message (never read from the exception)
+stop_message = None
+recursion_limit = 1000    # the program's recursion limit (sys.setrecursionlimit, job.py)
+base_frame = None         # the runner's frame that calls the entry function
+callbacks: dict = {}      # sys.monitoring event -> callback, as registered
+max_steps = max_repr = trace_chars_left = 0
+count_instructions = True
+full_locals = False       # tests: also record complete locals per step
+ev: list = []             # step columns
+ln: list = []
+dp: list = []
+fr: list = []
+fn: list = []
+states: list = []         # (step, name, repr or None, type name or None, truncated)
+snapshots: list = []      # full_locals mode: (step, {name: repr})
+funcs: list = []
+code_index: dict = {}     # traced code object -> index into funcs
+offset_lines: dict = {}   # code object -> {offset: line}
+frame_ids: dict = {}      # live frame object -> frame id
+frame_depths: dict = {}   # running program frame -> Python depth above base
+prev: dict = {}           # frame id -> {name: (obj, repr, type)}
+stack: list = []          # (frame id, frame) of active program frames
+next_frame = 0
+line_steps = instructions = calls = 0
+max_depth = -1
+quiet = 0                 # > 0 while the tracer itself runs program code (a __repr__)
+MAX_NAME = 1000           # characters kept of a function's qualified name
 
 
-def restore_monitoring() -> bool:
-    """Put back sys.monitoring's namespace as the guest was built; True if it was changed."""
-    if _MONITORING.__dict__ == _MON_STATE:
-        return False
-    _MONITORING.__dict__.clear()
-    _MONITORING.__dict__.update(_MON_STATE)
-    return True
+def begin(steps_limit: int, repr_limit: int, trace_chars: int,
+          instructions_on: bool = True, locals_on: bool = False) -> None:
+    """Forget the previous job and record from now on."""
+    global max_steps, max_repr, trace_chars_left, count_instructions, full_locals
+    global ev, ln, dp, fr, fn, states, snapshots, funcs, code_index, offset_lines
+    global frame_ids, frame_depths, prev, stack, next_frame, line_steps, instructions
+    global calls, max_depth, quiet, active
+    max_steps, max_repr, trace_chars_left = steps_limit, repr_limit, trace_chars
+    count_instructions, full_locals = instructions_on, locals_on
+    ev, ln, dp, fr, fn = [], [], [], [], []
+    states, snapshots, funcs = [], [], []
+    code_index, offset_lines, frame_ids, frame_depths, prev = {}, {}, {}, {}, {}
+    stack = []
+    next_frame = line_steps = instructions = calls = quiet = 0
+    max_depth = -1
+    active = True
 
 
-def GLOBAL_EVENTS() -> int:  # noqa: N802 (a constant, computed when monitoring exists)
-    ev = _EVENTS
-    return ev.PY_START | ev.PY_THROW | ev.RAISE | ev.PY_UNWIND
+def reset_stop() -> None:
+    global stop, stop_status, stop_message
+    stop = stop_status = stop_message = None
 
 
-class Tracer:
-    """Records steps and delta-encoded locals for code compiled under ``filename``."""
+def halt(status: str, message: str):
+    """Stop the job: from now on every event of the program raises the same StopTracing."""
+    global stop, stop_status, stop_message
+    if stop is None:
+        exc = _new_exception(StopTracing)
+        _init_exception(exc, message)
+        stop, stop_status, stop_message = exc, status, message
+    raise stop
 
-    def __init__(self, filename: str) -> None:
-        self.filename = filename
-        self.own = False        # the tracer itself is calling sys._getframe
-        self.audit_installed = False
-        self.callbacks: dict = {}
-        self.guarding = False   # program code may run: the audit hook refuses introspection
-        self.refused: list[str] = []
-        self.writers: tuple = ()
-        self.base_frame = None   # the runner's frame that calls the entry function
-        self.recursion = None    # job.RecursionGuard: the program's recursion limit
-        self.active = False
-        self.installed = False
-        self.begin_state(max_steps=0, max_repr=0, max_trace_chars=0)
-        self.active = False
 
-    def begin_state(self, max_steps: int, max_repr: int, max_trace_chars: int,
-                    count_instructions: bool = True, full_locals: bool = False) -> None:
-        """Forget the previous job and record from now on."""
-        self.max_steps = max_steps
-        self.max_repr = max_repr
-        self.trace_chars_left = max_trace_chars
-        self.count_instructions = count_instructions
-        self.full_locals = full_locals  # tests: also record complete locals per step
-        # step columns
-        self.ev: list[int] = []
-        self.ln: list[int] = []
-        self.dp: list[int] = []
-        self.fr: list[int] = []
-        self.fn: list[int] = []
-        # state rows: (step, name, repr or None, type name or None, truncated)
-        self.states: list[tuple] = []
-        self.snapshots: list[tuple] = []  # full_locals mode: (step, {name: repr})
-        self.funcs: list[str] = []
-        self.code_index: dict = {}      # traced code object -> index into funcs
-        self.offset_lines: dict = {}    # code object -> {offset: line}
-        self.frame_ids: dict = {}       # live frame object -> frame id
-        self.frame_depths: dict = {}    # running program frame -> Python depth above base
-        self.prev: dict = {}            # frame id -> {name: (obj, repr, type)}
-        self.stack: list[tuple] = []    # (frame id, frame) of active program frames
-        self.next_frame = 0
-        self.line_steps = 0
-        self.instructions = 0
-        self.calls = 0
-        self.max_depth = -1
-        self.quiet = 0  # > 0 while the tracer itself runs program code (a __repr__)
-        self.stop: StopTracing | None = None
-        self.active = True
-        self.expected_state = self._own_state()
+def finish() -> None:
+    """Stop recording; drop references to the program's frames and values."""
+    global active, base_frame
+    active = False
+    base_frame = None
+    frame_ids.clear()
+    frame_depths.clear()
+    prev.clear()
+    stack.clear()
 
-    # ------------------------------------------------------------------ lifecycle
-    def install(self) -> None:
-        """Register the tool and its global events once, for the life of the interpreter.
 
-        Done while the guest is pre-initialised, so the snapshot already has it: foreign
-        code run during the warm-up job has answered ``DISABLE`` and stays disabled in
-        every instance. Switching events on and off per job instead would make CPython
-        re-instrument every code object twice per job."""
-        self.own = True
-        try:
-            self._install()
-        finally:
-            self.own = False
+# ------------------------------------------------------------------ lifecycle
+def install() -> None:
+    """Register the tool and its global events, for the life of the interpreter.
 
-    def _install(self) -> None:
-        ev = _EVENTS
+    Done while the guest is pre-initialised, so the snapshot already has it: foreign code
+    run during the warm-up job has answered ``DISABLE`` and stays disabled in every
+    instance. Switching events on and off per job instead would make CPython re-instrument
+    every code object twice per job."""
+    global own
+    own = True
+    try:
         if _get_tool(TOOL_ID) is not None:
             _free_tool_id(TOOL_ID)
         _use_tool_id(TOOL_ID, TOOL_NAME)
-        _set_events(TOOL_ID, GLOBAL_EVENTS())
-        self.callbacks = {getattr(ev, name): getattr(self, method) for name, method in _CALLBACKS}
-        for event, callback in self.callbacks.items():
+        _set_events(TOOL_ID, GLOBAL_EVENTS)
+        callbacks.clear()
+        for name, callback in (("PY_START", _on_start), ("PY_RESUME", _on_resume),
+                               ("PY_THROW", _on_throw), ("LINE", _on_line),
+                               ("PY_RETURN", _on_return), ("PY_YIELD", _on_yield),
+                               ("RAISE", _on_raise), ("PY_UNWIND", _on_unwind),
+                               ("INSTRUCTION", _on_instruction)):
+            event = getattr(_EVENTS, name)
+            callbacks[event] = callback
             _register_callback(TOOL_ID, event, callback)
-        if not self.audit_installed:
-            sys.addaudithook(self._audit)  # cannot be removed: installed once
-            self.audit_installed = True
-        self.installed = True
+    finally:
+        own = False
 
-    def local_events(self) -> int:
-        ev = _EVENTS
-        return (ev.PY_RESUME | ev.LINE | ev.PY_RETURN | ev.PY_YIELD
-                | (ev.INSTRUCTION if self.count_instructions else 0))
 
-    def intact(self) -> bool:
-        """Is the tool still registered as installed (a program may free it)?"""
-        self.own = True
-        try:
-            return _get_tool(TOOL_ID) == TOOL_NAME
-        finally:
-            self.own = False
+def local_events() -> int:
+    return _LOCAL_EVENTS | (_EVENTS.INSTRUCTION if count_instructions else 0)
 
-    def tamper_report(self) -> str | None:
-        """After a job: why its trace cannot be trusted, or None. Restores the tool for
-        the next job (batch isolation) whatever the program did to it."""
-        self.own = True  # the checks below use sys.monitoring, which the audit hook guards
-        try:
-            return self._tamper_reasons()
-        finally:
-            self.own = False
 
-    def _own_state(self) -> tuple:
-        """What a job may not change in the tracer: its limits (compared by value) and its
-        recording lists (compared by identity in ``_state_changed``)."""
-        return ((self.max_steps, self.max_repr, self.count_instructions, self.filename),
-                (self.ev, self.ln, self.dp, self.fr, self.fn, self.states, self.funcs,
-                 self.code_index, self.callbacks))
-
-    def _state_changed(self) -> bool:
-        """Objects are compared with ``is``, not by ``id()``: every ``id()`` call raises
-        an audit event, that is a call of the audit hook (18 a job, ~3% of a batch job)."""
-        (limits, objects), (expected_limits, expected_objects) = (self._own_state(),
-                                                                  self.expected_state)
-        if limits != expected_limits:
-            return True
-        for current, expected in zip(objects, expected_objects):
-            if current is not expected:
-                return True
-        return False
-
-    def _tamper_reasons(self) -> str | None:
+def tamper_reasons() -> list[str]:
+    """After a job: what no longer holds of the tool as installed (the program never sees
+    sys.monitoring, so this is defence in depth). Reinstalls what was changed."""
+    global own
+    own = True
+    try:
         reasons = []
-        if self._state_changed():
-            reasons.append("the program changed the tracer's state")
-        if self.refused:
-            reasons.append("the program tried to reach interpreter internals ("
-                           + ", ".join(sorted(set(self.refused))) + ")")
-        if restore_monitoring():
-            reasons.append("the program rebound sys.monitoring's functions")
         if _get_tool(TOOL_ID) != TOOL_NAME:
-            reasons.append("the program freed or took over the tracer's sys.monitoring tool id")
+            reasons.append("the tracer's sys.monitoring tool id was freed or taken over")
         else:
-            if _get_events(TOOL_ID) != GLOBAL_EVENTS():
-                reasons.append("the program changed the tracer's sys.monitoring events")
-            replaced = [event for event, callback in self.callbacks.items()
-                        if _register_callback(TOOL_ID, event, callback) != callback]
+            if _get_events(TOOL_ID) != GLOBAL_EVENTS:
+                reasons.append("the tracer's sys.monitoring events were changed")
+            replaced = False
+            for event, callback in callbacks.items():
+                if _register_callback(TOOL_ID, event, callback) is not callback:
+                    replaced = True
             if replaced:
-                reasons.append("the program replaced the tracer's sys.monitoring callbacks")
-            wanted = self.local_events()
-            if any(_get_local_events(TOOL_ID, code) != wanted for code in self.code_index):
-                reasons.append("the program changed the tracer's local events")
-        if reasons:
-            self.installed = False  # reinstalled before the next job
-            return "; ".join(reasons)
-        return None
+                reasons.append("the tracer's sys.monitoring callbacks were replaced")
+            wanted = local_events()
+            for code in code_index:
+                if _get_local_events(TOOL_ID, code) != wanted:
+                    reasons.append("the tracer's local events were changed")
+                    break
+    finally:
+        own = False
+    if reasons:
+        install()
+    return reasons
 
-    def finish(self) -> None:
-        """Stop recording; drop references to the program's frames and values."""
-        self.active = False
-        self.frame_ids.clear()
-        self.frame_depths.clear()
-        self.prev.clear()
-        self.stack.clear()
 
-    # ------------------------------------------------------------------ recording
-    def _record(self, kind: int, code, line: int, frame, fid: int) -> int:
-        """Append one step; enforce the step limit. Returns the step index."""
-        index = len(self.ev)
-        for writer in self.writers:
-            if writer.overflow is not None and self.stop is None:
-                self._halt("output_limit", writer.overflow)
-        if index >= self.max_steps:
-            self._halt("step_limit", f"trace exceeds {self.max_steps} steps")
-        depth = len(self.stack) - 1
-        if depth > self.max_depth:
-            self.max_depth = depth
-        self.ev.append(kind)
-        self.ln.append(line)
-        self.dp.append(depth)
-        self.fr.append(fid)
-        self.fn.append(self.code_index[code])
-        self._delta(frame, fid, index)
-        return index
+# ------------------------------------------------------------------ recording
+def _record(kind: int, code, line: int, frame, fid: int) -> int:
+    """Append one step; enforce the step limit. Returns the step index."""
+    global max_depth
+    index = len(ev)
+    if index >= max_steps:
+        halt("step_limit", f"trace exceeds {max_steps} steps")
+    depth = len(stack) - 1
+    if depth > max_depth:
+        max_depth = depth
+    ev.append(kind)
+    ln.append(line)
+    dp.append(depth)
+    fr.append(fid)
+    fn.append(code_index[code])
+    _delta(frame, fid, index)
+    return index
 
-    def _delta(self, frame, fid: int, index: int) -> None:
-        """Record the locals of ``frame`` that changed since its previous step."""
-        prev = self.prev[fid]
-        local_vars = frame.f_locals
-        seen = 0
-        for name, value in local_vars.items():
-            seen += 1
-            old = prev.get(name)
-            kind = type(value)
-            if old is not None and old[0] is value and old[2] is kind and kind in _ATOMIC_TYPES:
-                continue
-            text, truncated = self.bounded_repr(value)
-            # only immutable atomic values are kept (for the identity shortcut above):
-            # holding any other object would delay its __del__ past the line that drops it
-            kept = value if kind in _ATOMIC_TYPES else None
-            if old is not None and old[1] == text and old[2] is kind:
-                prev[name] = (kept, text, kind)
-                continue
-            prev[name] = (kept, text, kind)
-            self._state(index, name, text, kind.__name__, truncated)
-        if seen != len(prev):
-            for name in [n for n in prev if n not in local_vars]:
-                del prev[name]
-                self.states.append((index, name, None, None, False))
-        if self.full_locals:  # computed afresh, independently of the deltas' bookkeeping
-            self.snapshots.append((index, {n: self.bounded_repr(v)[0]
-                                           for n, v in local_vars.items()}))
 
-    def _state(self, index: int, name: str, text: str, type_name: str,
-               truncated: bool) -> None:
-        self.trace_chars_left -= len(text) + len(name)
-        if self.trace_chars_left < 0:
-            self._halt("output_limit", "trace exceeds its size limit (variable states)")
-        self.states.append((index, name, text, type_name, truncated))
+def _delta(frame, fid: int, index: int) -> None:
+    """Record the locals of ``frame`` that changed since its previous step."""
+    old_values = prev[fid]
+    local_vars = frame.f_locals
+    seen = 0
+    for name, value in local_vars.items():
+        seen += 1
+        old = old_values.get(name)
+        kind = type(value)
+        if old is not None and old[0] is value and old[2] is kind and kind in _ATOMIC_TYPES:
+            continue
+        text, truncated = value_repr(value)
+        # only immutable atomic values are kept (for the identity shortcut above):
+        # holding any other object would delay its __del__ past the line that drops it
+        kept = value if kind in _ATOMIC_TYPES else None
+        if old is not None and old[1] == text and old[2] is kind:
+            old_values[name] = (kept, text, kind)
+            continue
+        old_values[name] = (kept, text, kind)
+        _state(index, name, text, type_name(kind), truncated)
+    if seen != len(old_values):
+        for name in [n for n in old_values if n not in local_vars]:
+            del old_values[name]
+            states.append((index, name, None, None, False))
+    if full_locals:  # computed afresh, independently of the deltas' bookkeeping
+        snapshots.append((index, {n: value_repr(v)[0] for n, v in local_vars.items()}))
 
-    def bounded_repr(self, value) -> tuple[str, bool]:
-        """``repr`` cut to ``max_repr`` characters, computed within that budget for
-        built-in types; a program's ``__repr__`` runs untraced (``quiet``)."""
-        self.quiet += 1
-        try:
-            text, truncated = bounded_repr(value, self.max_repr)
-        except StopTracing:
+
+def _state(index: int, name: str, text: str, kind_name: str, truncated: bool) -> None:
+    global trace_chars_left
+    trace_chars_left -= len(text) + len(name)
+    if trace_chars_left < 0:
+        halt("output_limit", "trace exceeds its size limit (variable states)")
+    states.append((index, name, text, kind_name, truncated))
+
+
+_TYPE_NAME = type.__dict__["__name__"].__get__  # the C getter: no metaclass code runs
+_JOIN = "".join
+
+
+def type_name(kind) -> str:
+    """A type's ``__name__`` as a plain ``str``, cut to ``MAX_NAME`` characters, read by
+    type's own getter (a program's metaclass cannot answer instead)."""
+    name = _TYPE_NAME(kind)
+    if type(name) is not str:
+        name = _JOIN((name,))
+    return name if len(name) <= MAX_NAME else name[:MAX_NAME]
+
+
+def value_repr(value, limit: int | None = None) -> tuple[str, bool]:
+    """``repr`` cut to ``max_repr`` (or ``limit``) characters, computed within that budget
+    for built-in types; a program's ``__repr__`` runs untraced (``quiet``)."""
+    global quiet
+    quiet += 1
+    try:
+        text, truncated = _bounded_repr(value, max_repr if limit is None else limit)
+    except BaseException as exc:  # a program's __repr__ may raise anything
+        if exc is stop and stop is not None:
             raise
-        except BaseException as exc:  # a program's __repr__ may raise anything
-            text, truncated = f"<repr failed: {type(exc).__name__}>", False
-        finally:
-            self.quiet -= 1
-        if type(text) is not str:
-            return "<repr returned a non-string>", False
-        return text, truncated
+        text, truncated = f"<repr failed: {type_name(type(exc))}>", False
+    finally:
+        quiet -= 1
+    if type(text) is not str:
+        return "<repr returned a non-string>", False
+    return text, truncated
 
-    def _halt(self, status: str, message: str):
-        self.stop = StopTracing(status, message)
-        raise self.stop
 
-    def line_of(self, code, offset: int, default: int | None = -1) -> int | None:
-        """The line of the instruction at ``offset``; ``default`` (-1: the ``def`` line)
-        for instructions that have none."""
-        table = self.offset_lines.get(code)
-        if table is None:
-            table = {}
-            for start, end, line in code.co_lines():
-                if line is not None:
-                    for off in range(start, end, 2):
-                        table[off] = line
-            self.offset_lines[code] = table
-        line = table.get(offset)
-        if line is None:
-            return code.co_firstlineno if default == -1 else default
-        return line
+def line_of(code, offset: int, default: int | None = -1) -> int | None:
+    """The line of the instruction at ``offset``; ``default`` (-1: the ``def`` line) for
+    instructions that have none."""
+    table = offset_lines.get(code)
+    if table is None:
+        table = {}
+        for start, end, line in code.co_lines():
+            if line is not None:
+                for off in range(start, end, 2):
+                    table[off] = line
+        offset_lines[code] = table
+    line = table.get(offset)
+    if line is None:
+        return code.co_firstlineno if default == -1 else default
+    return line
 
-    def _check_depth(self, frame, enforce: bool = True) -> None:
-        """Raise RecursionError where plain CPython would: the entry function stands for a
-        function called from a script's top level (depth 2), and every Python frame
-        between counts, program or not. A resumed generator is not checked: CPython
-        refuses to resume it in the caller, which a callback (already inside the
-        generator's frame) cannot reproduce; it may run one level deeper instead."""
-        depths = self.frame_depths
-        depth = 0
-        current = frame
-        while current is not None:
-            known = depths.get(current)
-            if known is not None:
-                depth += known
-                break
-            if current is self.base_frame:
-                break
-            depth += 1
-            current = current.f_back
-        depths[frame] = depth
-        guard = self.recursion
-        if enforce and guard is not None and depth + 1 > guard.limit:
-            del depths[frame]
-            raise RecursionError("maximum recursion depth exceeded")
 
-    def _frame(self, depth: int):
-        """``sys._getframe(depth)`` as the tracer's own call, which the audit hook allows."""
-        self.own = True
+def _check_depth(frame, enforce: bool = True) -> None:
+    """Raise RecursionError where plain CPython would: the entry function stands for a
+    function called from a script's top level (depth 2), and every Python frame between
+    counts, program or not. A resumed generator is not checked: CPython refuses to resume
+    it in the caller, which a callback (already inside the generator's frame) cannot
+    reproduce; it may run one level deeper instead."""
+    depth = 0
+    current = frame
+    while current is not None:
+        known = frame_depths.get(current)
+        if known is not None:
+            depth += known
+            break
+        if current is base_frame:
+            break
+        depth += 1
+        current = current.f_back
+    frame_depths[frame] = depth
+    if enforce and depth + 1 > recursion_limit:
+        del frame_depths[frame]
+        raise RecursionError("maximum recursion depth exceeded")
+
+
+def frame_at(depth: int):
+    """``sys._getframe(depth + 1)`` as the tracer's own call, which the audit hook allows."""
+    global own
+    own = True
+    try:
+        return _getframe(depth + 1)
+    finally:
+        own = False
+
+
+# ------------------------------------------------------------------ callbacks
+def _on_start(code, offset):
+    global next_frame, calls
+    if code.co_filename != FILENAME:
+        return _DISABLE
+    if quiet or not active:
+        return None
+    if stop is not None:
+        raise stop
+    if not stack and code.co_name == "__del__":
+        # a finalizer run while no program activation is running (an object freed as the
+        # call's frames are torn down) is not part of the call
+        return None
+    frame = frame_at(1)
+    caller = frame.f_back
+    if (caller is not None and caller.f_code.co_filename == FILENAME
+            and caller not in frame_ids):
+        # called from a program frame that is not traced: the clean-up of a generator
+        # abandoned by a finished activation (see _on_throw) is not part of the call
+        return None
+    _register(code)
+    _check_depth(frame)
+    fid = next_frame
+    next_frame += 1
+    frame_ids[frame] = fid
+    prev[fid] = {}
+    stack.append((fid, frame))
+    calls += 1
+    _record(CALL, code, code.co_firstlineno, frame, fid)
+    return None
+
+
+def _register(code) -> None:
+    """First sight of a program code object: give it an index and turn its local events
+    on (only program code pays for them)."""
+    global own
+    if code not in code_index:
+        code_index[code] = len(funcs)
+        name = code.co_qualname
+        if type(name) is not str:
+            name = _JOIN((name,))
+        funcs.append(name if len(name) <= MAX_NAME else name[:MAX_NAME])
+        own = True
         try:
-            return _getframe(depth)
+            _set_local_events(TOOL_ID, code, local_events())
         finally:
-            self.own = False
+            own = False
 
-    def _audit(self, event: str, args: tuple) -> None:
-        """Audit hook (installed once, for the life of the interpreter). While program code
-        may run (``guarding``), refuse what would let it reach the tracer, the runner or
-        the monitoring machinery: frames (``sys._getframe``, ``tb_frame``, ``gi_frame``,
-        ...), the garbage collector's object lists, other tracing hooks, sys.monitoring.
-        The attempt is remembered where the program cannot reach, and the run is reported
-        as ``tampered``; the program gets a RuntimeError."""
-        if not self.guarding or self.own:
-            return
-        if event == "object.__getattr__":
-            if len(args) < 2 or args[1] not in _FRAME_ATTRIBUTES:
-                return
-            what = f"{event} {args[1]}"
-        elif event == "object.__setattr__":
-            if len(args) < 2 or args[1] != "__code__":
-                return
-            what = f"{event} __code__"
-        elif event in _REFUSED_EVENTS or event.startswith("sys.monitoring"):
-            what = event
-        else:
-            return
-        self.refused.append(what)
-        raise RuntimeError(f"steptrace: {what} is not available to traced programs")
 
-    # ------------------------------------------------------------------ callbacks
-    def _on_start(self, code, offset):
-        if code.co_filename != self.filename:
-            return _DISABLE
-        if self.quiet or not self.active:
-            return None
-        if self.stop is not None:
-            raise self.stop
-        if not self.stack and code.co_name == "__del__":
-            # a finalizer run while no program activation is running (an object freed as
-            # the call's frames are torn down) is not part of the call
-            return None
-        frame = self._frame(2)
-        caller = frame.f_back
-        if (caller is not None and caller.f_code.co_filename == self.filename
-                and caller not in self.frame_ids):
-            # called from a program frame that is not traced: the clean-up of a generator
-            # abandoned by a finished activation (see _on_throw) is not part of the call
-            return None
-        self._register(code)
-        self._check_depth(frame)
-        fid = self.next_frame
-        self.next_frame += 1
-        self.frame_ids[frame] = fid
-        self.prev[fid] = {}
-        self.stack.append((fid, frame))
-        self.calls += 1
-        self._record(CALL, code, code.co_firstlineno, frame, fid)
+def _enter(kind: int, code, offset: int) -> None:
+    global next_frame, calls
+    frame = frame_at(2)
+    fid = frame_ids.get(frame)
+    adopted = fid is None
+    if adopted:
+        # A generator frame the trace has not seen start: one thrown into before it ever
+        # ran (no PY_START fires then), or one started before tracing began. Its
+        # activation begins here for the trace: a `call` step (with its arguments) comes
+        # first, so every frame starts with `call`.
+        fid = next_frame
+        next_frame += 1
+        frame_ids[frame] = fid
+        prev[fid] = {}
+    stack.append((fid, frame))
+    frame_depths.pop(frame, None)  # a generator may resume elsewhere
+    _check_depth(frame, enforce=False)
+    if adopted:
+        calls += 1
+        _record(CALL, code, code.co_firstlineno, frame, fid)
+    _record(kind, code, line_of(code, offset), frame, fid)
+
+
+def _on_resume(code, offset):
+    if quiet or not active:
         return None
+    if stop is not None:
+        raise stop
+    _enter(RESUME, code, offset)
+    return None
 
-    def _register(self, code) -> None:
-        """First sight of a program code object: give it an index and turn its local
-        events on (only program code pays for them)."""
-        if code not in self.code_index:
-            self.code_index[code] = len(self.funcs)
-            self.funcs.append(code.co_qualname)
-            self.own = True
-            try:
-                _set_local_events(TOOL_ID, code, self.local_events())
-            finally:
-                self.own = False
 
-    def _enter(self, kind: int, code, offset: int) -> None:
-        frame = self._frame(3)
-        fid = self.frame_ids.get(frame)
-        adopted = fid is None
-        if adopted:
-            # A generator frame the trace has not seen start: one thrown into before it
-            # ever ran (no PY_START fires then), or one started before tracing began.
-            # Its activation begins here for the trace: a `call` step (with its
-            # arguments) comes first, so every frame starts with `call`.
-            fid = self.next_frame
-            self.next_frame += 1
-            self.frame_ids[frame] = fid
-            self.prev[fid] = {}
-        self.stack.append((fid, frame))
-        self.frame_depths.pop(frame, None)  # a generator may resume elsewhere
-        self._check_depth(frame, enforce=False)
-        if adopted:
-            self.calls += 1
-            self._record(CALL, code, code.co_firstlineno, frame, fid)
-        self._record(kind, code, self.line_of(code, offset), frame, fid)
-
-    def _on_resume(self, code, offset):
-        if self.quiet or not self.active:
-            return None
-        if self.stop is not None:
-            raise self.stop
-        self._enter(RESUME, code, offset)
+def _on_throw(code, offset, exc):
+    if quiet or not active or code.co_filename != FILENAME or stop is not None:
         return None
-
-    def _on_throw(self, code, offset, exc):
-        if (self.quiet or not self.active or code.co_filename != self.filename
-                or self.stop is not None):
-            return None
-        if not self.stack:
-            # No program activation is running: this is a generator that a finished
-            # activation abandoned, being closed as it is freed. Its clean-up is not part
-            # of the call; forgetting the frame drops its later events too.
-            self.frame_ids.pop(self._frame(2), None)
-            return None
-        self._register(code)  # a generator function thrown into before any of its runs
-        self._enter(THROW, code, offset)
+    if not stack:
+        # No program activation is running: this is a generator that a finished
+        # activation abandoned, being closed as it is freed. Its clean-up is not part of
+        # the call; forgetting the frame drops its later events too.
+        frame_ids.pop(frame_at(1), None)
         return None
+    _register(code)  # a generator function thrown into before any of its runs
+    _enter(THROW, code, offset)
+    return None
 
-    def _on_line(self, code, line):
-        if self.quiet or not self.active:
-            return None
-        if self.stop is not None:
-            raise self.stop
-        stack = self.stack
-        if stack:
-            # The running frame is the innermost one the trace follows: every program frame
-            # that runs while the trace is on and not quiet entered it through PY_START,
-            # PY_RESUME or PY_THROW, which push it here (or, started from an untraced
-            # program frame, only while nothing is on this stack). Asking the interpreter
-            # (sys._getframe, an audit event each: ~11 a job) is needed only where a frame
-            # begins or ends. With an empty stack the line is not the call's (a frame
-            # begun in a quiet section, or being finalised after the call).
-            fid, frame = stack[-1]
-            self.line_steps += 1
-            self._record(LINE, code, line, frame, fid)
+
+def _on_line(code, line):
+    global line_steps
+    if quiet or not active:
         return None
+    if stop is not None:
+        raise stop
+    if stack:
+        # The running frame is the innermost one the trace follows: every program frame
+        # that runs while the trace is on and not quiet entered it through PY_START,
+        # PY_RESUME or PY_THROW, which push it here (or, started from an untraced program
+        # frame, only while nothing is on this stack). Asking the interpreter
+        # (sys._getframe, an audit event each: ~11 a job) is needed only where a frame
+        # begins or ends. With an empty stack the line is not the call's (a frame begun
+        # in a quiet section, or being finalised after the call).
+        fid, frame = stack[-1]
+        line_steps += 1
+        _record(LINE, code, line, frame, fid)
+    return None
 
-    def _on_instruction(self, code, offset):
-        if self.active and self.stack and not self.quiet:
-            self.instructions += 1
+
+def _on_instruction(code, offset):
+    global instructions
+    if active and stack and not quiet:
+        instructions += 1
+    return None
+
+
+def _leave(kind: int, code, offset: int, key: str, value) -> None:
+    frame = frame_at(2)
+    fid = frame_ids.get(frame)
+    if fid is None:  # a frame begun inside a quiet section
+        return
+    line = line_of(code, offset, None)
+    if line is None:
+        line = _last_line(fid, code)
+    index = _record(kind, code, line, frame, fid)
+    text, truncated = value_repr(value)
+    _state(index, key, text, type_name(type(value)), truncated)
+    stack.pop()
+    frame_depths.pop(frame, None)
+    if kind != YIELD:
+        del frame_ids[frame]
+        del prev[fid]
+
+
+def _on_return(code, offset, value):
+    if quiet or not active:
         return None
+    if stop is not None:
+        raise stop
+    _leave(RETURN, code, offset, "<return>", value)
+    return None
 
-    def _leave(self, kind: int, code, offset: int, key: str, value) -> None:
-        frame = self._frame(3)
-        fid = self.frame_ids.get(frame)
-        if fid is None:  # a frame begun inside a quiet section
-            return
-        line = self.line_of(code, offset, None)
-        if line is None:
-            line = self._last_line(fid, code)
-        index = self._record(kind, code, line, frame, fid)
-        text, truncated = self.bounded_repr(value)
-        self._state(index, key, text, type(value).__name__, truncated)
-        self.stack.pop()
-        self.frame_depths.pop(frame, None)
-        if kind != YIELD:
-            del self.frame_ids[frame]
-            del self.prev[fid]
 
-    def _on_return(self, code, offset, value):
-        if self.quiet or not self.active:
-            return None
-        if self.stop is not None:
-            raise self.stop
-        self._leave(RETURN, code, offset, "<return>", value)
+def _on_yield(code, offset, value):
+    if quiet or not active:
         return None
+    if stop is not None:
+        raise stop
+    _leave(YIELD, code, offset, "<yield>", value)
+    return None
 
-    def _on_yield(self, code, offset, value):
-        if self.quiet or not self.active:
-            return None
-        if self.stop is not None:
-            raise self.stop
-        self._leave(YIELD, code, offset, "<yield>", value)
+
+def _on_unwind(code, offset, exc):
+    if quiet or not active or code not in code_index or stop is not None:
         return None
+    _leave(UNWIND, code, offset, "<exception>", exc)
+    return None
 
-    def _on_unwind(self, code, offset, exc):
-        if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
-            return None
-        self._leave(UNWIND, code, offset, "<exception>", exc)
+
+def _exception_step(kind: int, code, offset: int, exc) -> None:
+    frame = frame_at(2)
+    fid = frame_ids.get(frame)
+    if fid is None:
+        return
+    line = line_of(code, offset, None)
+    if line is None:  # a handler's first instruction has no line: use the raising one
+        line = _last_line(fid, code)
+    index = _record(kind, code, line, frame, fid)
+    text, truncated = value_repr(exc)
+    _state(index, "<exception>", text, type_name(type(exc)), truncated)
+
+
+def _last_line(fid: int, code) -> int:
+    for index in range(len(fr) - 1, -1, -1):
+        if fr[index] == fid:
+            return ln[index]
+    return code.co_firstlineno
+
+
+def _on_raise(code, offset, exc):
+    if quiet or not active or code not in code_index or stop is not None:
         return None
-
-    def _exception_step(self, kind: int, code, offset: int, exc) -> None:
-        frame = self._frame(3)
-        fid = self.frame_ids.get(frame)
-        if fid is None:
-            return
-        line = self.line_of(code, offset, None)
-        if line is None:  # a handler's first instruction has no line: use the raising one
-            line = self._last_line(fid, code)
-        index = self._record(kind, code, line, frame, fid)
-        text, truncated = self.bounded_repr(exc)
-        self._state(index, "<exception>", text, type(exc).__name__, truncated)
-
-    def _last_line(self, fid: int, code) -> int:
-        frames = self.fr
-        for index in range(len(frames) - 1, -1, -1):
-            if frames[index] == fid:
-                return self.ln[index]
-        return code.co_firstlineno
-
-    def _on_raise(self, code, offset, exc):
-        if self.quiet or not self.active or code not in self.code_index or self.stop is not None:
-            return None
-        self._exception_step(RAISE, code, offset, exc)
-        return None
+    _exception_step(RAISE, code, offset, exc)
+    return None

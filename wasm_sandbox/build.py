@@ -19,7 +19,6 @@ import hashlib
 import os
 import platform
 import re
-import secrets
 import shutil
 import subprocess
 import sys
@@ -163,7 +162,7 @@ def stamped_digest(path: Path, stamp: Path) -> str:
     return digest
 
 
-def componentize(output: Path, env_overrides: dict[str, str] | None = None) -> None:
+def componentize(output: Path) -> None:
     """Run componentize-py on a private copy of ``tracer/`` (so nothing else is on the
     guest's module path) and write the component to ``output``."""
     with tempfile.TemporaryDirectory(prefix="steptrace-build-") as tmp:
@@ -178,9 +177,14 @@ def componentize(output: Path, env_overrides: dict[str, str] | None = None) -> N
                    "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()",
                    "-q", "-d", str(src / "wit"), "-w", WORLD, "componentize", APP_MODULE,
                    "-p", str(src), "-o", str(output)]
-        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        # componentize-py adds $VIRTUAL_ENV's site-packages to the guest's path (or, with
+        # none, asks pipenv or the host's `python3` for theirs): an empty environment keeps
+        # the building machine's packages out of the snapshot
+        empty = Path(tmp) / "no-packages"
+        (empty / "lib" / "site-packages").mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env["VIRTUAL_ENV"] = str(empty)
         env["RUST_BACKTRACE"] = "0"  # the guest's Python traceback is the useful part
-        env.update(env_overrides or {})
         proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise BuildError(f"componentize-py failed ({proc.returncode}): "
@@ -191,8 +195,9 @@ def ensure_component(force: bool = False, variant: str = "") -> GuestArtifacts:
     """Return verified artifacts for the current sources, building what is missing.
 
     A ``variant`` is a second, separately pre-initialised build of the same sources: its
-    interpreter snapshot has its own string-hash secret and random state (drawn when it
-    was initialised), which is what the determinism check needs (engine/analysis.py)."""
+    interpreter snapshot has its own string-hash secret (drawn when it was initialised:
+    componentize-py offers no way to choose it), which is what the determinism check needs
+    (engine/analysis.py; it also gives the variant's jobs another random seed)."""
     found = artifacts(variant=variant)
     try:
         found.wasm.parent.mkdir(parents=True, exist_ok=True)
@@ -201,8 +206,7 @@ def ensure_component(force: bool = False, variant: str = "") -> GuestArtifacts:
     if force or not is_verified(found.wasm):
         with tempfile.TemporaryDirectory(prefix="steptrace-out-") as tmp:
             out = Path(tmp) / "guest.wasm"
-            componentize(out, {"PYTHONHASHSEED": str(secrets.randbelow(2**32 - 1) + 1)}
-                         if variant else None)
+            componentize(out)
             write_verified(found.wasm, out.read_bytes())
         for stale in compiled_files(found):
             stale.unlink(missing_ok=True)

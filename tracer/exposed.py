@@ -1,0 +1,126 @@
+"""Everything of the runner that a traced program can see, and nothing else.
+
+A program can follow any object it holds to the class that made it and to the globals of
+the module that defined its functions (``sys.stdout.write.__func__.__globals__``), and can
+find every class through ``object.__subclasses__()``: Python does not audit either path.
+So the objects a job hands to the program (its ``sys.stdout``/``sys.stderr``, its
+recursion-limit functions, the stand-ins for ``sys.monitoring`` and ``gc.set_debug``, the
+argument collector) live here, in a module that holds no runner state and leads back to
+none. What they do for the runner goes through one channel the program cannot reach into:
+``sys.audit`` with a ``steptrace.*`` event, handled by the runner's audit hook (job.py),
+which cannot be read, replaced or removed. A program that changes these objects, or calls
+the channel itself, changes only what it sends: writing to stdout through
+``sys.audit("steptrace.write", 1, "x")`` is printing ``x``; it cannot lift a limit or touch
+what was already recorded.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from operator import index as _index
+
+_audit = sys.audit
+
+
+class StopTracing(BaseException):
+    """Raised into the program when a limit is hit (BaseException, so ``except Exception``
+    does not swallow it; the tracer raises it again at the program's every later event).
+    Its instances carry nothing the runner reads back: the status of a stopped job is kept
+    where the program cannot reach, so raising one of these yourself is an ordinary
+    exception."""
+
+
+class StdStream:
+    """``sys.stdout`` of a job (``StdErr``: ``sys.stderr``): a text stream whose writes go
+    to the runner, which keeps at most the job's ``max_stdout`` characters of each and
+    stops the job (``output_limit``) past that. Its instances hold nothing (no attribute
+    can be set on them); what the class holds is compared with the build after the job."""
+
+    __slots__ = ()
+    _fd = 1
+    encoding = "utf-8"
+    errors = "strict"
+    newlines = None
+    line_buffering = False
+    closed = False
+    mode = "w"
+
+    @property
+    def name(self) -> str:
+        return "<stdout>" if self._fd == 1 else "<stderr>"
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        _audit("steptrace.write", self._fd, text)
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("fileno")
+
+
+class StdErr(StdStream):
+    __slots__ = ()
+    _fd = 2
+
+
+def getrecursionlimit() -> int:
+    """``sys.getrecursionlimit`` for a job: the program's own limit (see job.py)."""
+    box = [None]
+    _audit("steptrace.getrecursionlimit", box)
+    return box[0]
+
+
+def setrecursionlimit(limit) -> None:
+    """``sys.setrecursionlimit`` for a job, with CPython's checks (see job.py)."""
+    _audit("steptrace.setrecursionlimit", _index(limit))
+
+
+class RefusedNamespace:
+    """Stands in for ``sys.monitoring`` while a program runs: any use is refused (the
+    program gets RuntimeError). A program that could switch the tracer's events off and
+    on again would hide steps from the trace, which no check after the job could see."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, what: str) -> None:
+        object.__setattr__(self, "_what", what)
+
+    def __getattribute__(self, name: str):
+        _audit("steptrace.refuse", object.__getattribute__(self, "_what"))
+        raise RuntimeError("steptrace: not available to traced programs")
+
+    def __setattr__(self, name: str, value) -> None:
+        _audit("steptrace.refuse", object.__getattribute__(self, "_what"))
+
+
+def refused_set_debug(flags) -> None:
+    """``gc.set_debug`` while a program runs: ``DEBUG_SAVEALL`` would hand the program the
+    runner's own garbage (its frames among them) through ``gc.garbage``."""
+    _audit("steptrace.refuse", "gc.set_debug")
+
+
+def collect_arguments(*args, **kwargs) -> tuple:
+    """Bound to ``__steptrace_args__`` while the input text is evaluated: ``f(<input>)``
+    becomes ``__steptrace_args__(<input>)``."""
+    return args, kwargs

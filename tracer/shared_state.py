@@ -1,0 +1,284 @@
+"""Interpreter-wide state one job could leave to the next in batch isolation.
+
+In job isolation every job gets a fresh instance of the built snapshot, so none of this
+applies. In batch isolation one interpreter runs job after job; after each one:
+
+Restored, every job (cheap, and done whether or not the job touched them):
+  ``builtins``, ``sys.stdout``/``stderr``, the recursion limit, ``sys.monitoring`` and
+  ``gc.set_debug`` (job.py swaps and restores these around every job), the int/str
+  digit limit (``sys.set_int_max_str_digits``), the decimal context, the warnings filters
+  and once-registry, the ``re`` module's pattern caches, the garbage collector's switch
+  and thresholds, ``os.environ`` and ``sys.argv``, and ``random``'s state (every job starts from the same
+  seed, see job.py).
+Compared with the snapshot, and put back when they differ (the job's run gets a note
+and the host gives the next job a fresh instance):
+  * ``sys.modules`` (entries added, removed or replaced);
+  * the namespace of every module, and of every class a module exposes, compared key by
+    key by identity (never with ``==``: a program's object may claim to equal anything),
+    when the job's code could rebind them (an attribute store, or a name such as
+    ``setattr``, ``vars``, ``__dict__``, ``exec``, ``getattr``, ``__import__``: see
+    ``may_touch_shared_state``);
+  * the lists, dicts and sets held in those namespaces (their length and the identity of
+    their items, one level deep), for every module whose name the job's code mentions
+    (``import copyreg``, ``os.sys.path``);
+  * ABC registrations (``abc.get_cache_token()`` changes with every ``register``).
+Not detected: state held inside C objects that Python cannot list (a registered codec
+search function, ``locale.setlocale``), containers nested deeper than one level, and
+containers of modules the job reached without naming them (through an object it was
+given). Batch isolation is for trusted corpora; job isolation is exact.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+__builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may rebind them
+
+import abc  # noqa: E402
+import decimal  # noqa: E402
+import gc  # noqa: E402
+import opcode  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import warnings  # noqa: E402
+from types import CodeType, SimpleNamespace  # noqa: E402
+
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: built-in types refuse attribute stores
+_CONTAINERS = (list, dict, set)
+
+_modules = sys.modules
+_get_int_digits = sys.get_int_max_str_digits
+_set_int_digits = sys.set_int_max_str_digits
+_setcontext = decimal.setcontext
+_gc_isenabled, _gc_enable, _gc_disable = gc.isenabled, gc.enable, gc.disable
+_gc_get_threshold, _gc_set_threshold = gc.get_threshold, gc.set_threshold
+_abc_token = abc.get_cache_token
+_warn_filters = warnings.filters
+_filters_mutated = getattr(warnings, "_filters_mutated", None)  # takes warnings' lock
+_once_registry = getattr(warnings, "_onceregistry", None)
+_re_caches = [cache for cache in (getattr(re, "_cache", None), getattr(re, "_cache2", None))
+              if type(cache) is dict]
+_environ_data = getattr(os.environ, "_data", None)
+_argv = sys.argv
+_type_dict = type.__dict__["__dict__"].__get__  # a class's namespace, by type's own getter
+
+# What a program needs in order to rebind another module's state: an attribute store or
+# delete (``math.pi = 3``), or one of these names. A job whose code has none of them
+# cannot have rebound module or class attributes, so the (costly) comparison is skipped.
+_STATE_OPCODES = bytes(opcode.opmap[name] for name in ("STORE_ATTR", "DELETE_ATTR"))
+_STATE_NAMES = frozenset({
+    "setattr", "delattr", "vars", "__dict__", "__setattr__", "__delattr__", "exec", "eval",
+    "compile", "__import__", "importlib", "modules", "__builtins__", "builtins", "getattr",
+    "globals", "reload", "__class__", "__getattribute__", "__globals__", "__code__",
+})
+
+
+# No classes in this module: every class is reachable (object.__subclasses__()) and a
+# program could change how its instances answer. The snapshot is a SimpleNamespace.
+_snapshot = None
+_set_type_attr = type.__setattr__  # not the class's metaclass (Enum's refuses some names)
+_del_type_attr = type.__delattr__
+_type_qualname = type.__dict__["__qualname__"].__get__
+
+
+def take() -> None:
+    """Record the state as built (called once, when the guest is built)."""
+    global _snapshot
+    snap = SimpleNamespace()
+    snap.modules = dict(_modules)
+    snap.namespaces = [(name, module, type(module), module.__dict__, dict(module.__dict__))
+                       for name, module in _modules.items()
+                       if type(getattr(module, "__dict__", None)) is dict]
+    seen: set[int] = set()
+    snap.classes = []
+    for _name, _module, _kind, _namespace, state in snap.namespaces:
+        for value in state.values():
+            if (isinstance(value, type) and not value.__flags__ & _IMMUTABLE_TYPE
+                    and id(value) not in seen):
+                seen.add(id(value))
+                snap.classes.append((value, dict(_type_dict(value))))
+    # per module name: the containers its namespace (and its classes') hold, as built
+    snap.containers = {}
+    for name, _module, _kind, _namespace, state in snap.namespaces:
+        found = []
+        for key, value in state.items():
+            if value is _argv:
+                continue  # see first_job
+            if type(value) in _CONTAINERS:
+                found.append((f"{name}.{key}", value, _items(value)))
+            elif isinstance(value, type) and id(value) in seen:
+                found.extend((f"{name}.{key}.{attr}", inner, _items(inner))
+                             for attr, inner in _type_dict(value).items()
+                             if type(inner) in _CONTAINERS)
+        if found:
+            snap.containers.setdefault(name.rpartition(".")[2], []).extend(found)
+    snap.int_digits = _get_int_digits()
+    snap.decimal = decimal.getcontext().copy()
+    snap.filters = list(_warn_filters)
+    snap.once = dict(_once_registry) if type(_once_registry) is dict else None
+    snap.re = [dict(cache) for cache in _re_caches]
+    snap.gc = (_gc_isenabled(), _gc_get_threshold())
+    # sys.argv and os.environ are filled by componentize-py when an instance starts (after
+    # this snapshot): recorded by the first job of each instance instead (``first_job``)
+    snap.environ = snap.argv = None
+    snap.abc = _abc_token()
+    _snapshot = snap
+
+
+def first_job() -> None:
+    """At the start of an instance's first job: what componentize-py put in ``sys.argv``
+    and ``os.environ`` for this instance, as batch isolation restores them."""
+    snap = _snapshot
+    if snap is not None and snap.argv is None:
+        snap.argv = tuple(_argv)
+        snap.environ = dict(_environ_data) if type(_environ_data) is dict else {}
+
+
+def _items(container) -> tuple:
+    if type(container) is dict:
+        return tuple(container.items())
+    return tuple(container)
+
+
+def _same_items(current: tuple, saved: tuple) -> bool:
+    if len(current) != len(saved):
+        return False
+    for now, then in zip(current, saved):
+        if type(then) is tuple:  # a dict's (key, value)
+            if type(now) is not tuple or now[0] is not then[0] or now[1] is not then[1]:
+                return False
+        elif now is not then:
+            return False
+    return True
+
+
+def restore_cheap() -> None:
+    """The state every batch job gets back, whatever it did (see the module docstring)."""
+    snap = _snapshot
+    if _get_int_digits() != snap.int_digits:
+        _set_int_digits(snap.int_digits)
+    _setcontext(snap.decimal.copy())
+    if len(_warn_filters) != len(snap.filters) or not _same_items(tuple(_warn_filters),
+                                                                   tuple(snap.filters)):
+        _warn_filters[:] = snap.filters
+        if _filters_mutated is not None:
+            _filters_mutated()
+    if snap.once is not None and len(_once_registry) != len(snap.once):
+        _once_registry.clear()
+        _once_registry.update(snap.once)
+    for cache, saved in zip(_re_caches, snap.re):
+        # new patterns are cached by any job that uses re; a poisoned entry (same length)
+        # needs the program to name ``re``, and is found by ``changed``
+        if len(cache) != len(saved):
+            cache.clear()
+            cache.update(saved)
+    enabled, threshold = snap.gc
+    if _gc_get_threshold() != threshold:
+        _gc_set_threshold(*threshold)
+    if _gc_isenabled() != enabled:
+        (_gc_enable if enabled else _gc_disable)()
+    if type(_environ_data) is dict and (len(_environ_data) != len(snap.environ) or not
+                                        _same_items(tuple(_environ_data.items()),
+                                                    tuple(snap.environ.items()))):
+        _environ_data.clear()
+        _environ_data.update(snap.environ)
+    if not _same_items(tuple(_argv), snap.argv):
+        _argv[:] = snap.argv
+
+
+def may_touch_shared_state(codes: list) -> bool:
+    """Conservative: True if any code object (or one nested in it) could rebind state
+    outside the program's own namespace."""
+    stack = list(codes)
+    while stack:
+        code = stack.pop()
+        operations = code.co_code[::2]
+        if any(op in operations for op in _STATE_OPCODES):
+            return True
+        if not _STATE_NAMES.isdisjoint(code.co_names):
+            return True
+        stack.extend(const for const in code.co_consts if type(const) is CodeType)
+    return False
+
+
+def _names(codes: list) -> set[str]:
+    found: set[str] = set()
+    stack = list(codes)
+    while stack:
+        code = stack.pop()
+        found.update(code.co_names)
+        stack.extend(const for const in code.co_consts if type(const) is CodeType)
+    return found
+
+
+def changed(codes: list) -> list[str]:
+    """After a batch job: what it changed of the state above that is compared (not the
+    cheap part), put back as built. ``codes`` are the job's code objects."""
+    snap = _snapshot
+    found: list[str] = []
+    rebinds = may_touch_shared_state(codes)  # replacing an entry takes ``modules`` too
+    if len(_modules) != len(snap.modules) or rebinds and any(
+            _modules.get(name) is not module for name, module in snap.modules.items()):
+        found.append("sys.modules")
+        for name in [name for name in _modules if name not in snap.modules]:
+            del _modules[name]
+        _modules.update(snap.modules)
+    if rebinds:
+        for name, module, kind, namespace, state in snap.namespaces:
+            if type(module) is not kind:
+                found.append(f"{name} (its class)")
+                object.__setattr__(module, "__class__", kind)
+            if _differs(namespace, state):
+                found.append(name)
+                _put_back(namespace, state)
+        for cls, state in snap.classes:
+            namespace = _type_dict(cls)
+            if _differs(namespace, state):
+                found.append(f"{_qualified(cls)}")
+                for key in [key for key in namespace if key not in state]:
+                    _del_type_attr(cls, key)
+                for key, value in state.items():
+                    if namespace.get(key, state) is not value:
+                        _set_type_attr(cls, key, value)
+    for name in _names(codes):
+        for label, container, items in snap.containers.get(name, ()):
+            if not _same_items(_items(container), items):
+                found.append(label)
+                _refill(container, items)
+    if _abc_token() != snap.abc:
+        found.append("abc registrations")
+    return found
+
+
+def _differs(namespace, state: dict) -> bool:
+    if len(namespace) != len(state):
+        return True
+    for key, value in state.items():
+        if namespace.get(key, state) is not value:
+            return True
+    return False
+
+
+def _put_back(namespace: dict, state: dict) -> None:
+    for key in [key for key in namespace if key not in state]:
+        del namespace[key]
+    for key, value in state.items():
+        if namespace.get(key, state) is not value:
+            namespace[key] = value
+
+
+def _refill(container, items: tuple) -> None:
+    container.clear()
+    if type(container) is dict:
+        container.update(items)
+    elif type(container) is list:
+        container.extend(items)
+    else:
+        container.update(items)
+
+
+def _qualified(cls) -> str:
+    module = _type_dict(cls).get("__module__")
+    qualname = _type_qualname(cls)
+    return f"{module}.{qualname}" if type(module) is str and type(qualname) is str else "?"
