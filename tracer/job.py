@@ -102,6 +102,7 @@ _STDOUT, _STDERR = sys.stdout, sys.stderr
 _MONITORING = sys.monitoring
 _REFUSED_MONITORING = exposed.RefusedNamespace("sys.monitoring")
 _GC_SET_DEBUG = gc.set_debug
+_GC_GARBAGE = gc.garbage
 _GET_RECURSION, _SET_RECURSION = sys.getrecursionlimit, sys.setrecursionlimit
 _BUILD_RECURSION = sys.getrecursionlimit()
 _BUILTINS = builtins.__dict__
@@ -393,25 +394,32 @@ def run_job(request: dict) -> dict:
     _SYS["setrecursionlimit"] = exposed.setrecursionlimit
     _SYS["monitoring"] = _REFUSED_MONITORING
     _GC["set_debug"] = exposed.refused_set_debug
+    if _GC_GARBAGE:  # nothing can have put the runner's garbage there; never keep any
+        _GC_GARBAGE.clear()
     try:
-        _run(request, result, limits, code_text, input_text, entry)
-    finally:
-        _tracer.finish()
-        _restore_interpreter()
-    result["stdout"] = _JOIN(streams[1][0])
-    discard_writes = True
-    codes = result.pop("codes", None) or []
-    _tracer.reset_stop()  # its traceback holds the program's frames
-    namespace, namespace_held = namespace_held, None
-    if batch and namespace is not None:
-        # What the program left behind goes now, while the job is guarded (its finalizers
-        # write nowhere): not in the middle of a later job. In job isolation the instance
-        # goes instead.
-        namespace.clear()
+        try:
+            _run(request, result, limits, code_text, input_text, entry)
+        finally:
+            _tracer.finish()
+        result["stdout"] = _JOIN(streams[1][0])
+        discard_writes = True
+        _tracer.reset_stop()  # its traceback holds the program's frames
+        namespace, namespace_held = namespace_held, None
+        if batch and namespace is not None:
+            # What the program left behind goes now, while the job is guarded and
+            # sys.monitoring and gc.set_debug are still refused (its finalizers write
+            # nowhere): not in the middle of a later job. In job isolation the instance
+            # goes instead.
+            namespace.clear()
+            namespace = None
+            _collect()
         namespace = None
-        _collect()
+    finally:
+        namespace_held = None
+        _restore_interpreter()
+    codes = result.pop("codes", None) or []
+    if batch:
         shared_state.restore_cheap()
-    namespace = None
     reasons = _tracer.tamper_reasons() + _exposed_changed()
     if reasons and result["status"] != "tampered":
         result["status"] = "tampered"
