@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,30 @@ CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
+
+
+def pytest_configure(config) -> None:
+    """The test session's own component cache: a second steptrace process using the same
+    cache directory (another ``make test``, a user's ``steptrace trace``) would otherwise
+    add, prune and rewrite files that tests count and compare. It starts as a copy of the
+    current build in the user's cache (copies, not links: a test may damage a cached file
+    on purpose), so no rebuild is needed when one is there, and goes with the session."""
+    from wasm_sandbox import build
+    source = build.cache_dir()
+    private = Path(tempfile.mkdtemp(prefix="steptrace-test-cache-"))
+    config._steptrace_cache = private
+    key = build.cache_key()
+    if source.is_dir():
+        for path in source.glob(f"guest-{key}*"):
+            if path.is_file() and not path.name.endswith(".checked"):
+                shutil.copy2(path, private / path.name)
+    os.environ[build.CACHE_ENV] = str(private)
+
+
+def pytest_unconfigure(config) -> None:
+    private = getattr(config, "_steptrace_cache", None)
+    if private is not None:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
