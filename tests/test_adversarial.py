@@ -27,9 +27,23 @@ KNOWN = """def f(n):
 
 @pytest.fixture(scope="module")
 def box():
-    """One sandbox for the module, with small limits."""
+    """One sandbox for the module, with small limits but a time limit no job gets near:
+    a job meant to hit the step, memory, stack or output limit must hit it, however slow
+    or busy the machine (a 1 s limit used to fire first on a loaded one)."""
+    with Sandbox(Limits(timeout_s=60.0, memory_mb=128, max_stdout=1000)) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def quick_box():
+    """The same limits with a 1 s time limit, for the jobs that must end by time (they
+    could never end otherwise, so nothing races it)."""
     with Sandbox(Limits(timeout_s=1.0, memory_mb=128, max_stdout=1000)) as sandbox:
         yield sandbox
+
+
+def box_for(want: dict, box, quick_box):
+    return quick_box if want.get("status") == "timeout" else box
 
 
 def _run(box, code, input="", isolation="job", expected=None) -> dict:
@@ -335,9 +349,10 @@ RESOURCE_ATTACKS = {
 
 @pytest.mark.parametrize("isolation", ["job", "batch"])
 @pytest.mark.parametrize("name", RESOURCE_ATTACKS)
-def test_resources(box, baseline, name, isolation):
+def test_resources(box, quick_box, baseline, name, isolation):
     """Every runaway job ends within its limit with the right status."""
     code, input, want = RESOURCE_ATTACKS[name]
+    box = box_for(want, box, quick_box)
     result = _run(box, code, input, isolation)
     assert_fields(result, want)
     assert_next_job_ok(box, isolation, baseline)
@@ -489,9 +504,10 @@ TRACER_ATTACKS = {
 
 @pytest.mark.parametrize("isolation", ["job", "batch"])
 @pytest.mark.parametrize("name", TRACER_ATTACKS)
-def test_tracer(box, baseline, name, isolation):
+def test_tracer(box, quick_box, baseline, name, isolation):
     """Tracer tampering is refused or reported; the next job is traced exactly."""
     code, want = TRACER_ATTACKS[name]
+    box = box_for(want, box, quick_box)
     result = _run(box, code, isolation=isolation)
     assert_fields(result, want)
     assert_next_job_ok(box, isolation, baseline)
@@ -577,13 +593,18 @@ def namespaces():
                         found.append(cell.cell_contents)
                     except ValueError:
                         pass
+                found.extend(getattr(fn, '__defaults__', None) or ())
     for module in list(sys.modules.values()):
         found.append(getattr(module, '__dict__', None))
     return found
 HITS = set()
 for ns in namespaces():  # at the top level, which is not traced (it is a long walk)
+    values = list(ns.values()) if isinstance(ns, dict) else [ns]
     if isinstance(ns, dict):
         HITS |= MARKERS & set(k for k in ns if isinstance(k, str))
+    for value in values:  # the real sys.monitoring (the program sees a stand-in)
+        if type(value).__name__ == 'module' and getattr(value, '__name__', '') == 'sys.monitoring':
+            HITS.add('sys.monitoring')
 def f():
     return sorted(HITS)
 """
@@ -711,7 +732,7 @@ def test_attacks_in_one_chunk_are_stored_with_their_statuses(tmp_path, isolation
                               for i, c, x in CHUNK), encoding="utf-8")
     db = tmp_path / "attacks.duckdb"
     summary = trace_corpus(corpus, db, TraceOptions(
-        workers=1, isolation=isolation, chunk_size=len(CHUNK), limits=Limits(timeout_s=1)))
+        workers=1, isolation=isolation, chunk_size=len(CHUNK), limits=Limits(timeout_s=3)))
     assert summary.traced == len(CHUNK)
     with duckdb.connect(str(db), read_only=True) as con:
         got = {row[0]: row[1:] for row in con.execute(

@@ -1,9 +1,11 @@
 """Every limit gives its own status and a clear message, and the sandbox keeps working.
 
-Two sandboxes with tight limits (64 MiB, so both share one compiled ``.cwasm``):
+Three sandboxes with tight limits (64 MiB, so all share one compiled ``.cwasm``):
 
 * ``tight``: 1,000 steps, 100 characters of stdout, reprs of 20 and outputs of 30 chars;
-* ``slow``: a step limit too high to be reached, so runaway loops end in ``timeout``.
+* ``slow``: a step limit too high to be reached, so runaway loops end in ``timeout``;
+* ``roomy``: neither steps nor time (60 s) in reach, for deep recursion, which must end
+  as RecursionError on any machine, however slow or busy.
 
 Each test checks the job after the limit in the same Sandbox too.
 """
@@ -21,7 +23,9 @@ from wasm_sandbox.runtime import Sandbox
 MEMORY_MB = 64
 TIGHT = Limits(timeout_s=5.0, memory_mb=MEMORY_MB, max_steps=1000, max_stdout=100,
                max_repr=20, max_output=30)
-SLOW = Limits(timeout_s=0.3, memory_mb=MEMORY_MB, max_steps=10**9)
+SLOW = Limits(timeout_s=0.3, memory_mb=MEMORY_MB, max_steps=10**9)  # for jobs that must time out
+# Deep recursion, traced: its end must be RecursionError however slow the machine is.
+ROOMY = Limits(timeout_s=60.0, memory_mb=MEMORY_MB, max_steps=10**9)
 
 OK_PROGRAM = "def f(a, b):\n    c = a + b\n    return c * 2\n"
 
@@ -35,6 +39,12 @@ def tight():
 @pytest.fixture(scope="module")
 def slow():
     with Sandbox(SLOW) as box:
+        yield box
+
+
+@pytest.fixture(scope="module")
+def roomy():
+    with Sandbox(ROOMY) as box:
         yield box
 
 
@@ -269,41 +279,41 @@ def test_result_size_limit():
 
 # ---------------------------------------------------------------------------- recursion
 
-def test_unbounded_recursion_is_recursion_error(slow):
+def test_unbounded_recursion_is_recursion_error(roomy):
     """Recursion without bound ends as the program's own RecursionError (status
     exception), not a crash, a timeout or a step limit."""
-    result = run_in(slow, "def f(n=0):\n    return f(n + 1)\n")
+    result = run_in(roomy, "def f(n=0):\n    return f(n + 1)\n")
     assert status_message(result) == ("exception", "RecursionError",
                                       "maximum recursion depth exceeded")
-    assert_still_works(slow)
+    assert_still_works(roomy)
 
 
 RECURSIVE = "def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\n"
 
 
-def test_entry_recursion_depth_matches_plain_cpython(slow):
+def test_entry_recursion_depth_matches_plain_cpython(roomy):
     """RECURSION_HEADROOM promises the program's own depth equals plain CPython's: with
     `assert f(n) == ...` at module level, CPython 3.12+ (limit 1000) runs f(998) and
     raises RecursionError for f(999)."""
-    deepest_ok = run_in(slow, RECURSIVE, "998")
+    deepest_ok = run_in(roomy, RECURSIVE, "998")
     assert (deepest_ok["status"], deepest_ok["output"]) == ("ok", "998")
-    too_deep = run_in(slow, RECURSIVE, "999")
+    too_deep = run_in(roomy, RECURSIVE, "999")
     assert status_message(too_deep) == ("exception", "RecursionError",
                                         "maximum recursion depth exceeded")
 
 
-def test_top_level_recursion_depth_matches_plain_cpython(slow):
+def test_top_level_recursion_depth_matches_plain_cpython(roomy):
     """Top-level code gets the same depth as a plain CPython script: f(998) called at
     module level works there (module frame + 999 frames of f = the limit of 1000)."""
-    result = run_in(slow, RECURSIVE + "\nDEPTH = f(998)\n\ndef g():\n    return DEPTH\n",
+    result = run_in(roomy, RECURSIVE + "\nDEPTH = f(998)\n\ndef g():\n    return DEPTH\n",
                     entry="g")
     assert (result["status"], result["exception_message"], result["output"]) == ("ok", None, "998")
 
 
-def test_deepest_frame_locals_are_recorded_truthfully(slow):
+def test_deepest_frame_locals_are_recorded_truthfully(roomy):
     """The tracer's callbacks must not fail near the recursion limit: every recorded value
     of n is its real repr, never '<repr failed: RecursionError>'."""
-    result = run_in(slow, "def f(n=0):\n    return f(n + 1)\n")
+    result = run_in(roomy, "def f(n=0):\n    return f(n + 1)\n")
     states = result["states"]
     values = [value for var, value in zip(states["var"], states["value"]) if var == "n"]
     assert len(values) >= 999
