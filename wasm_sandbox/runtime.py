@@ -38,6 +38,7 @@ from wasmtime._ffi import WASMTIME_COMPONENT_STRING
 from wasm_sandbox.build import GuestArtifacts, ensure_component, is_verified, write_verified
 from wasm_sandbox.limits import Limits
 from wasm_sandbox.memory_reset import enable_pagemap_scan, prefault
+from wasm_sandbox.result_schema import ResultRejected, ResultTooLarge, parse_result
 
 TICK_S = 0.01
 WASM_STACK_BYTES = 6 * 1024 * 1024
@@ -56,7 +57,8 @@ FRESH_AFTER = frozenset({"tampered", "step_limit", "memory_limit", "output_limit
 
 @dataclass
 class JobOutcome:
-    """The guest's result dict plus what only the host knows."""
+    """The guest's result dict (checked: wasm_sandbox/result_schema.py) plus what only
+    the host knows."""
 
     result: dict
     duration_us: int
@@ -194,12 +196,14 @@ class StringExport:
     API directly. ``wasmtime.component.Func.__call__`` asks the function for its type on
     every call and copies the result string out through a ctypes array type made for its
     length: ~10 µs a call for a no-op request (25 -> 15 µs), ~60 µs for a traced job's
-    ~1 KB result. Errors and traps are raised as wasmtime-py raises them."""
+    ~1 KB result. Errors and traps are raised as wasmtime-py raises them. The result is
+    returned as bytes: decoding them is part of checking the guest's result
+    (``parse_result``), where text that is not UTF-8 makes the job ``crashed``."""
 
     def __init__(self, func: wc.Func) -> None:
         self._func = func._func
 
-    def __call__(self, store: wasmtime.Store, payload: str) -> str:
+    def __call__(self, store: wasmtime.Store, payload: str) -> bytes:
         data = payload.encode()
         param = wasmtime_ffi.wasmtime_component_val_t()
         param.kind = _STRING
@@ -218,7 +222,7 @@ class StringExport:
                 raise wasmtime.WasmtimeError(f"the guest's run returned value kind {result.kind}, "
                                              "not a string")
             text = result.of.string
-            return string_at(text.data, text.size).decode()
+            return string_at(text.data, text.size)
         finally:
             wasmtime_ffi.wasmtime_component_val_delete(byref(result))
 
@@ -264,8 +268,10 @@ class Sandbox:
             raise wasmtime.WasmtimeError("the guest component exports no function 'run'")
         return store, StringExport(func)
 
-    def call(self, payload: str, isolation: str = "job") -> tuple[str | None, dict | None, bool]:
-        """Send one JSON request; return (result text, trap result, fresh instance?)."""
+    def call(self, payload: str, isolation: str = "job"
+             ) -> tuple[bytes | str | None, dict | None, bool]:
+        """Send one JSON request; return (result text, trap result, fresh instance?). The
+        text is the guest's bytes, unchecked (``run`` checks them)."""
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         fresh = isolation == "job" or self._reused is None
@@ -295,11 +301,18 @@ class Sandbox:
         duration_us = (time.perf_counter_ns() - started) // 1000
         if trapped is not None:
             return JobOutcome(trapped, duration_us, fresh)
-        if len(text) > self.limits.max_result_bytes:
-            return JobOutcome({"status": "output_limit", "exception_message":
-                               f"trace result exceeds {self.limits.max_result_bytes} bytes"},
+        try:
+            result = parse_result(text, self.limits)
+        except ResultTooLarge as exc:
+            return JobOutcome({"status": "output_limit", "exception_message": str(exc)},
                               duration_us, fresh)
-        result = json.loads(text)
+        except ResultRejected as exc:
+            # The guest broke the result format: nothing of it is kept, and in batch
+            # isolation its instance is not used again.
+            self._reused = None
+            return JobOutcome({"status": "crashed", "note": f"the guest's result was "
+                               f"rejected: {exc}"}, duration_us, fresh)
+        del text
         changed = result.pop("shared_state_changed", None)
         if changed:
             # batch isolation: the job rebound module state the next job would see. Its own
