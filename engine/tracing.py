@@ -22,10 +22,9 @@ from engine.corpus import Corpus, Job, iter_corpus
 from engine.store import TracedRun, TraceWriter, connect
 from wasm_sandbox.limits import Limits
 from wasm_sandbox.pool import WorkerPool, prepare
+from wasm_sandbox.result_schema import STATUSES  # noqa: F401  (re-exported: the run statuses)
 from wasm_sandbox.runtime import JobOutcome, Sandbox
 
-STATUSES = ("ok", "exception", "invalid", "timeout", "step_limit", "memory_limit",
-            "output_limit", "exited", "tampered", "crashed")
 
 
 @dataclass(frozen=True)
@@ -37,6 +36,9 @@ class TraceOptions:
     chunk_size: int = 16
     commit_every: int = 1000
     commit_seconds: float = 2.0
+    # Arrow bytes of finished runs held for the next commit: a few large results commit
+    # early, so the parent never holds more than about this much of them.
+    commit_bytes: int = 64 << 20
 
 
 @dataclass
@@ -187,7 +189,7 @@ def _trace(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
             done += len(finished)
             if progress:
                 progress(done, total)
-            if (writer.held >= options.commit_every
+            if (writer.held >= options.commit_every or writer.held_bytes >= options.commit_bytes
                     or time.perf_counter() - last_commit >= options.commit_seconds):
                 writer.commit()
                 last_commit = time.perf_counter()
