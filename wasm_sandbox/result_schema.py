@@ -216,6 +216,22 @@ RESULT = Record(
     },
 )
 
+# Statuses whose trace the host does not keep: the guest itself says it cannot be
+# trusted, and a program that tampered with the tracer may have left its columns
+# inconsistent (``t.ev = []``). The run's status, messages and counts are kept.
+UNTRUSTED_TRACE = ("tampered",)
+
+
+def _drop_trace(result: dict) -> None:
+    if "steps" in result:
+        result["steps"] = {name: [] for name in RESULT.fields["steps"].columns}
+    if "states" in result:
+        result["states"] = {name: [] for name in RESULT.fields["states"].columns}
+    if "funcs" in result:
+        result["funcs"] = []
+    result.pop("snapshots", None)
+
+
 # The short reply of a guest that could not build a result (guest.py: out of memory, or
 # its own error): these three keys only.
 BRIEF = Record({
@@ -267,6 +283,8 @@ def validate(result: object, limits: Limits) -> dict:
     repeated values; return it. Raises ResultRejected."""
     if type(result) is not dict:
         raise ResultRejected(f"the result is {_kind(result)}, not an object")
+    if result.get("status") in UNTRUSTED_TRACE:
+        _drop_trace(result)
     spec = BRIEF if result.keys() == BRIEF.fields.keys() else RESULT
     checker = _Checker(limits)
     checker.record(spec, result, "")
