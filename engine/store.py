@@ -23,7 +23,7 @@ from typing import Iterable
 import duckdb
 import pyarrow as pa
 
-from engine.corpus import Job
+from engine.corpus import Job, Program
 
 SCHEMA_VERSION = "2"
 READABLE_VERSIONS = ("1", "2")  # 2 added branches and analyses; 1 is upgraded on write
@@ -219,7 +219,7 @@ def first_line(exc: BaseException) -> str:
 # DuckDB's own memory while the writer inserts (its default is 80% of the machine's RAM,
 # which it fills with cached blocks as a long trace is written): beyond it, DuckDB writes
 # blocks out and spills to a temporary directory beside the store.
-WRITER_MEMORY_LIMIT = "256MB"
+WRITER_MEMORY_LIMIT = "128MB"
 
 
 class TraceWriter:
@@ -258,7 +258,7 @@ class TraceWriter:
             self.con.unregister("wanted_keys")
         return {key for (key,) in found}
 
-    def write(self, batch: list[TracedRun]) -> list[int]:
+    def write(self, batch: Iterable[TracedRun]) -> list[int]:
         """Commit ``batch`` (and any runs added before) in one transaction; return the run
         ids given."""
         self.add(batch)
@@ -269,25 +269,31 @@ class TraceWriter:
         """Runs added and not yet committed (their run ids follow on from the saved one)."""
         return 0 if self._saved is None else self.next_run_id - self._saved[0]
 
-    def add(self, batch: list[TracedRun]) -> None:
+    def add(self, batch: Iterable[TracedRun]) -> int:
         """Turn ``batch`` into Arrow rows now (giving run and program ids) and hold them for
-        the next :meth:`commit`. ``trace_corpus`` adds each chunk as it comes back, while
-        the workers run on, so that its last commit only inserts."""
-        if not batch:
-            return
-        if self._saved is None:
+        the next :meth:`commit`; return how many runs it had. ``trace_corpus`` adds each
+        chunk as it comes back, while the workers run on, so that its last commit only
+        inserts. ``batch`` is read once, a run at a time: an iterator that makes each
+        run's result as it is reached holds one large result at a time."""
+        saved = self._saved
+        if saved is None:
             self._saved = (self.next_run_id, self.next_program_id, dict(self.program_ids))
-        tables = self._tables(batch)
+        count, tables = self._tables(batch)
+        if not count:
+            self._saved = saved
+            return 0
         self._held.append(tables)
         self.held_bytes += sum(table.nbytes for table in tables)
+        return count
 
     def commit(self) -> list[int]:
         """Store the held runs in one transaction; return their run ids. When it fails
         nothing of them is stored and their ids are given again."""
         if not self._held:
             return []
-        runs, steps, states, programs = (pa.concat_tables(parts).combine_chunks()
-                                         for parts in zip(*self._held))
+        # DuckDB reads the held pieces as they are: combining their chunks first would
+        # copy every held row once more at the moment the most is held
+        runs, steps, states, programs = (pa.concat_tables(parts) for parts in zip(*self._held))
         saved = self._saved
         run_ids = list(range(saved[0], self.next_run_id))
         self._held, self._saved, self.held_bytes = [], None, 0
@@ -332,40 +338,41 @@ class TraceWriter:
                 con.unregister("incoming")
 
     # ------------------------------------------------------------------ arrow building
-    def _program_rows(self, batch: list[TracedRun]) -> tuple[dict, list[int]]:
-        new = {name: [] for name in ("program_id", "source", "sample_id", "code", "entry",
-                                     "code_sha256", "program_key")}
-        ids = []
-        for traced in batch:
-            program = traced.job.program
-            key = program.key
-            pid = self.program_ids.get(key)
-            if pid is None:
-                pid = self.program_ids[key] = self.next_program_id
-                self.next_program_id += 1
-                for name, value in (("program_id", pid), ("source", program.source),
-                                    ("sample_id", program.sample_id), ("code", program.code),
-                                    ("entry", program.entry),
-                                    ("code_sha256", program.code_sha256), ("program_key", key)):
-                    new[name].append(value)
-            ids.append(pid)
-        return new, ids
+    def _program_id(self, program: Program, new: dict[str, list]) -> int:
+        """The program's id; a program not yet stored gets the next one and a row in
+        ``new``."""
+        key = program.key
+        pid = self.program_ids.get(key)
+        if pid is None:
+            pid = self.program_ids[key] = self.next_program_id
+            self.next_program_id += 1
+            for name, value in (("program_id", pid), ("source", program.source),
+                                ("sample_id", program.sample_id), ("code", program.code),
+                                ("entry", program.entry), ("code_sha256", program.code_sha256),
+                                ("program_key", key)):
+                new[name].append(value)
+        return pid
 
-    def _tables(self, batch: list[TracedRun]) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
-        """(runs, steps, states, programs) of ``batch``, giving run ids from ``next_run_id``
-        on (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
-        programs, program_ids = self._program_rows(batch)
+    def _tables(self, batch: Iterable[TracedRun]
+                ) -> tuple[int, tuple[pa.Table, pa.Table, pa.Table, pa.Table]]:
+        """The number of runs in ``batch`` and their (runs, steps, states, programs),
+        giving run ids from ``next_run_id`` on (consecutive: ``held`` and ``commit``
+        count on it) and new programs theirs."""
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        runs = {name: [] for name in RUN_COLUMNS}
+        programs: dict[str, list] = {name: [] for name in PROGRAM_TYPES}
+        runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
         steps, states = _StepRows(), _StateRows()
-        for traced, program_id in zip(batch, program_ids):
+        count = 0
+        for traced in batch:
+            program_id = self._program_id(traced.job.program, programs)
             run_id = self.next_run_id
             self.next_run_id += 1
             _append_run(runs, traced, run_id, program_id, now)
             steps.add(traced.result, run_id)
             states.add(traced.result, run_id)
-        return (_arrow(runs, RUN_TYPES), steps.table(), states.table(),
-                _arrow(programs, PROGRAM_TYPES))
+            count += 1
+        return count, (_arrow(runs, RUN_TYPES), steps.table(), states.table(),
+                       _arrow(programs, PROGRAM_TYPES))
 
 
 def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now) -> None:
@@ -422,10 +429,47 @@ class _Names:
                                               _strings(list(self.codes)))
 
 
-class _StepRows:
-    """The steps rows of a batch."""
+class _Rows:
+    """The rows of one table for a batch, built as Python lists and turned into Arrow
+    every ``FLUSH_ROWS`` rows: a large run is then not held as lists and as Arrow at
+    once, while small runs still share one conversion."""
+
+    FLUSH_ROWS = 1 << 16
+    COLUMNS: tuple[str, ...] = ()
 
     def __init__(self) -> None:
+        self.pieces: list[pa.Table] = []
+        self.rows = 0
+        self.start()
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def arrays(self) -> list[pa.Array]:
+        raise NotImplementedError
+
+    def added(self, count: int) -> None:
+        self.rows += count
+        if self.rows >= self.FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        self.pieces.append(pa.Table.from_arrays(self.arrays(), names=list(self.COLUMNS)))
+        self.rows = 0
+        self.start()
+
+    def table(self) -> pa.Table:
+        if self.rows or not self.pieces:
+            self.flush()
+        return self.pieces[0] if len(self.pieces) == 1 else pa.concat_tables(self.pieces)
+
+
+class _StepRows(_Rows):
+    """The steps rows of a batch."""
+
+    COLUMNS = STEP_COLUMNS
+
+    def start(self) -> None:
         self.run_id: list[int] = []
         self.step: list[int] = []
         self.event, self.func = _Names(), _Names()
@@ -445,19 +489,20 @@ class _StepRows:
         self.line.extend(trace["line"])
         self.depth.extend(trace["depth"])
         self.frame.extend(trace["frame"])
+        self.added(count)
 
-    def table(self) -> pa.Table:
-        return pa.Table.from_arrays([
-            pa.array(self.run_id, pa.int64()), pa.array(self.step, pa.int32()),
-            self.event.array(), self.func.array(), pa.array(self.line, pa.int32()),
-            pa.array(self.depth, pa.int32()), pa.array(self.frame, pa.int32())],
-            names=list(STEP_COLUMNS))
+    def arrays(self) -> list[pa.Array]:
+        return [pa.array(self.run_id, pa.int64()), pa.array(self.step, pa.int32()),
+                self.event.array(), self.func.array(), pa.array(self.line, pa.int32()),
+                pa.array(self.depth, pa.int32()), pa.array(self.frame, pa.int32())]
 
 
-class _StateRows:
+class _StateRows(_Rows):
     """The states rows of a batch."""
 
-    def __init__(self) -> None:
+    COLUMNS = STATE_COLUMNS
+
+    def start(self) -> None:
         self.run_id: list[int] = []
         self.step: list[int] = []
         self.var, self.type = _Names(), _Names()
@@ -468,18 +513,19 @@ class _StateRows:
         rows = result.get("states")
         if not rows or not rows["step"]:
             return
-        self.run_id.extend([run_id] * len(rows["step"]))
+        count = len(rows["step"])
+        self.run_id.extend([run_id] * count)
         self.step.extend(rows["step"])
         self.var.add(rows["var"])
         self.value.extend(rows["value"])
         self.type.add(rows["type"], nullable=True)
         self.truncated.extend(rows["truncated"])
+        self.added(count)
 
-    def table(self) -> pa.Table:
-        return pa.Table.from_arrays([
-            pa.array(self.run_id, pa.int64()), pa.array(self.step, pa.int32()),
-            self.var.array(), _strings(self.value), self.type.array(),
-            pa.array(self.truncated, pa.bool_())], names=list(STATE_COLUMNS))
+    def arrays(self) -> list[pa.Array]:
+        return [pa.array(self.run_id, pa.int64()), pa.array(self.step, pa.int32()),
+                self.var.array(), _strings(self.value), self.type.array(),
+                pa.array(self.truncated, pa.bool_())]
 
 
 RUN_TYPES = {
