@@ -38,7 +38,7 @@ class TraceOptions:
     commit_seconds: float = 2.0
     # Arrow bytes of finished runs held for the next commit: a few large results commit
     # early, so the parent never holds more than about this much of them.
-    commit_bytes: int = 64 << 20
+    commit_bytes: int = 32 << 20
 
 
 @dataclass
@@ -72,6 +72,12 @@ class TraceSummary:
         self.line_steps += result.get("line_steps") or 0
         self.instruction_steps += result.get("instruction_steps") or 0
         self.steps += len((result.get("steps") or {}).get("event") or ())
+
+    def counted(self, runs: Iterable[TracedRun]) -> Iterator[TracedRun]:
+        """``runs``, each added to the summary as it passes."""
+        for traced in runs:
+            self.add(traced)
+            yield traced
 
     def as_dict(self) -> dict:
         return {"corpus": self.corpus, "db": self.db, "jobs": self.jobs,
@@ -127,9 +133,11 @@ def start_pool(options: TraceOptions) -> WorkerPool | None:
 
 
 def run_jobs(jobs: Iterable[Job], options: TraceOptions,
-             pool: WorkerPool | None = None) -> Iterator[list[TracedRun]]:
+             pool: WorkerPool | None = None) -> Iterator[Iterator[TracedRun]]:
     """Run ``jobs`` in the sandbox; yield finished runs chunk by chunk (any order). Jobs
-    are read from ``jobs`` lazily, a few chunks ahead of the workers."""
+    are read from ``jobs`` lazily, a few chunks ahead of the workers. A chunk's runs come
+    as an iterator that takes each run's result from its outcome when it is reached:
+    read once, it makes one large result a dict at a time (see ``JobOutcome``)."""
     held: dict[int, list[Job]] = {}  # the jobs of chunks handed out and not yet back
 
     def requests() -> Iterator[list[dict]]:
@@ -139,12 +147,8 @@ def run_jobs(jobs: Iterable[Job], options: TraceOptions,
 
     for index, outcomes in run_chunks(requests(), options.workers, options.limits,
                                       options.isolation, pool=pool):
-        yield [TracedRun(job, *_unpack(outcome), options.isolation)
-               for job, outcome in zip(held.pop(index), outcomes)]
-
-
-def _unpack(outcome: JobOutcome) -> tuple[dict, int]:
-    return outcome.result, outcome.duration_us
+        yield (TracedRun(job, outcome.take_result(), outcome.duration_us, options.isolation)
+               for job, outcome in zip(held.pop(index), outcomes))
 
 
 def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
@@ -183,10 +187,7 @@ def _trace(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
         done = 0
         jobs = (job for job in _items(corpus) if not isinstance(job, str) and _take(todo, job))
         for finished in run_jobs(jobs, options, pool) if todo else ():
-            writer.add(finished)
-            for traced in finished:
-                summary.add(traced)
-            done += len(finished)
+            done += writer.add(summary.counted(finished))
             if progress:
                 progress(done, total)
             if (writer.held >= options.commit_every or writer.held_bytes >= options.commit_bytes

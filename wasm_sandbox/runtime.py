@@ -23,11 +23,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
 import resource
 import threading
 import time
 from ctypes import POINTER, byref, c_char_p, cast, string_at
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import wasmtime
@@ -55,14 +55,57 @@ ISOLATIONS = ("job", "batch")
 FRESH_AFTER = frozenset({"tampered", "step_limit", "memory_limit", "output_limit"})
 
 
-@dataclass
+# Result texts from this many characters on are held pickled in their JobOutcome.
+PACK_FROM = 64 << 10
+
+
 class JobOutcome:
     """The guest's result dict (checked: wasm_sandbox/result_schema.py) plus what only
-    the host knows."""
+    the host knows.
 
-    result: dict
-    duration_us: int
-    fresh_instance: bool = field(default=True)
+    A large result is held pickled (:meth:`pack`, done by ``Sandbox.run`` for results of
+    ``PACK_FROM`` characters or more): a worker keeps its chunk's outcomes until the last
+    job of the chunk is done, and a pickled result is 2-4 times smaller than its dict of
+    lists (a list slot is 8 bytes, a pickled small integer or repeated name 2-5). It is
+    pickled once either way: here instead of when the chunk is sent. ``result`` unpickles
+    it on first use and keeps the dict; ``take_result`` returns it without keeping it,
+    for a caller that uses it once (the trace loop, so that a chunk's large results are
+    not all dicts at once)."""
+
+    __slots__ = ("_result", "_packed", "duration_us", "fresh_instance")
+
+    def __init__(self, result: dict, duration_us: int, fresh_instance: bool = True) -> None:
+        self._result: dict | None = result
+        self._packed: bytes | None = None
+        self.duration_us = duration_us
+        self.fresh_instance = fresh_instance
+
+    def pack(self) -> "JobOutcome":
+        if self._result is not None:
+            self._packed = pickle.dumps(self._result, protocol=pickle.HIGHEST_PROTOCOL)
+            self._result = None
+        return self
+
+    @property
+    def result(self) -> dict:
+        if self._result is None:
+            self._result = pickle.loads(self._packed)
+            self._packed = None
+        return self._result
+
+    def take_result(self) -> dict:
+        return self._result if self._result is not None else pickle.loads(self._packed)
+
+    def __getstate__(self) -> tuple:
+        return self._result, self._packed, self.duration_us, self.fresh_instance
+
+    def __setstate__(self, state: tuple) -> None:
+        self._result, self._packed, self.duration_us, self.fresh_instance = state
+
+    def __repr__(self) -> str:
+        held = "packed" if self._result is None else repr(self._result)
+        return (f"JobOutcome(result={held}, duration_us={self.duration_us}, "
+                f"fresh_instance={self.fresh_instance})")
 
 
 def engine_fingerprint(limits: Limits) -> str:
@@ -301,6 +344,7 @@ class Sandbox:
         duration_us = (time.perf_counter_ns() - started) // 1000
         if trapped is not None:
             return JobOutcome(trapped, duration_us, fresh)
+        size = len(text)
         try:
             result = parse_result(text, self.limits)
         except ResultTooLarge as exc:
@@ -325,7 +369,8 @@ class Sandbox:
             # a job stopped mid-way (or one that tampered) may have left the interpreter in
             # any state: in batch isolation the next job gets a fresh instance
             self._reused = None
-        return JobOutcome(result, duration_us, fresh)
+        outcome = JobOutcome(result, duration_us, fresh)
+        return outcome.pack() if size >= PACK_FROM else outcome
 
     def preloaded_modules(self) -> dict:
         text, trapped, _ = self.call(json.dumps({"command": "preloaded"}))
