@@ -269,16 +269,18 @@ class TraceWriter:
         """Runs added and not yet committed (their run ids follow on from the saved one)."""
         return 0 if self._saved is None else self.next_run_id - self._saved[0]
 
-    def add(self, batch: Iterable[TracedRun]) -> int:
+    def add(self, batch: Iterable[TracedRun], most_bytes: int | None = None) -> int:
         """Turn ``batch`` into Arrow rows now (giving run and program ids) and hold them for
-        the next :meth:`commit`; return how many runs it had. ``trace_corpus`` adds each
+        the next :meth:`commit`; return how many runs were taken. ``trace_corpus`` adds each
         chunk as it comes back, while the workers run on, so that its last commit only
         inserts. ``batch`` is read once, a run at a time: an iterator that makes each
-        run's result as it is reached holds one large result at a time."""
+        run's result as it is reached holds one large result at a time. With
+        ``most_bytes`` the runs taken stop once their Arrow rows reach it (counted every
+        ``_Rows.FLUSH_ROWS`` rows): the rest of an iterator is left for the next call."""
         saved = self._saved
         if saved is None:
             self._saved = (self.next_run_id, self.next_program_id, dict(self.program_ids))
-        count, tables = self._tables(batch)
+        count, tables = self._tables(batch, most_bytes)
         if not count:
             self._saved = saved
             return 0
@@ -353,11 +355,11 @@ class TraceWriter:
                 new[name].append(value)
         return pid
 
-    def _tables(self, batch: Iterable[TracedRun]
-                ) -> tuple[int, tuple[pa.Table, pa.Table, pa.Table, pa.Table]]:
-        """The number of runs in ``batch`` and their (runs, steps, states, programs),
-        giving run ids from ``next_run_id`` on (consecutive: ``held`` and ``commit``
-        count on it) and new programs theirs."""
+    def _tables(self, batch: Iterable[TracedRun], most_bytes: int | None = None
+                ) -> tuple[int, tuple[pa.Table, ...]]:
+        """The number of runs taken from ``batch`` and their (runs, steps, states,
+        programs) (none if no run was), giving run ids from ``next_run_id`` on
+        (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         programs: dict[str, list] = {name: [] for name in PROGRAM_TYPES}
         runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
@@ -371,6 +373,10 @@ class TraceWriter:
             steps.add(traced.result, run_id)
             states.add(traced.result, run_id)
             count += 1
+            if most_bytes is not None and steps.nbytes + states.nbytes >= most_bytes:
+                break
+        if not count:
+            return 0, ()
         return count, (_arrow(runs, RUN_TYPES), steps.table(), states.table(),
                        _arrow(programs, PROGRAM_TYPES))
 
@@ -447,6 +453,11 @@ class _Rows:
 
     def arrays(self) -> list[pa.Array]:
         raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        """Arrow bytes of the rows turned into Arrow so far."""
+        return sum(piece.nbytes for piece in self.pieces)
 
     def added(self, count: int) -> None:
         self.rows += count

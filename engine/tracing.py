@@ -36,8 +36,8 @@ class TraceOptions:
     chunk_size: int = 16
     commit_every: int = 1000
     commit_seconds: float = 2.0
-    # Arrow bytes of finished runs held for the next commit: a few large results commit
-    # early, so the parent never holds more than about this much of them.
+    # Arrow bytes of finished runs held for the next commit: large results commit early
+    # (also within a chunk), so the parent holds about this much of them at most.
     commit_bytes: int = 32 << 20
 
 
@@ -187,13 +187,16 @@ def _trace(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
         done = 0
         jobs = (job for job in _items(corpus) if not isinstance(job, str) and _take(todo, job))
         for finished in run_jobs(jobs, options, pool) if todo else ():
-            done += writer.add(summary.counted(finished))
-            if progress:
-                progress(done, total)
-            if (writer.held >= options.commit_every or writer.held_bytes >= options.commit_bytes
-                    or time.perf_counter() - last_commit >= options.commit_seconds):
-                writer.commit()
-                last_commit = time.perf_counter()
+            runs = summary.counted(finished)
+            while added := writer.add(runs, options.commit_bytes):
+                done += added
+                if progress:
+                    progress(done, total)
+                if (writer.held >= options.commit_every
+                        or writer.held_bytes >= options.commit_bytes
+                        or time.perf_counter() - last_commit >= options.commit_seconds):
+                    writer.commit()
+                    last_commit = time.perf_counter()
         writer.commit()
     finally:
         con.close()

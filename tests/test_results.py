@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from engine.cli import main
 from engine.corpus import Job, Program
-from engine.store import TracedRun, TraceWriter, connect
+from engine.store import TracedRun, TraceWriter, _Rows, connect
 from engine.tracing import TraceOptions, trace_corpus
 from wasm_sandbox.limits import Limits
 from wasm_sandbox.result_schema import (ResultRejected, ResultTooLarge, count_values,
@@ -440,8 +440,9 @@ def test_a_name_on_every_step_is_held_once(tmp_path):
         con.close()
 
 
-def test_held_rows_past_commit_bytes_are_committed_chunk_by_chunk(tmp_path, monkeypatch):
-    """With ``commit_bytes`` 1 every chunk is committed as it comes back."""
+def test_held_rows_past_commit_bytes_are_committed_within_a_chunk(tmp_path, monkeypatch):
+    """Once the rows held reach ``commit_bytes`` they are committed, also in the middle of
+    a chunk (here every run's rows become Arrow at once: FLUSH_ROWS 1)."""
     corpus = tmp_path / "three.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"j{k}", "code": CLEAN, "input": str(k)})
                               + "\n" for k in range(3)), encoding="utf-8")
@@ -449,10 +450,13 @@ def test_held_rows_past_commit_bytes_are_committed_chunk_by_chunk(tmp_path, monk
     real_commit = TraceWriter.commit
     monkeypatch.setattr(TraceWriter, "commit",
                         lambda self: committed.append(real_commit(self)) or committed[-1])
-    summary = trace_corpus(corpus, tmp_path / "three.duckdb", TraceOptions(
-        workers=0, chunk_size=1, commit_bytes=1, commit_every=10**9, commit_seconds=10**9))
-    assert summary.traced == 3
-    assert committed == [[1], [2], [3], []]
+    monkeypatch.setattr(_Rows, "FLUSH_ROWS", 1)
+    db = tmp_path / "three.duckdb"
+    summary = trace_corpus(corpus, db, TraceOptions(
+        workers=0, chunk_size=3, commit_bytes=1, commit_every=10**9, commit_seconds=10**9))
+    assert (summary.traced, committed) == (3, [[1], [2], [3], []])
+    assert rows(db, "SELECT run_id, output, n_steps FROM runs ORDER BY run_id") == [
+        (1, "0", 4), (2, "2", 4), (3, "4", 4)]
 
 
 # ------------------------------------------------------------------ real memory bombs
