@@ -34,7 +34,6 @@ until its chunk is sent and what is pickled to the parent.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -323,10 +322,6 @@ class _Checker:
         self.cuts: list[str] = []
         self.lengths: dict[str, int] = {}  # checked tables an Index may refer to
         self._caps = _caps(limits)
-        self._check = {Text: self.text, Int: self.int_field, Bool: self.bool_field,
-                       Choice: self.choice, Index: self.index, Names: self.names,
-                       Columns: self.columns, Record: self.nested, Records: self.records,
-                       Snapshots: self.snapshots}
 
     def cap(self, cap: Cap) -> int:
         found = self._caps.get(cap)
@@ -347,9 +342,9 @@ class _Checker:
                     raise ResultRejected(f"{_join(path, key)} is not a key of "
                                          f"{path or 'the result'}")
         lengths, self.lengths = self.lengths, {}
-        check = self._check
+        check = _CHECKS
         for key, item in _in_order(spec, value):
-            check[type(item)](item, value, key, path)
+            check[type(item)](self, item, value, key, path)
         self.lengths = lengths
 
     def nested(self, spec: Record, parent: dict, key: str, where: str) -> None:
@@ -448,7 +443,7 @@ class _Checker:
             if rows is None:
                 rows = len(values)
             elif len(values) != rows:
-                raise ResultRejected(f"{path}.{name} has {len(values):,} rows, {path}.{first} "
+                raise ResultRejected(f"{path}.{name} has length {len(values):,}, {path}.{first} "
                                      f"{rows:,}")
         for name, column in order:
             values = table[name]
@@ -496,10 +491,22 @@ class _Checker:
         _share(values)
 
 
-@functools.lru_cache(maxsize=16)
+_CHECKS = {Text: _Checker.text, Int: _Checker.int_field, Bool: _Checker.bool_field,
+           Choice: _Checker.choice, Index: _Checker.index, Names: _Checker.names,
+           Columns: _Checker.columns, Record: _Checker.nested, Records: _Checker.records,
+           Snapshots: _Checker.snapshots}
+_CAPS: dict[int, tuple[Limits, dict]] = {}
+
+
 def _caps(limits: Limits) -> dict:
-    """The caps worked out for ``limits`` so far (a sandbox keeps one Limits)."""
-    return {}
+    """The caps worked out for ``limits`` so far (a sandbox keeps one Limits object;
+    looked up by identity, since hashing a Limits costs more than the lookup saves)."""
+    found = _CAPS.get(id(limits))
+    if found is None or found[0] is not limits:
+        if len(_CAPS) > 64:
+            _CAPS.clear()
+        found = _CAPS[id(limits)] = (limits, {})
+    return found[1]
 
 
 _TEXT = frozenset({str})
