@@ -359,6 +359,28 @@ def test_over_cap_texts_are_cut_and_flagged_or_noted(forged_store, name):
     assert_next_run_exact(forged_store, name)
 
 
+def test_a_rejected_result_retires_its_batch_instance(sandbox, monkeypatch):
+    """In batch isolation the instance that gave a malformed result runs nothing more:
+    the next job gets a fresh one (and is traced exactly)."""
+    request = {"code": CLEAN, "input": "3"}
+    sandbox.run(request, "batch")
+    assert sandbox.run(request, "batch").fresh_instance is False  # reused
+    real_call = Sandbox.call
+    monkeypatch.setattr(Sandbox, "call", lambda self, payload, isolation="job": (
+        b"[]", None, False))
+    rejected = sandbox.run(request, "batch")
+    assert (rejected.result, rejected.fresh_instance) == (
+        {"status": "crashed", "note": REJECTED + "the result is an array, not an object"},
+        False)
+    monkeypatch.setattr(Sandbox, "call", real_call)
+    after = sandbox.run(request, "batch")
+    assert after.fresh_instance is True
+    assert (after.result["status"], after.result["output"], after.result["states"]) == (
+        "ok", "6", {"step": [0, 2, 3], "var": ["x", "y", "<return>"],
+                    "value": ["3", "6", "6"], "type": ["int"] * 3,
+                    "truncated": [False] * 3})
+
+
 # ------------------------------------------------------------------ the parse itself
 def test_the_value_count_is_exact_when_strings_hold_punctuation():
     """Punctuation inside strings does not count against max_result_values: a result of
