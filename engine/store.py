@@ -5,6 +5,11 @@ transaction per batch: a run's row, steps and states are committed together or n
 all, so a store never holds part of a run. ``run_key`` identifies a job (program, input
 index, input and expected output): tracing the same corpus again skips stored keys, and
 ``force`` replaces them.
+
+The results reaching the writer have been checked (wasm_sandbox/result_schema.py). Their
+names (a step's function and event, a state's variable and type) repeat on many rows:
+the Arrow columns are dictionary-encoded, each distinct name held once per batch, and
+DuckDB stores them as the schema's VARCHAR columns.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Iterable
 import duckdb
 import pyarrow as pa
 
-from engine.corpus import Job
+from engine.corpus import Job, Program
 from engine.experiments import upgrade as upgrade_experiment_tables
 from engine.textfiles import file_kind
 
@@ -317,8 +322,17 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+# DuckDB's own memory while the writer inserts (its default is 80% of the machine's RAM,
+# which it fills with cached blocks as a long trace is written): beyond it, DuckDB writes
+# blocks out and spills to a temporary directory beside the store.
+WRITER_MEMORY_LIMIT = "128MB"
+# Held Arrow rows up to this size are combined into one chunk per table before the insert.
+COMBINE_BYTES = 8 << 20
+
+
 class TraceWriter:
-    """Appends batches of traced runs to a store; assigns run and program ids."""
+    """Appends batches of traced runs to a store; assigns run and program ids. Sets the
+    DuckDB instance's ``memory_limit`` to ``WRITER_MEMORY_LIMIT``."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, force: bool = False,
                  path: str | Path = "") -> None:
@@ -327,7 +341,9 @@ class TraceWriter:
         self.path = path
         self._held: list[tuple] = []  # (runs, steps, states, programs) tables per add
         self._saved: tuple | None = None  # the ids' state before the first held add
+        self.held_bytes = 0  # Arrow bytes of the held tables
         try:
+            con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
             self.next_run_id = con.execute(
                 "SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
             self.next_program_id = con.execute(
@@ -350,7 +366,7 @@ class TraceWriter:
             self.con.unregister("wanted_keys")
         return {key for (key,) in found}
 
-    def write(self, batch: list[TracedRun]) -> list[int]:
+    def write(self, batch: Iterable[TracedRun]) -> list[int]:
         """Commit ``batch`` (and any runs added before) in one transaction; return the run
         ids given."""
         self.add(batch)
@@ -361,26 +377,40 @@ class TraceWriter:
         """Runs added and not yet committed (their run ids follow on from the saved one)."""
         return 0 if self._saved is None else self.next_run_id - self._saved[0]
 
-    def add(self, batch: list[TracedRun]) -> None:
+    def add(self, batch: Iterable[TracedRun], most_bytes: int | None = None) -> int:
         """Turn ``batch`` into Arrow rows now (giving run and program ids) and hold them for
-        the next :meth:`commit`. ``trace_corpus`` adds each chunk as it comes back, while
-        the workers run on, so that its last commit only inserts."""
-        if not batch:
-            return
-        if self._saved is None:
+        the next :meth:`commit`; return how many runs were taken. ``trace_corpus`` adds each
+        chunk as it comes back, while the workers run on, so that its last commit only
+        inserts. ``batch`` is read once, a run at a time: an iterator that makes each
+        run's result as it is reached holds one large result at a time. With
+        ``most_bytes`` the runs taken stop once their Arrow rows reach it (counted every
+        ``_Rows.FLUSH_ROWS`` rows): the rest of an iterator is left for the next call."""
+        saved = self._saved
+        if saved is None:
             self._saved = (self.next_run_id, self.next_program_id, dict(self.program_ids))
-        self._held.append(self._tables(batch))
+        count, tables = self._tables(batch, most_bytes)
+        if not count:
+            self._saved = saved
+            return 0
+        self._held.append(tables)
+        self.held_bytes += sum(table.get_total_buffer_size() for table in tables)
+        return count
 
     def commit(self) -> list[int]:
         """Store the held runs in one transaction; return their run ids. When it fails
         nothing of them is stored and their ids are given again."""
         if not self._held:
             return []
-        runs, steps, states, programs = (pa.concat_tables(parts).combine_chunks()
-                                         for parts in zip(*self._held))
+        # Many small pieces are combined first (DuckDB inserts one Arrow chunk faster than
+        # fifty: 20 ms for CRUXEval's 800 runs); large held rows are inserted as they are,
+        # since combining copies every one of them at the moment the most is held.
+        combine = self.held_bytes <= COMBINE_BYTES
+        runs, steps, states, programs = (
+            pa.concat_tables(parts).combine_chunks() if combine else pa.concat_tables(parts)
+            for parts in zip(*self._held))
         saved = self._saved
         run_ids = list(range(saved[0], self.next_run_id))
-        self._held, self._saved = [], None
+        self._held, self._saved, self.held_bytes = [], None, 0
         con = self.con
         try:
             con.execute("BEGIN TRANSACTION")
@@ -422,40 +452,45 @@ class TraceWriter:
                 con.unregister("incoming")
 
     # ------------------------------------------------------------------ arrow building
-    def _program_rows(self, batch: list[TracedRun]) -> tuple[dict, list[int]]:
-        new = {name: [] for name in ("program_id", "source", "sample_id", "code", "entry",
-                                     "code_sha256", "program_key")}
-        ids = []
-        for traced in batch:
-            program = traced.job.program
-            key = program.key
-            pid = self.program_ids.get(key)
-            if pid is None:
-                pid = self.program_ids[key] = self.next_program_id
-                self.next_program_id += 1
-                for name, value in (("program_id", pid), ("source", program.source),
-                                    ("sample_id", program.sample_id), ("code", program.code),
-                                    ("entry", program.entry),
-                                    ("code_sha256", program.code_sha256), ("program_key", key)):
-                    new[name].append(value)
-            ids.append(pid)
-        return new, ids
+    def _program_id(self, program: Program, new: dict[str, list]) -> int:
+        """The program's id; a program not yet stored gets the next one and a row in
+        ``new``."""
+        key = program.key
+        pid = self.program_ids.get(key)
+        if pid is None:
+            pid = self.program_ids[key] = self.next_program_id
+            self.next_program_id += 1
+            for name, value in (("program_id", pid), ("source", program.source),
+                                ("sample_id", program.sample_id), ("code", program.code),
+                                ("entry", program.entry), ("code_sha256", program.code_sha256),
+                                ("program_key", key)):
+                new[name].append(value)
+        return pid
 
-    def _tables(self, batch: list[TracedRun]) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
-        """(runs, steps, states, programs) of ``batch``, giving run ids from ``next_run_id``
-        on (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
-        programs, program_ids = self._program_rows(batch)
+    def _tables(self, batch: Iterable[TracedRun], most_bytes: int | None = None
+                ) -> tuple[int, tuple[pa.Table, ...]]:
+        """The number of runs taken from ``batch`` and their (runs, steps, states,
+        programs) (none if no run was), giving run ids from ``next_run_id`` on
+        (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        runs = {name: [] for name in RUN_COLUMNS}
-        steps = {name: [] for name in STEP_COLUMNS}
-        states = {name: [] for name in STATE_COLUMNS}
-        for traced, program_id in zip(batch, program_ids):
+        programs: dict[str, list] = {name: [] for name in PROGRAM_TYPES}
+        runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
+        steps, states = _StepRows(), _StateRows()
+        count = 0
+        for traced in batch:
+            program_id = self._program_id(traced.job.program, programs)
             run_id = self.next_run_id
             self.next_run_id += 1
             _append_run(runs, traced, run_id, program_id, now)
-            _append_trace(steps, states, traced.result, run_id)
-        return (_arrow(runs, RUN_TYPES), _arrow(steps, STEP_TYPES),
-                _arrow(states, STATE_TYPES), _arrow(programs, PROGRAM_TYPES))
+            steps.add(traced.result, run_id)
+            states.add(traced.result, run_id)
+            count += 1
+            if most_bytes is not None and steps.nbytes + states.nbytes >= most_bytes:
+                break
+        if not count:
+            return 0, ()
+        return count, (_arrow(runs, RUN_TYPES), steps.table(), states.table(),
+                       _arrow(programs, PROGRAM_TYPES))
 
 
 def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now) -> None:
@@ -485,26 +520,135 @@ def _matches(result: dict, job: Job) -> bool | None:
     return bool(result.get("output_matches"))
 
 
-def _append_trace(steps: dict, states: dict, result: dict, run_id: int) -> None:
-    trace = result.get("steps") or {}
-    events = trace.get("event") or []
-    if events:
-        names = result.get("events") or []
-        funcs = result.get("funcs") or []
-        count = len(events)
-        steps["run_id"].extend([run_id] * count)
-        steps["step"].extend(range(count))
-        steps["event"].extend([names[e] for e in events])
-        steps["func"].extend([funcs[f] for f in trace["func"]])
-        steps["line"].extend(trace["line"])
-        steps["depth"].extend(trace["depth"])
-        steps["frame"].extend(trace["frame"])
-    rows = result.get("states") or {}
-    if rows.get("step"):
+class _Names:
+    """A dictionary-encoded text column under construction: each distinct text once,
+    each row an index into them."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        self.indices: list[int | None] = []
+
+    def add(self, values: list, nullable: bool = False) -> None:
+        codes = self.codes
+        if nullable:
+            self.indices.extend([None if v is None else codes.setdefault(v, len(codes))
+                                 for v in values])
+        else:
+            self.indices.extend([codes.setdefault(v, len(codes)) for v in values])
+
+    def add_indexed(self, table: list[str], indices: list[int]) -> None:
+        """Rows given as indices into a run's own name table (``funcs``, ``events``)."""
+        codes = self.codes
+        local = [codes.setdefault(name, len(codes)) for name in table]
+        self.indices.extend(map(local.__getitem__, indices))
+
+    def array(self) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(pa.array(self.indices, pa.int32()),
+                                              _strings(list(self.codes)))
+
+
+class _Rows:
+    """The rows of one table for a batch, built as Python lists and turned into Arrow
+    every ``FLUSH_ROWS`` rows: a large run is then not held as lists and as Arrow at
+    once, while small runs still share one conversion."""
+
+    FLUSH_ROWS = 1 << 16
+    COLUMNS: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self.pieces: list[pa.Table] = []
+        self.rows = 0
+        self.start()
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def arrays(self) -> list[pa.Array]:
+        raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        """Arrow bytes of the rows turned into Arrow so far."""
+        return sum(piece.get_total_buffer_size() for piece in self.pieces)
+
+    def added(self, count: int) -> None:
+        self.rows += count
+        if self.rows >= self.FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        self.pieces.append(pa.Table.from_arrays(self.arrays(), names=list(self.COLUMNS)))
+        self.rows = 0
+        self.start()
+
+    def table(self) -> pa.Table:
+        if self.rows or not self.pieces:
+            self.flush()
+        return self.pieces[0] if len(self.pieces) == 1 else pa.concat_tables(self.pieces)
+
+
+class _StepRows(_Rows):
+    """The steps rows of a batch."""
+
+    COLUMNS = STEP_COLUMNS
+
+    def start(self) -> None:
+        self.run_id: list[int] = []
+        self.step: list[int] = []
+        self.event, self.func = _Names(), _Names()
+        self.line: list[int] = []
+        self.depth: list[int] = []
+        self.frame: list[int] = []
+
+    def add(self, result: dict, run_id: int) -> None:
+        trace = result.get("steps")
+        if not trace or not trace["event"]:
+            return
+        count = len(trace["event"])
+        self.run_id.extend([run_id] * count)
+        self.step.extend(range(count))
+        self.event.add_indexed(result["events"], trace["event"])
+        self.func.add_indexed(result["funcs"], trace["func"])
+        self.line.extend(trace["line"])
+        self.depth.extend(trace["depth"])
+        self.frame.extend(trace["frame"])
+        self.added(count)
+
+    def arrays(self) -> list[pa.Array]:
+        return [pa.array(self.run_id, pa.int64()), pa.array(self.step, pa.int32()),
+                self.event.array(), self.func.array(), pa.array(self.line, pa.int32()),
+                pa.array(self.depth, pa.int32()), pa.array(self.frame, pa.int32())]
+
+
+class _StateRows(_Rows):
+    """The states rows of a batch."""
+
+    COLUMNS = STATE_COLUMNS
+
+    def start(self) -> None:
+        self.run_id: list[int] = []
+        self.step: list[int] = []
+        self.var, self.type = _Names(), _Names()
+        self.value: list[str | None] = []
+        self.truncated: list[bool] = []
+
+    def add(self, result: dict, run_id: int) -> None:
+        rows = result.get("states")
+        if not rows or not rows["step"]:
+            return
         count = len(rows["step"])
-        states["run_id"].extend([run_id] * count)
-        for name in ("step", "var", "value", "type", "truncated"):
-            states[name].extend(rows[name])
+        self.run_id.extend([run_id] * count)
+        self.step.extend(rows["step"])
+        self.var.add(rows["var"])
+        self.value.extend(rows["value"])
+        self.type.add(rows["type"], nullable=True)
+        self.truncated.extend(rows["truncated"])
+        self.added(count)
+
+    def arrays(self) -> list[pa.Array]:
+        return [pa.array(self.run_id, pa.int64()), pa.array(self.step, pa.int32()),
+                self.var.array(), _strings(self.value), self.type.array(),
+                pa.array(self.truncated, pa.bool_())]
 
 
 RUN_TYPES = {
@@ -518,33 +662,25 @@ RUN_TYPES = {
     "duration_us": pa.int64(), "call_us": pa.int64(), "isolation": pa.string(),
     "run_key": pa.string(), "traced_at": pa.timestamp("us"),
 }
-STEP_TYPES = {"run_id": pa.int64(), "step": pa.int32(), "event": pa.string(),
-              "func": pa.string(), "line": pa.int32(), "depth": pa.int32(), "frame": pa.int32()}
-STATE_TYPES = {"run_id": pa.int64(), "step": pa.int32(), "var": pa.string(),
-               "value": pa.string(), "type": pa.string(), "truncated": pa.bool_()}
 PROGRAM_TYPES = {"program_id": pa.int64(), "source": pa.string(), "sample_id": pa.string(),
                  "code": pa.string(), "entry": pa.string(), "code_sha256": pa.string(),
                  "program_key": pa.string()}
 
 
 def _arrow(columns: dict, types: dict) -> pa.Table:
-    arrays = []
-    for name, kind in types.items():
-        values = columns[name]
-        try:
-            arrays.append(pa.array(values, kind))
-        except (pa.ArrowException, UnicodeEncodeError, TypeError):
-            arrays.append(pa.array([_clean(v, kind) for v in values], kind))
-    return pa.Table.from_arrays(arrays, names=list(types))
+    return pa.Table.from_arrays([_strings(columns[name]) if kind == pa.string()
+                                 else pa.array(columns[name], kind)
+                                 for name, kind in types.items()], names=list(types))
 
 
-def _clean(value, kind):
-    """Text from the guest may hold lone surrogates or non-strings (a program can make
-    both); store them escaped rather than lose the run."""
-    if value is None or kind != pa.string():
-        return value
-    text = value if isinstance(value, str) else repr(value)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+def _strings(values: list) -> pa.Array:
+    """Text from the guest may hold lone surrogates (a program can print one; the checked
+    result keeps them): store them escaped (``\\ud800``) rather than lose the run."""
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowException, UnicodeEncodeError):
+        return pa.array([None if v is None else v.encode("utf-8", "backslashreplace")
+                         .decode("utf-8") for v in values], pa.string())
 
 
 @dataclass

@@ -23,10 +23,9 @@ from engine.corpus import Corpus, Job, Spooled, iter_corpus, spool
 from engine.store import TracedRun, TraceWriter, connect
 from wasm_sandbox.limits import Limits
 from wasm_sandbox.pool import WorkerPool, prepare
+from wasm_sandbox.result_schema import STATUSES  # noqa: F401  (re-exported: the run statuses)
 from wasm_sandbox.runtime import JobOutcome, Sandbox
 
-STATUSES = ("ok", "exception", "invalid", "timeout", "step_limit", "memory_limit",
-            "output_limit", "exited", "tampered", "crashed")
 
 
 @dataclass(frozen=True)
@@ -38,6 +37,9 @@ class TraceOptions:
     chunk_size: int = 16
     commit_every: int = 1000
     commit_seconds: float = 2.0
+    # Arrow bytes of finished runs held for the next commit: large results commit early
+    # (also within a chunk), so the parent holds about this much of them at most.
+    commit_bytes: int = 32 << 20
 
 
 @dataclass
@@ -71,6 +73,12 @@ class TraceSummary:
         self.line_steps += result.get("line_steps") or 0
         self.instruction_steps += result.get("instruction_steps") or 0
         self.steps += len((result.get("steps") or {}).get("event") or ())
+
+    def counted(self, runs: Iterable[TracedRun]) -> Iterator[TracedRun]:
+        """``runs``, each added to the summary as it passes."""
+        for traced in runs:
+            self.add(traced)
+            yield traced
 
     def as_dict(self) -> dict:
         return {"corpus": self.corpus, "db": self.db, "jobs": self.jobs,
@@ -128,9 +136,11 @@ def start_pool(options: TraceOptions) -> WorkerPool | None:
 
 
 def run_jobs(jobs: Iterable[Job], options: TraceOptions,
-             pool: WorkerPool | None = None) -> Iterator[list[TracedRun]]:
+             pool: WorkerPool | None = None) -> Iterator[Iterator[TracedRun]]:
     """Run ``jobs`` in the sandbox; yield finished runs chunk by chunk (any order). Jobs
-    are read from ``jobs`` lazily, a few chunks ahead of the workers."""
+    are read from ``jobs`` lazily, a few chunks ahead of the workers. A chunk's runs come
+    as an iterator that takes each run's result from its outcome when it is reached:
+    read once, it makes one large result a dict at a time (see ``JobOutcome``)."""
     held: dict[int, list[Job]] = {}  # the jobs of chunks handed out and not yet back
 
     def requests() -> Iterator[list[dict]]:
@@ -140,12 +150,8 @@ def run_jobs(jobs: Iterable[Job], options: TraceOptions,
 
     for index, outcomes in run_chunks(requests(), options.workers, options.limits,
                                       options.isolation, pool=pool):
-        yield [TracedRun(job, *_unpack(outcome), options.isolation)
-               for job, outcome in zip(held.pop(index), outcomes)]
-
-
-def _unpack(outcome: JobOutcome) -> tuple[dict, int]:
-    return outcome.result, outcome.duration_us
+        yield (TracedRun(job, outcome.take_result(), outcome.duration_us, options.isolation)
+               for job, outcome in zip(held.pop(index), outcomes))
 
 
 def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
@@ -188,16 +194,16 @@ def _trace(corpus: str | Path | Spooled | Corpus, db: str | Path, options: Trace
         done = 0
         jobs = (job for job in _items(corpus) if not isinstance(job, str) and _take(todo, job))
         for finished in run_jobs(jobs, options, pool) if todo else ():
-            writer.add(finished)
-            for traced in finished:
-                summary.add(traced)
-            done += len(finished)
-            if progress:
-                progress(done, total)
-            if (writer.held >= options.commit_every
-                    or time.perf_counter() - last_commit >= options.commit_seconds):
-                writer.commit()
-                last_commit = time.perf_counter()
+            runs = summary.counted(finished)
+            while added := writer.add(runs, options.commit_bytes):
+                done += added
+                if progress:
+                    progress(done, total)
+                if (writer.held >= options.commit_every
+                        or writer.held_bytes >= options.commit_bytes
+                        or time.perf_counter() - last_commit >= options.commit_seconds):
+                    writer.commit()
+                    last_commit = time.perf_counter()
         writer.commit()
     finally:
         con.close()

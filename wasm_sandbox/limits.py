@@ -9,8 +9,12 @@ limit                  default     enforced by                                  
 ``max_stdout``         65,536      the guest's bounded stdout/stderr (characters)    ``output_limit``
 ``max_repr``           1,000       the tracer: one variable's repr (characters)      truncated flag
 ``max_output``         100,000     the guest: the return value's repr (characters)   truncated flag
-``max_trace_chars``    32,000,000  the tracer: all recorded reprs together           ``output_limit``
-``max_result_bytes``   128 MiB     the host: the guest's JSON result                 ``output_limit``
+``max_trace_chars``    16,000,000  the tracer: all recorded reprs together           ``output_limit``
+``max_result_bytes``   32 MiB      the host: the guest's JSON result                 ``output_limit``
+``max_result_values``  1,000,000   the host: JSON values in that result              ``output_limit``
+``max_name``           1,000       the host: a function, variable, type, exception   cut, noted
+                                   type or event name (characters)
+``max_message``        10,000      the host: an exception message or a note          cut, noted
 =====================  ==========  ================================================  ==============
 
 ``timeout_s`` has two enforcers. Epoch interruption stops guest code that runs, but it is
@@ -22,6 +26,11 @@ exits, and the pool replaces it and runs the rest of the chunk elsewhere
 (wasm_sandbox/pool.py). A :class:`~wasm_sandbox.runtime.Sandbox` used in the calling
 process (``--workers 0``) has no watchdog: such a job still ends as ``timeout``, but only
 when its wait ends (the first epoch check after it), however long that is.
+
+The host checks every result against wasm_sandbox/result_schema.py whatever the guest
+claims to enforce: ``max_stdout``, ``max_repr`` and ``max_output`` are caps of the host
+too (a longer text is cut; the value's or output's truncated flag is set, or for
+stdout the run's note says so), and a result that breaks the schema is ``crashed``.
 """
 
 from __future__ import annotations
@@ -43,8 +52,11 @@ class Limits:
     max_stdout: int = 65_536
     max_repr: int = 1_000
     max_output: int = 100_000
-    max_trace_chars: int = 32_000_000
-    max_result_bytes: int = 128 * 1024 * 1024
+    max_trace_chars: int = 16_000_000
+    max_result_bytes: int = 32 * 1024 * 1024
+    max_result_values: int = 1_000_000
+    max_name: int = 1_000
+    max_message: int = 10_000
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

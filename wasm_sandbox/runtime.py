@@ -43,11 +43,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
 import resource
 import threading
 import time
 from ctypes import POINTER, byref, c_char_p, cast, string_at
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import wasmtime
@@ -58,6 +58,7 @@ from wasmtime._ffi import WASMTIME_COMPONENT_STRING
 from wasm_sandbox.build import GuestArtifacts, ensure_component, is_verified, write_verified
 from wasm_sandbox.limits import Limits
 from wasm_sandbox.memory_reset import enable_pagemap_scan, prefault
+from wasm_sandbox.result_schema import ResultRejected, ResultTooLarge, parse_result
 
 TICK_S = 0.01
 WASM_STACK_BYTES = 6 * 1024 * 1024
@@ -74,13 +75,57 @@ ISOLATIONS = ("job", "batch")
 FRESH_AFTER = frozenset({"tampered", "step_limit", "memory_limit", "output_limit"})
 
 
-@dataclass
-class JobOutcome:
-    """The guest's result dict plus what only the host knows."""
+# Result texts from this many characters on are held pickled in their JobOutcome.
+PACK_FROM = 64 << 10
 
-    result: dict
-    duration_us: int
-    fresh_instance: bool = field(default=True)
+
+class JobOutcome:
+    """The guest's result dict (checked: wasm_sandbox/result_schema.py) plus what only
+    the host knows.
+
+    A large result is held pickled (:meth:`pack`, done by ``Sandbox.run`` for results of
+    ``PACK_FROM`` characters or more): a worker keeps its chunk's outcomes until the last
+    job of the chunk is done, and a pickled result is 2-4 times smaller than its dict of
+    lists (a list slot is 8 bytes, a pickled small integer or repeated name 2-5). It is
+    pickled once either way: here instead of when the chunk is sent. ``result`` unpickles
+    it on first use and keeps the dict; ``take_result`` returns it without keeping it,
+    for a caller that uses it once (the trace loop, so that a chunk's large results are
+    not all dicts at once)."""
+
+    __slots__ = ("_result", "_packed", "duration_us", "fresh_instance")
+
+    def __init__(self, result: dict, duration_us: int, fresh_instance: bool = True) -> None:
+        self._result: dict | None = result
+        self._packed: bytes | None = None
+        self.duration_us = duration_us
+        self.fresh_instance = fresh_instance
+
+    def pack(self) -> "JobOutcome":
+        if self._result is not None:
+            self._packed = pickle.dumps(self._result, protocol=pickle.HIGHEST_PROTOCOL)
+            self._result = None
+        return self
+
+    @property
+    def result(self) -> dict:
+        if self._result is None:
+            self._result = pickle.loads(self._packed)
+            self._packed = None
+        return self._result
+
+    def take_result(self) -> dict:
+        return self._result if self._result is not None else pickle.loads(self._packed)
+
+    def __getstate__(self) -> tuple:
+        return self._result, self._packed, self.duration_us, self.fresh_instance
+
+    def __setstate__(self, state: tuple) -> None:
+        self._result, self._packed, self.duration_us, self.fresh_instance = state
+
+    def __repr__(self) -> str:
+        held = "packed" if self._result is None else repr(self._result)
+        return (f"JobOutcome(result={held}, duration_us={self.duration_us}, "
+                f"fresh_instance={self.fresh_instance})")
 
 
 def engine_fingerprint(limits: Limits) -> str:
@@ -214,12 +259,14 @@ class StringExport:
     API directly. ``wasmtime.component.Func.__call__`` asks the function for its type on
     every call and copies the result string out through a ctypes array type made for its
     length: ~10 µs a call for a no-op request (25 -> 15 µs), ~60 µs for a traced job's
-    ~1 KB result. Errors and traps are raised as wasmtime-py raises them."""
+    ~1 KB result. Errors and traps are raised as wasmtime-py raises them. The result is
+    returned as bytes: decoding them is part of checking the guest's result
+    (``parse_result``), where text that is not UTF-8 makes the job ``crashed``."""
 
     def __init__(self, func: wc.Func) -> None:
         self._func = func._func
 
-    def __call__(self, store: wasmtime.Store, payload: str) -> str:
+    def __call__(self, store: wasmtime.Store, payload: str) -> bytes:
         data = payload.encode()
         param = wasmtime_ffi.wasmtime_component_val_t()
         param.kind = _STRING
@@ -238,7 +285,7 @@ class StringExport:
                 raise wasmtime.WasmtimeError(f"the guest's run returned value kind {result.kind}, "
                                              "not a string")
             text = result.of.string
-            return string_at(text.data, text.size).decode()
+            return string_at(text.data, text.size)
         finally:
             wasmtime_ffi.wasmtime_component_val_delete(byref(result))
 
@@ -290,8 +337,10 @@ class Sandbox:
             raise wasmtime.WasmtimeError("the guest component exports no function 'run'")
         return store, StringExport(func)
 
-    def call(self, payload: str, isolation: str = "job") -> tuple[str | None, dict | None, bool]:
-        """Send one JSON request; return (result text, trap result, fresh instance?)."""
+    def call(self, payload: str, isolation: str = "job"
+             ) -> tuple[bytes | str | None, dict | None, bool]:
+        """Send one JSON request; return (result text, trap result, fresh instance?). The
+        text is the guest's bytes, unchecked (``run`` checks them)."""
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         fresh = isolation == "job" or self._reused is None
@@ -325,11 +374,19 @@ class Sandbox:
         duration_us = (time.perf_counter_ns() - started) // 1000
         if trapped is not None:
             return JobOutcome(trapped, duration_us, fresh)
-        if len(text) > self.limits.max_result_bytes:
-            return JobOutcome({"status": "output_limit", "exception_message":
-                               f"trace result exceeds {self.limits.max_result_bytes} bytes"},
+        size = len(text)
+        try:
+            result = parse_result(text, self.limits)
+        except ResultTooLarge as exc:
+            return JobOutcome({"status": "output_limit", "exception_message": str(exc)},
                               duration_us, fresh)
-        result = json.loads(text)
+        except ResultRejected as exc:
+            # The guest broke the result format: nothing of it is kept, and in batch
+            # isolation its instance is not used again.
+            self._reused = None
+            return JobOutcome({"status": "crashed", "note": f"the guest's result was "
+                               f"rejected: {exc}"}, duration_us, fresh)
+        del text
         changed = result.pop("shared_state_changed", None)
         if changed:
             # batch isolation: the job rebound module state the next job would see. Its own
@@ -342,7 +399,8 @@ class Sandbox:
             # a job stopped mid-way (or one that tampered) may have left the interpreter in
             # any state: in batch isolation the next job gets a fresh instance
             self._reused = None
-        return JobOutcome(result, duration_us, fresh)
+        outcome = JobOutcome(result, duration_us, fresh)
+        return outcome.pack() if size >= PACK_FROM else outcome
 
     def preloaded_modules(self) -> dict:
         text, trapped, _ = self.call(json.dumps({"command": "preloaded"}))
