@@ -92,7 +92,7 @@ DEFAULT_LIMITS = {
     "max_repr": 1_000,
     "max_stdout": 65_536,
     "max_output": 100_000,
-    "max_trace_chars": 32_000_000,
+    "max_trace_chars": 16_000_000,
 }
 
 # ------------------------------------------------------------------ captured when built
@@ -127,7 +127,7 @@ _set_type_attr, _del_type_attr = type.__setattr__, type.__delattr__
 
 
 def _unencodable(value):
-    raise TypeError(f"steptrace result holds a {_TYPE_NAME(type(value))}")
+    raise TypeError(f"steptrace result holds a {_TYPE_NAME(type(value), None)}")
 
 
 # The result is written by json's C encoder, bound now: json's Python classes and module
@@ -197,12 +197,37 @@ def _refuse(what: str):
     raise RuntimeError(f"steptrace: {what} is not available to traced programs")
 
 
-def _text(value, limit: int = MAX_MESSAGE) -> str:
+def _text(value, limit: int = MAX_MESSAGE, field: str | None = None) -> str:
     """``value`` (a str, or a str subclass a program made) as a plain ``str`` of at most
-    ``limit`` characters."""
+    ``limit`` characters; a cut text of ``field`` is said in the run's note."""
     if type(value) is not str:
         value = _JOIN((value,)) if isinstance(value, str) else "?"
-    return value if len(value) <= limit else value[:limit]
+    if len(value) <= limit:
+        return value
+    if field is not None:
+        _tracer.cut(field, len(value))
+    return value[:limit]
+
+
+_CUT_FIELDS = ("exception_type", "exception_message", "output_type", "funcs", "states.type")
+
+
+def _cut_note(result: dict) -> str | None:
+    """What was cut to the guest's caps, as the host words its own cuts."""
+    parts = []
+    for field in _CUT_FIELDS:
+        seen = _tracer.cuts.get(field)
+        if seen is None:
+            continue
+        count, longest = seen
+        cap = MAX_MESSAGE if field == "exception_message" else _tracer.MAX_NAME
+        if field in ("funcs", "states.type"):
+            total = len(result["funcs"]) if field == "funcs" else len(result["states"]["step"])
+            parts.append(f"{field} ({count} of {total}, the longest {longest:,} characters) "
+                         f"to {cap:,}")
+        else:
+            parts.append(f"{field} ({longest:,} characters) to {cap:,}")
+    return "cut to the guest's caps: " + ", ".join(parts) if parts else None
 
 
 def _on_write(args: tuple) -> None:
@@ -293,7 +318,7 @@ def new_result() -> dict:
 
 def _invalid(result: dict, message: str) -> dict:
     result["status"] = "invalid"
-    result["exception_message"] = message
+    result["exception_message"] = _text(message)
     return result
 
 
@@ -329,7 +354,7 @@ def handle(request_text: str) -> str:
     except MemoryError:
         return _OUT_OF_MEMORY
     except BaseException as exc:  # never trap on a guest bug: report it
-        return _encode(_crashed(f"guest error: {_TYPE_NAME(type(exc))}"))
+        return _encode(_crashed(f"guest error: {_TYPE_NAME(type(exc), None)}"))
     finally:
         guarding = False
 
@@ -373,6 +398,7 @@ def run_job(request: dict) -> dict:
     if type(code_text) is not str or type(input_text) is not str or type(entry) is not str:
         return _invalid(result, "request needs string 'code' and 'input'")
     shared_state.first_job()
+    _tracer.cuts = {}
     _tracer.reset_stop()
     refused.clear()
     streams[1] = [[], 0]
@@ -431,6 +457,9 @@ def run_job(request: dict) -> dict:
             result["shared_state_changed"] = [_text(name, 200) for name in changed]
     if refused:
         _add_note(result, "refused to the program: " + ", ".join(sorted(set(refused))))
+    cut_note = _cut_note(result)
+    if cut_note is not None:
+        _add_note(result, cut_note)
     return result
 
 
@@ -456,7 +485,7 @@ def _exposed_changed() -> list[str]:
     for cls, state in _EXPOSED_CLASSES:
         namespace = _type_dict(cls)
         if shared_state._differs(namespace, state):
-            found.append(f"the program changed the runner's class {_TYPE_NAME(cls)}")
+            found.append(f"the program changed the runner's class {_TYPE_NAME(cls, None)}")
             for key in [key for key in namespace if key not in state]:
                 _del_type_attr(cls, key)
             for key, value in state.items():
@@ -481,8 +510,8 @@ def _describe(exc: BaseException) -> str:
     try:
         text = str(exc)
     except BaseException:  # a program exception whose __str__ fails
-        return f"<{_TYPE_NAME(type(exc))}: str() failed>"
-    return _text(text)
+        return f"<{_TYPE_NAME(type(exc), None)}: str() failed>"
+    return _text(text, MAX_MESSAGE, "exception_message")
 
 
 def compile_call_arguments(input_text: str) -> CodeType:
@@ -531,7 +560,7 @@ def _run(request, result, limits, code_text, input_text, entry) -> None:
         where = f" (line {line})" if type(line) is int else ""
         message = exc.msg if issubclass(type(exc), SyntaxError) else None
         _invalid(result, f"syntax error: {_text(message or _describe(exc))}{where}")
-        result["exception_type"] = _TYPE_NAME(type(exc))
+        result["exception_type"] = _TYPE_NAME(type(exc), "exception_type")
         return
     result["codes"] = [program]
     # The input is compiled now, before any program code runs (the top level could
@@ -560,9 +589,9 @@ def _run(request, result, limits, code_text, input_text, entry) -> None:
     except BaseException as exc:
         if _stopped(result, exc):
             return
-        _invalid(result, f"program failed at top level: {_TYPE_NAME(type(exc))}: "
+        _invalid(result, f"program failed at top level: {_TYPE_NAME(type(exc), None)}: "
                          f"{_describe(exc)}")
-        result["exception_type"] = _TYPE_NAME(type(exc))
+        result["exception_type"] = _TYPE_NAME(type(exc), "exception_type")
         return
     function = namespace.get(entry)
     if function is None:
@@ -587,7 +616,7 @@ def _run(request, result, limits, code_text, input_text, entry) -> None:
     except BaseException as exc:
         if _stopped(result, exc):
             return
-        _invalid(result, f"input does not evaluate: {_TYPE_NAME(type(exc))}: {_describe(exc)}")
+        _invalid(result, f"input does not evaluate: {_TYPE_NAME(type(exc), None)}: {_describe(exc)}")
         return
     finally:
         namespace.pop(ARGS_HELPER, None)
@@ -642,7 +671,7 @@ def _set_outcome(result, limits, value, raised) -> None:
         _out_of_memory(result, "MemoryError: the program ran out of memory")
     elif raised is not None:
         result["status"] = "exception"
-        result["exception_type"] = _TYPE_NAME(type(raised))
+        result["exception_type"] = _TYPE_NAME(type(raised), "exception_type")
         result["exception_message"] = _describe(raised)
     else:
         result["status"] = "ok"
@@ -650,7 +679,7 @@ def _set_outcome(result, limits, value, raised) -> None:
         if _stopped(result, None):  # the value's __repr__ printed past the limit
             return
         result["output"], result["output_truncated"] = text, truncated
-        result["output_type"] = _TYPE_NAME(type(value))
+        result["output_type"] = _TYPE_NAME(type(value), "output_type")
 
 
 def _traced_call(request, result, limits, function, args, kwargs, namespace) -> None:
@@ -719,7 +748,7 @@ def _compare(result: dict, value, expected_text, namespace: dict) -> None:
         if _stopped(result, exc):
             result["output_matches"] = False
             return
-        result["note"] = (f"expected output does not evaluate: {_TYPE_NAME(type(exc))}: "
+        result["note"] = (f"expected output does not evaluate: {_TYPE_NAME(type(exc), None)}: "
                           f"{_describe(exc)}")
         return
     try:
@@ -727,7 +756,7 @@ def _compare(result: dict, value, expected_text, namespace: dict) -> None:
     except BaseException as exc:
         matches = False
         if not _stopped(result, exc):
-            result["note"] = f"comparing with the expected output raised {_TYPE_NAME(type(exc))}"
+            result["note"] = f"comparing with the expected output raised {_TYPE_NAME(type(exc), None)}"
     if _stopped(result, None):
         result["output"] = result["output_type"] = None
         matches = False

@@ -125,7 +125,8 @@ next_frame = 0
 line_steps = instructions = calls = 0
 max_depth = -1
 quiet = 0                 # > 0 while the tracer itself runs program code (a __repr__)
-MAX_NAME = 1000           # characters kept of a function's qualified name
+MAX_NAME = 1000           # characters kept of a function's qualified name or a type's name
+cuts: dict = {}           # field -> [texts cut, longest length]: said in the run's note
 
 
 def begin(steps_limit: int, repr_limit: int, trace_chars: int,
@@ -293,13 +294,28 @@ _TYPE_NAME = type.__dict__["__name__"].__get__  # the C getter: no metaclass cod
 _JOIN = "".join
 
 
-def type_name(kind) -> str:
-    """A type's ``__name__`` as a plain ``str``, cut to ``MAX_NAME`` characters, read by
-    type's own getter (a program's metaclass cannot answer instead)."""
+def cut(field: str, length: int) -> None:
+    """Remember that a text of ``field`` (``length`` characters) was cut."""
+    seen = cuts.get(field)
+    if seen is None:
+        cuts[field] = [1, length]
+    else:
+        seen[0] += 1
+        seen[1] = max(seen[1], length)
+
+
+def type_name(kind, field: str | None = "states.type") -> str:
+    """A type's ``__name__`` as a plain ``str``, cut to ``MAX_NAME`` characters (``field``
+    says where it goes, for the note), read by type's own getter (a program's metaclass
+    cannot answer instead)."""
     name = _TYPE_NAME(kind)
     if type(name) is not str:
         name = _JOIN((name,))
-    return name if len(name) <= MAX_NAME else name[:MAX_NAME]
+    if len(name) <= MAX_NAME:
+        return name
+    if field is not None:
+        cut(field, len(name))
+    return name[:MAX_NAME]
 
 
 def value_repr(value, limit: int | None = None) -> tuple[str, bool]:
@@ -312,7 +328,7 @@ def value_repr(value, limit: int | None = None) -> tuple[str, bool]:
     except BaseException as exc:  # a program's __repr__ may raise anything
         if exc is stop and stop is not None:
             raise
-        text, truncated = f"<repr failed: {type_name(type(exc))}>", False
+        text, truncated = f"<repr failed: {type_name(type(exc), None)}>", False
     finally:
         quiet -= 1
     if type(text) is not str:
@@ -411,7 +427,10 @@ def _register(code) -> None:
         name = code.co_qualname
         if type(name) is not str:
             name = _JOIN((name,))
-        funcs.append(name if len(name) <= MAX_NAME else name[:MAX_NAME])
+        if len(name) > MAX_NAME:
+            cut("funcs", len(name))
+            name = name[:MAX_NAME]
+        funcs.append(name)
         own = True
         try:
             _set_local_events(TOOL_ID, code, local_events())
