@@ -37,15 +37,15 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 
-from engine.analysis import AnalysisOptions, analyse_store  # noqa: E402
-from engine.synth import write_synth  # noqa: E402
-from engine.tracing import TraceOptions, trace_corpus  # noqa: E402
+from steptrace.tracing._analysis import AnalysisOptions, analyse_store  # noqa: E402
+from steptrace.benchmark._synth import write_synth  # noqa: E402
+from steptrace.tracing._trace import TraceOptions, trace_corpus  # noqa: E402
 
 MILLION = 1_000_000
 CHILD = """
 import json, resource, sys, time
 started = time.perf_counter()
-from engine.features import run_features
+from steptrace.analytics._features import run_features
 summary = run_features(sys.argv[1])
 print(json.dumps({"wall": time.perf_counter() - started, "seconds": summary.seconds,
                   "runs": summary.runs, "line_steps": summary.line_steps,

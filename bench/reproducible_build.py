@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 
-from engine.tracing import TraceOptions, trace_corpus  # noqa: E402
-from wasm_sandbox import build  # noqa: E402
+from steptrace.tracing._trace import TraceOptions, trace_corpus  # noqa: E402
+from steptrace.sandbox import _build as build  # noqa: E402
 
 CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
 

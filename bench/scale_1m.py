@@ -41,14 +41,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from engine.export import export_parquet  # noqa: E402
-from engine.experiments import PREDICTIONS_DDL, SCORES_DDL  # noqa: E402
-from engine.store import connect  # noqa: E402
-from engine.tasks import TaskOptions, generate_tasks  # noqa: E402
-from engine.queries import load_queries, run_query  # noqa: E402
-from engine.store import StoreError  # noqa: E402
-from engine.synth import write_synth  # noqa: E402
-from engine.tracing import TraceOptions, trace_corpus  # noqa: E402
+from steptrace.analytics._export import export_parquet  # noqa: E402
+from steptrace.predictions._experiments import PREDICTIONS_DDL, SCORES_DDL  # noqa: E402
+from steptrace.store._store import connect  # noqa: E402
+from steptrace.tasks._tasks import TaskOptions, generate_tasks  # noqa: E402
+from steptrace.analytics._queries import load_queries, run_query  # noqa: E402
+from steptrace.store._store import StoreError  # noqa: E402
+from steptrace.benchmark._synth import write_synth  # noqa: E402
+from steptrace.tracing._trace import TraceOptions, trace_corpus  # noqa: E402
 from features_bench import features_in_child  # noqa: E402
 
 QUERY_TARGET_S, FEATURES_TARGET_S, RSS_TARGET_MB = 2.0, 60.0, 4096

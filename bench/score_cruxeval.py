@@ -39,13 +39,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.cruxeval_scoring import (CHECK_TIMEOUT_S, CruxSample, check_program,  # noqa: E402
+from steptrace.scoring._cruxeval import (CHECK_TIMEOUT_S, CruxSample, check_program,  # noqa: E402
                                      check_request, load_generations, load_samples,
                                      score_cruxeval, write_official)
-from engine.tracing import run_chunks  # noqa: E402
-from wasm_sandbox.limits import Limits  # noqa: E402
-from wasm_sandbox.pool import prepare  # noqa: E402
-from wasm_sandbox.runtime import Sandbox  # noqa: E402
+from steptrace.sandbox._runner import run_chunks  # noqa: E402
+from steptrace.sandbox._limits import Limits  # noqa: E402
+from steptrace.sandbox._pool import prepare  # noqa: E402
+from steptrace.sandbox._runtime import Sandbox  # noqa: E402
 
 CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
 LIMITS = Limits(timeout_s=CHECK_TIMEOUT_S)

@@ -23,11 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.corpus import load_corpus  # noqa: E402
-from engine.tracing import TraceOptions, trace_corpus  # noqa: E402
-from wasm_sandbox.limits import Limits  # noqa: E402
-from wasm_sandbox.pool import prepare  # noqa: E402
-from wasm_sandbox.runtime import Sandbox  # noqa: E402
+from steptrace.corpus._formats import load_corpus  # noqa: E402
+from steptrace.tracing._trace import TraceOptions, trace_corpus  # noqa: E402
+from steptrace.sandbox._limits import Limits  # noqa: E402
+from steptrace.sandbox._pool import prepare  # noqa: E402
+from steptrace.sandbox._runtime import Sandbox  # noqa: E402
 
 CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
 

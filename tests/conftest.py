@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from wasm_sandbox.limits import Limits
-from wasm_sandbox.runtime import Sandbox
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._runtime import Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
@@ -30,7 +30,7 @@ def pytest_configure(config) -> None:
     add, prune and rewrite files that tests count and compare. It starts as a copy of the
     current build in the user's cache (copies, not links: a test may damage a cached file
     on purpose), so no rebuild is needed when one is there, and goes with the session."""
-    from wasm_sandbox import build
+    from steptrace.sandbox import _build as build
     source = build.cache_dir()
     private = Path(tempfile.mkdtemp(prefix="steptrace-test-cache-"))
     config._steptrace_cache = private
@@ -90,9 +90,9 @@ def cruxeval_path() -> Path:
 def cruxeval_db(tmp_path_factory, cruxeval_path) -> Path:
     """The 800 CRUXEval samples traced once per session (fresh instance per job) into a
     real DuckDB file, then analysed (conditions, operands, determinism; see
-    engine/analysis.py). Tests that read it must not write to it: copy it first."""
-    from engine.analysis import AnalysisOptions, analyse_store
-    from engine.tracing import TraceOptions, trace_corpus
+    engine/tracing/_analysis.py). Tests that read it must not write to it: copy it first."""
+    from steptrace.tracing._analysis import AnalysisOptions, analyse_store
+    from steptrace.tracing._trace import TraceOptions, trace_corpus
     db = tmp_path_factory.mktemp("cruxeval") / "crux.duckdb"
     summary = trace_corpus(cruxeval_path, db, TraceOptions(workers=2, isolation="job"))
     assert summary.traced == 800, summary

@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from wasm_sandbox.limits import Limits
-from wasm_sandbox.runtime import Sandbox
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._runtime import Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -726,7 +726,7 @@ def test_attacks_in_one_chunk_are_stored_with_their_statuses(tmp_path, isolation
     isolation carry the note, and the jobs after them see the real modules and are traced
     exactly as in a fresh instance."""
     import json
-    from engine.tracing import TraceOptions, trace_corpus
+    from steptrace.tracing._trace import TraceOptions, trace_corpus
     corpus = tmp_path / "attacks.jsonl"
     corpus.write_text("".join(json.dumps({"id": i, "code": c, "input": x}) + "\n"
                               for i, c, x in CHUNK), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The analysis run (tracer/analysis.py, engine/analysis.py): condition outcomes, operand
+"""The analysis run (tracer/analysis.py, engine/tracing/_analysis.py): condition outcomes, operand
 checks, agreement with the traced run, determinism — exact values on hand-written
 programs, and condition outcomes cross-checked against the step trace on CRUXEval."""
 
@@ -13,12 +13,12 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from engine.analysis import AnalysisOptions, analyse_store
-from engine.cli import main
-from engine.store import StoreError, connect
-from engine.tracing import TraceOptions, trace_corpus
-from wasm_sandbox.build import BuildError
-from wasm_sandbox.limits import Limits
+from steptrace.tracing._analysis import AnalysisOptions, analyse_store
+from steptrace.cli._main import main
+from steptrace.store._store import StoreError, connect
+from steptrace.tracing._trace import TraceOptions, trace_corpus
+from steptrace.sandbox._build import BuildError
+from steptrace.sandbox._limits import Limits
 
 BRANCHY = """\
 def f(x, ys):
@@ -311,7 +311,7 @@ def test_a_variant_that_orders_single_characters_alike_is_built_again(monkeypatc
     low bits that order sets of single characters (FNV in the WASI guest: one pair of
     builds in eight share them). A variant that does not is rebuilt; one that never does
     is refused after VARIANT_ATTEMPTS builds."""
-    import engine.analysis as analysis
+    import steptrace.tracing._analysis as analysis
 
     probes = {"": [[111, 3]], analysis.VARIANT: [[222, 3], [333, 5]]}  # one bad build
     rebuilds: list[str] = []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from engine.cli import main
+from steptrace.cli._main import main
 from openai_stub import Reply, StubServer, answer
 from test_cli import rows
 

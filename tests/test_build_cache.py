@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from wasm_sandbox import build
-from wasm_sandbox.limits import Limits
-from wasm_sandbox.runtime import Sandbox, engine_fingerprint
+from steptrace.sandbox import _build as build
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._runtime import Sandbox, engine_fingerprint
 
 
 def test_key_changes_when_a_tracer_source_changes(tmp_path, monkeypatch):

@@ -12,10 +12,10 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from engine import __version__
-from engine.cli import main
-from engine.store import connect
-from wasm_sandbox.build import cache_dir
+from steptrace import __version__
+from steptrace.cli._main import main
+from steptrace.store._store import connect
+from steptrace.sandbox._build import cache_dir
 from sample_corpus import RECORDS, SQUARE
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.corpus import CorpusError, Job, Program, load_corpus
+from steptrace.corpus._formats import CorpusError, Job, Program, load_corpus
 
 ADD = "def f(a, b):\n    return a + b\n"
 SQUARE = "def f(x):\n    return x * x\n"

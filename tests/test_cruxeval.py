@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from engine.tracing import TraceOptions, trace_corpus
+from steptrace.tracing._trace import TraceOptions, trace_corpus
 
 
 def test_all_800_samples_run_ok_and_match(cruxeval_db):

@@ -1,4 +1,4 @@
-"""CRUXEval-compatible scoring (engine/cruxeval_scoring.py, ``steptrace score --cruxeval``)
+"""CRUXEval-compatible scoring (engine/scoring/_cruxeval.py, ``steptrace score --cruxeval``)
 on generations built here for the real 800 samples, every check in the real sandbox.
 
 The expected figures come from a separate, straightforward implementation of the issue's
@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.cruxeval_scoring import (CHECK_TIMEOUT_S, CruxSample, check_mode, check_program,
+from steptrace.cli._main import main
+from steptrace.scoring._cruxeval import (CHECK_TIMEOUT_S, CruxSample, check_mode, check_program,
                                      load_generations, load_samples, pass_at_k, run_checks,
                                      run_order, score_cruxeval, score_samples,
                                      validate_generations)
-from wasm_sandbox.limits import Limits
+from steptrace.sandbox._limits import Limits
 
 TIMING = ("seconds", "checks_per_second")
 

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from engine.dedupe import EXACT, NEAR, Duplicate, dedupe_records, exact_key, near_key
-from engine.selection import balanced_order, select_benchmark, select_file, sources_path_for
+from steptrace.benchmark._dedupe import EXACT, NEAR, Duplicate, dedupe_records, exact_key, near_key
+from steptrace.benchmark._selection import balanced_order, select_benchmark, select_file, sources_path_for
 
 BASE = "def f(s):\n    out = ''\n    for ch in s:\n        out = out + ch.upper()\n    return out\n"
 

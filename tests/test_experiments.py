@@ -1,4 +1,4 @@
-"""Experiments (engine/experiments.py): one model's predictions made with other settings
+"""Experiments (engine/predictions/_experiments.py): one model's predictions made with other settings
 are kept, resumed, redone and scored apart, through the CLI against a real
 OpenAI-compatible server on 127.0.0.1 (tests/openai_stub.py) and real DuckDB files; a
 schema 2 store is upgraded in place; OPENAI_BASE_URL is honoured; and a store another
@@ -21,10 +21,10 @@ import duckdb
 import numpy as np
 import pytest
 
-from engine.predictions import PredictOptions, RequestRun, Task, predict
-from engine.scoring import ScoreOptions, score_predictions, store_verdicts
-from engine.stats import probability_a_beats_b
-from engine.store import StoreLockedError, connect
+from steptrace.predictions._predict import PredictOptions, RequestRun, Task, predict
+from steptrace.scoring._score import ScoreOptions, score_predictions, store_verdicts
+from steptrace.scoring._stats import probability_a_beats_b
+from steptrace.store._store import StoreLockedError, connect
 from openai_stub import Reply, StubServer, answer
 from test_cli import assert_one_line_error, new_store, rows
 from test_predictions import MODEL, closed_port, invoke, prompt_of
@@ -456,7 +456,7 @@ def test_score_and_sql_read_the_store_while_predict_runs(tmp_path):
         env = {**os.environ, **patient, "STEPTRACE_CACHE_DIR": os.environ.get(
             "STEPTRACE_CACHE_DIR", str(tmp_path / "cache"))}
         child = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", "predict", "--tasks", str(tasks), "--model",
+            [sys.executable, "-m", "steptrace.cli", "predict", "--tasks", str(tasks), "--model",
              MODEL, "--base-url", server.base_url, "--db", str(db), "--concurrency", "3",
              "--timeout", "600", "--quiet", "--format", "json"],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -27,12 +27,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from engine.store import connect
-from engine.tracing import TraceOptions, trace_corpus
-from wasm_sandbox import build
-from wasm_sandbox import pool as pool_module
-from wasm_sandbox.limits import Limits
-from wasm_sandbox.runtime import compiled_path
+from steptrace.store._store import connect
+from steptrace.tracing._trace import TraceOptions, trace_corpus
+from steptrace.sandbox import _build as build
+from steptrace.sandbox import _pool as pool_module
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._runtime import compiled_path
 
 STEPTRACE = Path(sys.executable).with_name("steptrace")
 CLI_TIMEOUT = 300
@@ -158,7 +158,7 @@ def children_of(pid: int) -> dict[int, tuple[int, str]]:
 
 
 def spawn_workers(pid: int) -> dict[int, tuple[int, str]]:
-    return {p: v for p, v in children_of(pid).items() if "wasm_sandbox.worker" in v[1]}
+    return {p: v for p, v in children_of(pid).items() if "steptrace.sandbox._worker" in v[1]}
 
 
 def still_running(processes: dict[int, tuple[int, str]]) -> list[str]:
@@ -424,7 +424,7 @@ def test_a_worker_that_cannot_load_the_component_fails_the_pool_with_its_reason(
 
 
 def test_workers_load_the_sandbox_only_not_the_parents_modules():
-    """A worker is a fresh interpreter running wasm_sandbox.worker: wasmtime's library is
+    """A worker is a fresh interpreter running steptrace.sandbox._worker: wasmtime's library is
     mapped into it, DuckDB's (which this test process has loaded) is not."""
     assert any("duckdb" in line for line in Path("/proc/self/maps").read_text().splitlines())
     pool = pool_module.WorkerPool(1, Limits())
@@ -437,7 +437,7 @@ def test_workers_load_the_sandbox_only_not_the_parents_modules():
     finally:
         pool.close()
     assert "wasmtime" in maps and "duckdb" not in maps
-    assert command[1:3] == [b"-m", b"wasm_sandbox.worker"]
+    assert command[1:3] == [b"-m", b"steptrace.sandbox._worker"]
 
 
 # ------------------------------------------------------------------ 2. killed CLI

@@ -1,4 +1,4 @@
-"""Run features (engine/features.py, `steptrace features`): every numba kernel against a
+"""Run features (engine/analytics/_features.py, `steptrace features`): every numba kernel against a
 straightforward pure-Python version on random inputs, the statement-line scanner
 against ``ast``, and exact feature values of hand-written programs traced and analysed
 in the real sandbox."""
@@ -19,13 +19,13 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.analysis import AnalysisOptions, analyse_store
-from engine.cli import main
-from engine.features import (branch_entropy, line_coverage, longest_cycles, loop_depths,
+from steptrace.tracing._analysis import AnalysisOptions, analyse_store
+from steptrace.cli._main import main
+from steptrace.analytics._features import (branch_entropy, line_coverage, longest_cycles, loop_depths,
                              run_features, statement_lines, statement_lines_ast,
                              transition_counts)
-from engine.synth import synth_programs
-from engine.tracing import TraceOptions, trace_corpus
+from steptrace.benchmark._synth import synth_programs
+from steptrace.tracing._trace import TraceOptions, trace_corpus
 
 Run = list[list[int]]  # a run as the line sequences of its frames, in frame order
 
@@ -435,7 +435,7 @@ def test_table_summary_and_errors(features_db, tmp_path):
 def test_features_of_a_synthetic_corpus_are_consistent(tmp_path):
     """Over 200 synthetic runs: invariants that hold whatever the program."""
     corpus = tmp_path / "synth.jsonl"
-    from engine.synth import write_synth
+    from steptrace.benchmark._synth import write_synth
     write_synth(corpus, 200, seed=21)
     db = tmp_path / "synth.duckdb"
     trace_corpus(corpus, db, TraceOptions(workers=2, isolation="batch"))

@@ -1,4 +1,4 @@
-"""CRUXEval-style construction filters (engine/filters.py, ``steptrace filter``): each rule
+"""CRUXEval-style construction filters (engine/benchmark/_filters.py, ``steptrace filter``): each rule
 on a hand-written program it must remove, through the real sandbox, analysis and DuckDB
 store; the exact filter table on the 800 CRUXEval runs, with every removal explained."""
 
@@ -14,11 +14,11 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.filters import (GROUPS, RULES, FilterOptions, Range, filter_runs, parse_range,
+from steptrace.cli._main import main
+from steptrace.benchmark._filters import (GROUPS, RULES, FilterOptions, Range, filter_runs, parse_range,
                             printable, program_facts, write_kept)
-from engine.tracing import TraceOptions, trace_corpus
-from wasm_sandbox.limits import Limits
+from steptrace.tracing._trace import TraceOptions, trace_corpus
+from steptrace.sandbox._limits import Limits
 
 # Every program is 75-300 characters long (asserted below) unless it is there for the
 # length rule, and breaks exactly the rule(s) its name says.

@@ -35,9 +35,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 
-from engine.tracing import STATUSES, TraceOptions, trace_corpus
-from wasm_sandbox.limits import Limits
-from wasm_sandbox.runtime import FRESH_AFTER, Sandbox
+from steptrace.tracing._trace import STATUSES, TraceOptions, trace_corpus
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._runtime import FRESH_AFTER, Sandbox
 
 LIMITS = Limits(timeout_s=1.0, max_steps=2000, memory_mb=64)
 EVENTS = ("call", "line", "return", "yield", "resume", "throw", "raise", "unwind")

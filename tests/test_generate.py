@@ -9,14 +9,14 @@ from collections import Counter
 import pytest
 from click.testing import CliRunner
 
-from engine.candidates import (NO_CODE, NO_ENTRY, NO_INPUTS, call_arguments, parse_response,
+from steptrace.benchmark._candidates import (NO_CODE, NO_ENTRY, NO_INPUTS, call_arguments, parse_response,
                                write_candidates)
-from engine.cli import main
-from engine.generate import (FewShot, GenerateError, GenerateOptions, GenerationLog,
+from steptrace.cli._main import main
+from steptrace.benchmark._generate import (FewShot, GenerateError, GenerateOptions, GenerationLog,
                              builtin_methods, default_fewshot_path, default_template_path,
                              generate, load_fewshot, load_template, plan, read_log,
                              read_methods)
-from engine.predictions import PredictError, PredictOptions, Prediction
+from steptrace.predictions._predict import PredictError, PredictOptions, Prediction
 from openai_stub import StubServer, answer
 from test_benchmark import GOOD_STRIP, method_of
 from test_cli import assert_one_line_error
@@ -179,7 +179,7 @@ def test_generate_resumes_after_the_server_dies(tmp_path):
     ("assert f(1); f(2)", None),
 ])
 def test_call_arguments(line, expected):
-    from engine.candidates import _UNKNOWN_RESULT
+    from steptrace.benchmark._candidates import _UNKNOWN_RESULT
     assert call_arguments(_UNKNOWN_RESULT.sub("", line)) == expected
 
 

@@ -24,10 +24,10 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.corpus import CorpusError, load_corpus, spool
-from engine.generate import read_log
-from engine.textfiles import NotUtf8Error, read_utf8, utf8_lines
+from steptrace.cli._main import main
+from steptrace.corpus._formats import CorpusError, load_corpus, spool
+from steptrace.benchmark._generate import read_log
+from steptrace.corpus._text import NotUtf8Error, read_utf8, utf8_lines
 from sample_corpus import RECORDS, SQUARE
 from test_cli import assert_one_line_error, new_store, rows
 

@@ -7,8 +7,8 @@ import gc
 
 import pytest
 
-from wasm_sandbox.limits import Limits
-from wasm_sandbox.runtime import Sandbox
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._runtime import Sandbox
 
 # A time limit no job here gets near (a loaded machine must not turn a slow job into a
 # timeout); the one test about a timeout has a sandbox of its own.

@@ -17,8 +17,8 @@ import re
 
 import pytest
 
-from wasm_sandbox.limits import Limits
-from wasm_sandbox.runtime import Sandbox
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._runtime import Sandbox
 
 MEMORY_MB = 64
 TIGHT = Limits(timeout_s=5.0, memory_mb=MEMORY_MB, max_steps=1000, max_stdout=100,

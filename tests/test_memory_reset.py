@@ -1,4 +1,4 @@
-"""The written-page reset of freed instances (wasm_sandbox/memory_reset.py): switched on
+"""The written-page reset of freed instances (wasm_sandbox/_memory_reset.py): switched on
 only for the library build whose config layout was read, and, once on, exact: a fresh
 instance after any job (one that filled and grew memory, one that trapped) is the same
 interpreter, down to where its allocator places the next object."""
@@ -15,13 +15,13 @@ import pytest
 import wasmtime._bindings as wasmtime_ffi
 from wasmtime._ffi import filename as WASMTIME_LIBRARY
 
-from wasm_sandbox import memory_reset
-from wasm_sandbox.build import file_digest
-from wasm_sandbox.limits import Limits
-from wasm_sandbox.memory_reset import (ENABLED_AUTO, ENABLED_NO, LAYOUTS, enable_pagemap_scan,
+from steptrace.sandbox import _memory_reset as memory_reset
+from steptrace.sandbox._build import file_digest
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._memory_reset import (ENABLED_AUTO, ENABLED_NO, LAYOUTS, enable_pagemap_scan,
                                        kernel_has_pagemap_scan, layout_holds, library_layout,
                                        slot_ranges)
-from wasm_sandbox.runtime import RESET_WHOLE_MEMORY, RESET_WRITTEN_PAGES, Sandbox
+from steptrace.sandbox._runtime import RESET_WHOLE_MEMORY, RESET_WRITTEN_PAGES, Sandbox
 
 LIMITS = Limits(timeout_s=60.0, memory_mb=64)  # no job here gets near it
 

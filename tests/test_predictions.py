@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engine.answers import extract_answer
-from engine.cli import main
-from engine.predictions import PredictOptions, predict
+from steptrace.tasks._answers import extract_answer
+from steptrace.cli._main import main
+from steptrace.predictions._predict import PredictOptions, predict
 from openai_stub import Reply, StubServer, answer
 from test_cli import assert_one_line_error, new_store, rows
 

@@ -9,8 +9,8 @@ item and once more when the iterator runs out; a ``while`` header once per evalu
 its condition; an inlined list comprehension is one step of its line; a state delta is
 recorded at the frame's next step.
 
-The ``tasks`` table is made by engine.tasks.generate_tasks and ``predictions`` written
-through engine.predictions.PredictionStore; ``scores`` (task_id, model, label, sample_index,
+The ``tasks`` table is made by steptrace.tasks._tasks.generate_tasks and ``predictions`` written
+through steptrace.predictions._predict.PredictionStore; ``scores`` (task_id, model, label, sample_index,
 correct) is built by hand, as no module writes it yet.
 """
 
@@ -26,14 +26,14 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from engine.analysis import AnalysisOptions, analyse_store
-from engine.cli import main
-from engine.export import MANIFEST, export_parquet, open_parquet
-from engine.queries import (QUERIES_DIR, NamedQuery, Param, QueryDefinitionError, get_query,
+from steptrace.tracing._analysis import AnalysisOptions, analyse_store
+from steptrace.cli._main import main
+from steptrace.analytics._export import MANIFEST, export_parquet, open_parquet
+from steptrace.analytics._queries import (QUERIES_DIR, NamedQuery, Param, QueryDefinitionError, get_query,
                             load_queries, parse_assignments, parse_query, run_query,
                             stdlib_methods)
-from engine.store import StoreError
-from engine.tracing import TraceOptions, trace_corpus
+from steptrace.store._store import StoreError
+from steptrace.tracing._trace import TraceOptions, trace_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,15 +115,15 @@ class Stores:
 
 
 def _add_tasks_predictions_scores(db: Path) -> dict[str, str]:
-    """Tasks (engine.tasks), predictions (engine.predictions) and scores (by hand: no
+    """Tasks (steptrace.tasks._tasks), predictions (steptrace.predictions._predict) and scores (by hand: no
     module writes them yet) for the accuracy queries; returns the short names below.
 
     Output, steps and exception tasks, one of each per finished run (runs 1-5): output
     for the four ok runs, steps and exception for all five. Predictions are made for
     t1 = output of run 1 (count_a 'abca'), t2 = output and t3 = exception of run 3
     (collatz), t4 = output of run 4 (words), t5 = steps of run 2 (count_a '')."""
-    from engine.predictions import Prediction, PredictionStore
-    from engine.tasks import TaskOptions, generate_tasks
+    from steptrace.predictions._predict import Prediction, PredictionStore
+    from steptrace.tasks._tasks import TaskOptions, generate_tasks
     generate_tasks(db, TaskOptions(kinds=("output", "steps", "exception"), per_run=1, seed=0))
     ids = {(kind, run): task for task, kind, run in sql_rows(
         db, "SELECT task_id, kind, run_id FROM tasks")}
@@ -151,7 +151,7 @@ def _add_tasks_predictions_scores(db: Path) -> dict[str, str]:
              Prediction(t["t1"], "m2", 0, "output", answer="x", parsed=True),
              Prediction(t["t2"], "m2", 0, "output", answer="x", parsed=True)]
     for row in rows:
-        row.label = "l1"  # one experiment per model (engine/experiments.py)
+        row.label = "l1"  # one experiment per model (engine/predictions/_experiments.py)
     PredictionStore(db).write(rows)
     return t
 
@@ -653,7 +653,7 @@ def test_bad_query_headers(tmp_path, text, message):
 
 
 def test_shipped_method_lists_are_str_list_and_dict_methods():
-    """Both method queries carry the VALUES list of engine.queries.stdlib_methods():
+    """Both method queries carry the VALUES list of steptrace.analytics._queries.stdlib_methods():
     every public method of str, list and dict, with the types that have it."""
     methods = stdlib_methods()
     assert ("count", "list,str") in methods and ("pop", "dict,list") in methods

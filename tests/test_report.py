@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from chromium import Browser
-from engine.analysis import AnalysisOptions, analyse_store
-from engine.cli import main
-from engine.report import SECTIONS, write_report
-from engine.tracing import TraceOptions, trace_corpus
+from steptrace.tracing._analysis import AnalysisOptions, analyse_store
+from steptrace.cli._main import main
+from steptrace.analytics._report import SECTIONS, write_report
+from steptrace.tracing._trace import TraceOptions, trace_corpus
 from test_cli import assert_one_line_error
 from test_queries import RECORDS, _add_tasks_predictions_scores
 

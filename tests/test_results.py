@@ -1,4 +1,4 @@
-"""The host treats every guest result as untrusted data (wasm_sandbox/result_schema.py).
+"""The host treats every guest result as untrusted data (wasm_sandbox/_result_schema.py).
 
 Malformed results are injected where the guest's text comes back (``Sandbox.call``, for
 jobs whose code carries a marker) and traced by the real CLI (``steptrace trace
@@ -21,14 +21,14 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.corpus import Job, Program
-from engine.store import TracedRun, TraceWriter, _Rows, connect
-from engine.tracing import TraceOptions, trace_corpus
-from wasm_sandbox.limits import Limits
-from wasm_sandbox.result_schema import (ResultRejected, ResultTooLarge, count_values,
+from steptrace.cli._main import main
+from steptrace.corpus._formats import Job, Program
+from steptrace.store._store import TracedRun, TraceWriter, _Rows, connect
+from steptrace.tracing._trace import TraceOptions, trace_corpus
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._result_schema import (ResultRejected, ResultTooLarge, count_values,
                                         parse_result, validate)
-from wasm_sandbox.runtime import Sandbox
+from steptrace.sandbox._runtime import Sandbox
 
 MIB = 1 << 20
 LIMITS = Limits()

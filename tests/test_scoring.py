@@ -1,4 +1,4 @@
-"""Scoring predictions against task answers (engine/scoring.py, `steptrace score --tasks`).
+"""Scoring predictions against task answers (engine/scoring/_score.py, `steptrace score --tasks`).
 
 The judges are checked kind by kind on hand-made answers; then the whole path runs on a
 real store: a traced program, its tasks, predictions from two models collected by
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.scoring import ScoreOptions, judge, judge_traces
-from engine.stats import probability_a_beats_b
+from steptrace.cli._main import main
+from steptrace.scoring._score import ScoreOptions, judge, judge_traces
+from steptrace.scoring._stats import probability_a_beats_b
 from openai_stub import StubServer, answer
 from test_tasks import LOOP  # f([1, 2, 3]) == 3; f([3]) == 3 too
 
@@ -162,7 +162,7 @@ def scored(tmp_path_factory):
 
 
 def pass_k(n: int, c: int, k: int) -> float:
-    """The unbiased estimator written out, independently of engine.stats."""
+    """The unbiased estimator written out, independently of steptrace.scoring._stats."""
     return 1 - comb(n - c, k) / comb(n, k)
 
 

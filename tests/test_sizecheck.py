@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.sizecheck import (SizeCheck, _reversal_counts, load_pool_scores,
+from steptrace.cli._main import main
+from steptrace.benchmark._sizecheck import (SizeCheck, _reversal_counts, load_pool_scores,
                               load_scores_csv, parse_sizes, size_check)
-from engine.experiments import SCORES_DDL
-from engine.store import StoreError, connect
+from steptrace.predictions._experiments import SCORES_DDL
+from steptrace.store._store import StoreError, connect
 from test_cli import assert_one_line_error
 from test_stats import python_splitmix64
 

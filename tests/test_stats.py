@@ -1,4 +1,4 @@
-"""engine/stats.py: exact pass@k values, and every numba kernel against a plain-Python
+"""engine/scoring/_stats.py: exact pass@k values, and every numba kernel against a plain-Python
 twin on random inputs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.stats import (_bootstrap_means, bootstrap_interval, incremental_consistency,
+from steptrace.scoring._stats import (_bootstrap_means, bootstrap_interval, incremental_consistency,
                           normalised_edit_distances, pass_at_k, pass_at_k_many,
                           probability_a_beats_b)
 

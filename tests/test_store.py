@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import engine.tracing as tracing
-from engine.corpus import demo_corpus_path, load_corpus
-from engine.store import (StoreError, TraceWriter, connect, query, status_counts)
-from engine.tracing import TraceOptions, run_jobs, trace_corpus
+import steptrace.tracing._trace as tracing
+from steptrace.corpus._formats import demo_corpus_path, load_corpus
+from steptrace.store._store import (StoreError, TraceWriter, connect, query, status_counts)
+from steptrace.tracing._trace import TraceOptions, run_jobs, trace_corpus
 from sample_corpus import ADD, BOOM, LOOP, NEG, RECORDS, SQUARE
 
 
@@ -421,7 +421,7 @@ def test_tracing_reads_the_corpus_a_few_chunks_ahead_of_the_workers(tmp_path, mo
     200 jobs in chunks of 4 on 2 workers: at most (IN_FLIGHT + 1) chunks a worker waiting
     or queued, IN_FLIGHT a worker in flight and one being assembled, i.e. 11 chunks = 44
     jobs, read ahead; the store gets every job once."""
-    from wasm_sandbox.pool import IN_FLIGHT
+    from steptrace.sandbox._pool import IN_FLIGHT
     corpus = tmp_path / "many.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"j{i}", "code": "def f(x):\n    return x\n",
                                           "input": str(i)}) + "\n" for i in range(200)))

@@ -1,4 +1,4 @@
-"""Synthetic corpora (engine/synth.py, `steptrace synth`): byte-identical output for a
+"""Synthetic corpora (engine/benchmark/_synth.py, `steptrace synth`): byte-identical output for a
 seed, a pinned first record, CRUXEval-like sizes, and programs that all run cleanly in
 the real sandbox."""
 
@@ -12,10 +12,10 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.corpus import load_corpus
-from engine.synth import MAX_CHARS, MAX_LINES, MIN_CHARS, MIN_LINES, synth_programs, write_synth
-from engine.tracing import TraceOptions, trace_corpus
+from steptrace.cli._main import main
+from steptrace.corpus._formats import load_corpus
+from steptrace.benchmark._synth import MAX_CHARS, MAX_LINES, MIN_CHARS, MIN_LINES, synth_programs, write_synth
+from steptrace.tracing._trace import TraceOptions, trace_corpus
 
 
 def digest(path: Path) -> str:

@@ -1,4 +1,4 @@
-"""Prediction tasks (engine/tasks.py, ``steptrace tasks``): exact answers for every kind
+"""Prediction tasks (engine/tasks/_tasks.py, ``steptrace tasks``): exact answers for every kind
 on hand-written programs traced in the real sandbox, including lines that a lambda or
 generator expression shares with its caller (counted per function); each answer
 re-derived a second way, from its prompt's words and the raw tables (SQL window
@@ -23,11 +23,11 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.store import StoreError, connect
-from engine.tasks import (KINDS, TaskOptions, generate_tasks, load_templates, numbered,
+from steptrace.cli._main import main
+from steptrace.store._store import StoreError, connect
+from steptrace.tasks._tasks import (KINDS, TaskOptions, generate_tasks, load_templates, numbered,
                           ordinal, parse_kinds)
-from engine.tracing import TraceOptions, trace_corpus
+from steptrace.tracing._trace import TraceOptions, trace_corpus
 
 LOOP = """\
 def f(xs):
@@ -606,7 +606,7 @@ def test_question_fields_and_ids(generated):
 # ------------------------------------------------------------------ the second path
 # Every task is re-derived from the words of its prompt alone (function, line, k,
 # variable, condition) and the raw tables (steps, states, branches, runs), by code written
-# here: SQL window functions instead of engine.tasks' Python replay, the prompt parsed
+# here: SQL window functions instead of steptrace.tasks._tasks' Python replay, the prompt parsed
 # instead of the task's columns. A task whose answer does not follow from what its prompt
 # says fails, whatever the columns hold.
 FUNCTION_WORDS = r"`[^`\n]+`|the (?:lambda|generator expression) on line \d+"

@@ -3,9 +3,9 @@
 Epoch interruption stops guest code that runs, not a guest waiting in a host call:
 ``time.sleep(60)`` or ``select.select([], [], [], 60)`` under a 1 s limit blocks in WASI's
 ``poll`` until the wait ends. In worker processes a watchdog thread ends such a job
-``WATCHDOG_GRACE_S`` after its limit (wasm_sandbox/worker.py): the job is ``timeout`` with
+``WATCHDOG_GRACE_S`` after its limit (wasm_sandbox/_worker.py): the job is ``timeout`` with
 its own message, the worker is replaced, and the rest of its chunk runs in another worker
-(wasm_sandbox/pool.py). These tests run real workers on the real guest, in job and batch
+(wasm_sandbox/_pool.py). These tests run real workers on the real guest, in job and batch
 isolation, through the pool, ``trace_corpus`` into DuckDB, and the CLI: every blocking
 job is ``timeout``, every other job of the same chunks is exactly what it is when traced
 alone, and the store holds each job once.
@@ -30,13 +30,14 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.tracing import TraceOptions, run_chunks, trace_corpus
+from steptrace.cli._main import main
+from steptrace.sandbox._runner import run_chunks
+from steptrace.tracing._trace import TraceOptions, trace_corpus
 from test_faults import assert_store_whole, kill_processes, spawn_workers, write_jsonl
-from wasm_sandbox import pool as pool_module
-from wasm_sandbox.limits import WATCHDOG_GRACE_S, Limits
-from wasm_sandbox.runtime import Sandbox
-from wasm_sandbox.worker import blocked_message
+from steptrace.sandbox import _pool as pool_module
+from steptrace.sandbox._limits import WATCHDOG_GRACE_S, Limits
+from steptrace.sandbox._runtime import Sandbox
+from steptrace.sandbox._worker import blocked_message
 
 LIMITS = Limits(timeout_s=1)
 HANG_GUARD_S = 180.0  # the runs below take ~10-30 s; a broken watchdog, minutes

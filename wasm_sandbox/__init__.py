@@ -1,5 +1,17 @@
-"""Host side of the sandbox: build and cache the guest component, run it under wasmtime."""
+"""2. Sandbox: build the guest (``steptrace.guest``) into a WebAssembly component, host it
+under wasmtime with its limits, and run chunks of jobs in worker processes."""
 
-from wasm_sandbox.limits import Limits
+from steptrace._lazy import lazy_exports
 
-__all__ = ["Limits"]
+_EXPORTS = {
+    "BuildError": "_build",
+    "JobOutcome": "_runtime",
+    "Limits": "_limits",
+    "PoolError": "_pool",
+    "Sandbox": "_runtime",
+    "WorkerPool": "_pool",
+    "ensure_component": "_build",
+    "run_chunks": "_runner",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

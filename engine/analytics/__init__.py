@@ -1,0 +1,12 @@
+"""8. Analytics: named queries, per-run trace features, Parquet export, the HTML report,
+and showing one run."""
+
+from steptrace._lazy import lazy_exports
+
+_EXPORTS = {
+    "export_parquet": "_export",
+    "run_query": "_queries",
+    "run_sql": "_queries",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -1,0 +1,11 @@
+"""Benchmark construction: generating candidate programs with a model, CRUXEval-style
+filters, de-duplication, selection, the size check, and synthetic corpora."""
+
+from steptrace._lazy import lazy_exports
+
+_EXPORTS = {
+    "FilterOptions": "_filters",
+    "filter_runs": "_filters",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -1,0 +1,21 @@
+"""1. Corpus: programs and their inputs, from files (JSONL, JSON, a directory of ``.py``
+files) or streams, as ``Job``s; and the one reader of the text files a user gives."""
+
+from steptrace._lazy import lazy_exports
+
+_EXPORTS = {
+    "Corpus": "_formats",
+    "CorpusError": "_formats",
+    "Job": "_formats",
+    "NotUtf8Error": "_text",
+    "Program": "_formats",
+    "demo_corpus_path": "_formats",
+    "iter_corpus": "_formats",
+    "load_corpus": "_formats",
+    "open_utf8": "_text",
+    "read_utf8": "_text",
+    "source_lines": "_formats",
+    "utf8_lines": "_text",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

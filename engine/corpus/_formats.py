@@ -1,0 +1,338 @@
+"""Corpus loading: turn a file or directory into jobs (one program called on one input).
+
+Accepted corpora:
+
+* **CRUXEval JSONL**: one object a line with ``id``, ``code``, ``input``, ``output``.
+* **Generic JSONL**: ``code``; optional ``entry`` (default ``f``); one ``input`` (the text
+  inside ``f(...)``) or a list ``inputs``; optional expected ``output`` (with ``input``) or
+  ``outputs`` (a list as long as ``inputs``, entries may be null); optional ``id``.
+  CRUXEval lines are a special case of this format.
+* **A directory of ``.py`` files**: each ``NAME.py`` is a program; its inputs are in
+  ``NAME.json`` beside it, an object with the generic keys except ``code``
+  (``{"entry": "f", "inputs": ["1, 2", "'abc'"], "outputs": ["3", null]}``).
+
+A bad line or file is reported (``CorpusError`` with file and line number) and skipped;
+the rest of the corpus still loads.
+
+A JSONL corpus may also be a stream: ``-`` (standard input), ``/dev/stdin``, a pipe or a
+named pipe (FIFO). A stream can be read only once, and ``trace`` reads a corpus twice, so
+``spool`` copies it to a private temporary file first (bounded by disk, not memory). In a
+directory corpus a ``.py`` or ``.json`` that is not a regular file (a FIFO, socket,
+device or directory) is a bad file: it is never read, so it cannot block.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from steptrace.corpus._text import NotUtf8Error, decode_line, decode_text, file_kind
+from steptrace.errors import InputError
+
+DEFAULT_ENTRY = "f"
+STDIN = "-"  # the corpus path that means standard input
+STDIN_NAME = Path("<stdin>")  # how messages and program sources name it
+
+
+class CorpusError(InputError):
+    """A corpus that cannot be read at all, or one bad record in it."""
+
+
+def _digest(fields: list) -> str:
+    """SHA-256 of a JSON list: unambiguous whatever characters the fields hold."""
+    text = json.dumps(fields, ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(code: str) -> list[str]:
+    """The program's lines as Python numbers them (\\n, \\r\\n or \\r ends a line).
+    ``str.splitlines`` would also break at form feeds, \\x1c-\\x1e, \\x85 and
+    \\u2028/\\u2029, which a string literal may hold, and shift every later line."""
+    lines = _LINE_BREAK.split(code)
+    if lines[-1] == "":
+        lines.pop()  # a final line break ends the last line; it starts none
+    return lines
+
+
+@dataclass(frozen=True)
+class Program:
+    source: str
+    sample_id: str
+    code: str
+    entry: str = DEFAULT_ENTRY
+
+    @property
+    def code_sha256(self) -> str:
+        return hashlib.sha256(self.code.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @property
+    def key(self) -> str:
+        """Identity of the program in a store: where it came from and what it is."""
+        return _digest([self.source, self.sample_id, self.entry, self.code_sha256])
+
+
+@dataclass(frozen=True)
+class Job:
+    program: Program
+    input: str
+    expected: str | None = None
+    input_index: int = 0
+
+    @property
+    def key(self) -> str:
+        """Identity of the run: resume skips a job whose key is already stored."""
+        return _digest([self.program.key, self.input_index, self.input, self.expected])
+
+    def request(self) -> dict:
+        """What the guest needs (see tracer/job.py)."""
+        return {"code": self.program.code, "entry": self.program.entry,
+                "input": self.input, "expected": self.expected}
+
+
+@dataclass
+class Corpus:
+    """The jobs of a corpus and the records that could not be read."""
+
+    jobs: list[Job] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def demo_corpus_path() -> Path:
+    return Path(str(resources.files("steptrace.corpus") / "data" / "demo.jsonl"))
+
+
+def load_corpus(path: str | Path | Spooled) -> Corpus:
+    """Load a JSONL file or a directory of ``.py`` files; see the module docstring."""
+    corpus = Corpus()
+    for job_or_error in iter_corpus(path):
+        _collect(corpus, job_or_error)
+    return corpus
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """A stream corpus copied once to a private file: read from ``copy``; messages and
+    program sources name the stream (``name``), as they would have without the copy."""
+
+    name: Path
+    copy: Path
+
+
+def is_stream(path: str | Path) -> bool:
+    """Whether reading ``path`` consumes it: ``-``, a pipe, a FIFO, a socket or a device
+    (a regular file or a directory can be read again)."""
+    if str(path) == STDIN:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # missing: iter_corpus says so
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+@contextmanager
+def spool(path: str | Path) -> Iterator[str | Path | Spooled]:
+    """``path`` itself when it can be read twice; a stream (``is_stream``) copied to a
+    private temporary file (mode 0600, in ``tempfile.gettempdir()``, removed on exit),
+    so that it is read from its source exactly once. CorpusError when it cannot be."""
+    if not is_stream(path):
+        yield path
+        return
+    name = STDIN_NAME if str(path) == STDIN else Path(path)
+    with tempfile.NamedTemporaryFile(prefix="steptrace-corpus-", suffix=".jsonl") as copy:
+        with _open_bytes(path) as source:
+            try:
+                shutil.copyfileobj(source, copy, 1 << 20)
+                copy.flush()
+            except OSError as exc:
+                raise CorpusError(f"cannot copy corpus {name} to {copy.name}: "
+                                  f"{exc.strerror or exc}") from exc
+        yield Spooled(name, Path(copy.name))
+
+
+@contextmanager
+def _open_bytes(path: str | Path) -> Iterator[BinaryIO]:
+    """``path`` opened for reading bytes (standard input for ``-``, left open when
+    done); CorpusError naming it when it cannot be opened."""
+    if str(path) == STDIN:
+        if sys.stdin is None:
+            raise CorpusError("corpus '-' is standard input, and this process has none")
+        yield sys.stdin.buffer
+        return
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from exc
+    with handle:
+        yield handle
+
+
+def iter_corpus(path: str | Path | Spooled) -> Iterator[Job | str]:
+    """The jobs of a corpus one at a time, with a message (str) in place of each bad
+    record: reading a corpus of any size holds one record at a time. CorpusError when
+    the corpus cannot be read at all. A stream is read as it comes (once: see ``spool``
+    for reading it twice)."""
+    if isinstance(path, Spooled):
+        with _open_bytes(path.copy) as handle:
+            yield from _iter_jsonl(handle, path.name)
+        return
+    if str(path) == STDIN:
+        with _open_bytes(path) as handle:
+            yield from _iter_jsonl(handle, STDIN_NAME)
+        return
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"corpus not found: {path}")
+    if path.is_dir():
+        empty = True
+        for job_or_error in _iter_directory(path):
+            empty = False
+            yield job_or_error
+        if empty:
+            raise CorpusError(f"no .py files in corpus directory {path}")
+        return
+    with _open_bytes(path) as handle:
+        yield from _iter_jsonl(handle, path)
+
+
+def _collect(corpus: Corpus, item: Job | str) -> None:
+    if isinstance(item, str):
+        corpus.errors.append(item)
+    else:
+        corpus.jobs.append(item)
+
+
+def _iter_jsonl(lines, path: Path) -> Iterator[Job | str]:
+    """Records of a JSONL file read as bytes: a line that is not UTF-8 or not JSON is one
+    bad record (reported with its line number); the others still load."""
+    for lineno, raw in enumerate(lines, start=1):
+        try:
+            line = decode_line(raw, path, lineno).rstrip("\r\n")
+        except NotUtf8Error as exc:
+            yield str(exc)
+            continue
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
+            continue
+        try:
+            yield from jobs_from_record(record, source=path.name, default_id=str(lineno))
+        except CorpusError as exc:
+            yield f"{path}:{lineno}: {exc}"
+
+
+def _iter_directory(root: Path) -> Iterator[Job | str]:
+    for file in sorted(root.glob("*.py")):
+        sidecar = file.with_suffix(".json")
+        try:
+            code = _read_regular(file)
+        except (CorpusError, NotUtf8Error) as exc:
+            yield str(exc)
+            continue
+        if not sidecar.exists():
+            yield f"{file}: no inputs (write them in {sidecar.name})"
+            continue
+        try:
+            record = json.loads(_read_regular(sidecar))
+        except (CorpusError, NotUtf8Error) as exc:
+            yield str(exc)
+            continue
+        except json.JSONDecodeError as exc:
+            yield f"{sidecar}: not readable JSON ({exc})"
+            continue
+        if not isinstance(record, dict):
+            yield f"{sidecar}: expected a JSON object"
+            continue
+        try:
+            yield from jobs_from_record({**record, "code": code}, source=root.name,
+                                        default_id=file.stem)
+        except CorpusError as exc:
+            yield f"{sidecar}: {exc}"
+
+
+# Open flags that make opening a FIFO return at once, and a terminal not become ours.
+_NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def _read_regular(file: Path) -> str:
+    """The UTF-8 text of ``file`` if it is a regular file. Opened without blocking and
+    checked on the open descriptor: a FIFO named ``x.py`` would otherwise block the open
+    (or the read) until some writer came, that is, forever. CorpusError naming the file
+    and what it is for anything but a regular file; NotUtf8Error for bad bytes."""
+    try:
+        _check_regular(file, os.stat(file).st_mode)  # a socket cannot even be opened
+        fd = os.open(file, os.O_RDONLY | _NO_WAIT)
+    except OSError as exc:
+        raise CorpusError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    try:
+        _check_regular(file, os.fstat(fd).st_mode)  # what was opened, if it was replaced
+        with open(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise CorpusError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    return decode_text(data, file)
+
+
+def _check_regular(file: Path, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise CorpusError(f"{file}: {file_kind(mode)}, not a regular file")
+
+
+def _text(record: dict, key: str) -> str | None:
+    value = record.get(key)
+    if value is not None and not isinstance(value, str):
+        raise CorpusError(f"'{key}' must be a string, got {type(value).__name__}")
+    return value
+
+
+def jobs_from_record(record: object, source: str, default_id: str) -> list[Job]:
+    """The jobs of one generic/CRUXEval record; raises CorpusError naming the problem."""
+    if not isinstance(record, dict):
+        raise CorpusError(f"expected a JSON object, got {type(record).__name__}")
+    code = _text(record, "code")
+    if code is None:
+        raise CorpusError("missing 'code'")
+    entry = _text(record, "entry") or DEFAULT_ENTRY
+    if not entry.isidentifier():
+        raise CorpusError(f"'entry' must be a Python identifier, got {entry!r}")
+    if "inputs" in record:
+        inputs = record["inputs"]
+        if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+            raise CorpusError("'inputs' must be a list of strings")
+        outputs = record.get("outputs", [None] * len(inputs))
+        if not isinstance(outputs, list) or len(outputs) != len(inputs):
+            raise CorpusError("'outputs' must be a list as long as 'inputs'")
+        if not all(o is None or isinstance(o, str) for o in outputs):
+            raise CorpusError("'outputs' entries must be strings or null")
+    elif "input" in record:
+        text = _text(record, "input")
+        if text is None:
+            raise CorpusError("'input' must be a string, got null")
+        inputs = [text]
+        outputs = [_text(record, "output")]
+    else:
+        raise CorpusError("missing 'input' or 'inputs'")
+    sample_id = record.get("id")
+    program = Program(source=source, sample_id=default_id if sample_id is None else str(sample_id),
+                      code=code, entry=entry)
+    return [Job(program, text, expected, index)
+            for index, (text, expected) in enumerate(zip(inputs, outputs))]

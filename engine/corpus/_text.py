@@ -1,0 +1,80 @@
+"""Reading the text files a user gives steptrace (corpora, tasks, candidates, records,
+CRUXEval data and generations, few-shot pools, templates, SQL): one definition of how
+their bytes become text, so that a file that is not UTF-8 is reported the same way
+everywhere, naming the file, the line and the byte, instead of Python's bare
+``'utf-8' codec can't decode byte 0xff in position 3`` that names nothing.
+
+Lines end at ``\\n`` only (a ``\\r`` before it stays on the line): JSON text never holds a
+raw line break, but it may hold U+2028 or \\x1c, at which ``str.splitlines`` would cut a
+record in two. A UTF-8 byte-order mark at the start of a file is dropped.
+"""
+
+from __future__ import annotations
+
+import stat
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+from steptrace.errors import InputError
+
+BOM = "\ufeff"
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+class NotUtf8Error(InputError):
+    """A file (or one line of it) that is not UTF-8 text; the message names file and line."""
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, for a message saying it is not a regular
+    file (one that reads the same twice and never blocks)."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def decode_line(raw: bytes, path: str | Path, number: int) -> str:
+    """Line ``number`` (from 1) of ``path`` as text; NotUtf8Error naming the line and the
+    byte (from 1, within the line) where decoding failed."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotUtf8Error(f"{path}:{number}: not UTF-8 text "
+                           f"({exc.reason} at byte {exc.start + 1})") from None
+    return line.removeprefix(BOM) if number == 1 else line
+
+
+@contextmanager
+def open_utf8(path: str | Path) -> Iterator[Iterator[str]]:
+    """``with open_utf8(path) as lines:``, a drop-in for ``with path.open(encoding=
+    "utf-8") as lines:``: the lines, each with its line break, read one at a time, and
+    a bad byte reported by ``decode_line`` (file, line and byte)."""
+    with open(path, "rb") as handle:
+        yield (decode_line(raw, path, number) for number, raw in enumerate(handle, start=1))
+
+
+def utf8_lines(path: str | Path) -> Iterator[str]:
+    """The lines of ``open_utf8`` for a ``for`` loop (a drop-in for
+    ``path.read_text(encoding="utf-8").splitlines()``, but streamed and split at ``\\n``
+    only); the file is closed when the loop ends or the iterator is dropped."""
+    with open_utf8(path) as lines:
+        yield from lines
+
+
+def read_utf8(path: str | Path) -> str:
+    """The whole of a UTF-8 file (a drop-in for ``Path.read_text(encoding="utf-8")``);
+    NotUtf8Error names the line and byte of the first bad byte."""
+    return decode_text(Path(path).read_bytes(), path)
+
+
+def decode_text(data: bytes, path: str | Path) -> str:
+    """The bytes of a whole file ``path`` as text (see ``read_utf8``)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        start = data.rfind(b"\n", 0, exc.start) + 1  # the line holding the bad byte
+        number = data.count(b"\n", 0, start) + 1
+        raise NotUtf8Error(f"{path}:{number}: not UTF-8 text "
+                           f"({exc.reason} at byte {exc.start - start + 1})") from None
+    return text.removeprefix(BOM)

@@ -1,0 +1,34 @@
+"""steptrace's errors: one hierarchy, so callers (and the CLI, which turns exactly these into
+one-line messages) can tell what a user can fix from a bug, which keeps its traceback.
+
+``SteptraceError``
+├── ``InputError`` (also a ValueError): a corpus record, an option, a file's content
+│   ├── ``CorpusError``, ``NotUtf8Error`` (steptrace.corpus)
+│   ├── ``ExperimentError``, ``TasksFileError`` (steptrace.predictions)
+│   ├── ``ScoreError`` (steptrace.scoring), ``QueryDefinitionError`` (steptrace.analytics)
+│   └── ``GenerateError`` (steptrace.benchmark)
+├── ``StoreError``: the DuckDB store cannot be opened, read or written (``StoreLockedError``)
+├── ``SandboxError``: the guest cannot be built (``BuildError``) or run (``PoolError``)
+└── ``PredictError``: the model server cannot be used
+"""
+
+from __future__ import annotations
+
+
+class SteptraceError(Exception):
+    """Anything a user can cause and fix; the message says what, in one line."""
+
+
+class InputError(SteptraceError, ValueError):
+    """Bad input: a corpus record, an option's value, a file's content."""
+
+
+class StoreError(SteptraceError, RuntimeError):
+    """The DB file cannot be opened, read or written; the message names the file."""
+
+
+class SandboxError(SteptraceError, RuntimeError):
+    """The guest component cannot be built, loaded or run."""
+
+
+__all__ = ["InputError", "SandboxError", "SteptraceError", "StoreError"]

@@ -1,0 +1,14 @@
+"""7. Scoring: predictions judged exactly against the runs, per task kind; pass@k and
+comparisons; the official CRUXEval scoring."""
+
+from steptrace._lazy import lazy_exports
+
+_EXPORTS = {
+    "ScoreError": "_score",
+    "ScoreOptions": "_score",
+    "ScoreSummary": "_score",
+    "score_cruxeval": "_cruxeval",
+    "score_predictions": "_score",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -1,0 +1,19 @@
+"""4. Store: the DuckDB file runs, steps, states and everything made from them live in."""
+
+from steptrace._lazy import lazy_exports
+
+_EXPORTS = {
+    "DEFAULT_DB": "_store",
+    "QueryResult": "_store",
+    "SCHEMA_VERSION": "_store",
+    "StoreError": "_store",
+    "StoreLockedError": "_store",
+    "TraceWriter": "_store",
+    "TracedRun": "_store",
+    "connect": "_store",
+    "query": "_store",
+    "require_store": "_store",
+    "status_counts": "_store",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -1,0 +1,739 @@
+"""The trace store: a DuckDB file whose schema is a public contract (see README, "Schema").
+
+Runs are written in batches through Arrow tables (never row-by-row INSERT), one
+transaction per batch: a run's row, steps and states are committed together or not at
+all, so a store never holds part of a run. ``run_key`` identifies a job (program, input
+index, input and expected output): tracing the same corpus again skips stored keys, and
+``force`` replaces them.
+
+The results reaching the writer have been checked (wasm_sandbox/_result_schema.py). Their
+names (a step's function and event, a state's variable and type) repeat on many rows:
+the Arrow columns are dictionary-encoded, each distinct name held once per batch, and
+DuckDB stores them as the schema's VARCHAR columns.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import duckdb
+import pyarrow as pa
+
+from steptrace.corpus._formats import Job, Program
+from steptrace.errors import StoreError
+from steptrace.predictions._experiments import upgrade as upgrade_experiment_tables
+from steptrace.corpus._text import file_kind
+
+SCHEMA_VERSION = "3"
+# 3 keyed predictions and scores by experiment (engine/predictions/_experiments.py), 2 added branches
+# and analyses; older versions are read as they are and upgraded on write.
+READABLE_VERSIONS = ("1", "2", "3")
+DEFAULT_DB = "steptrace.duckdb"
+LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
+DEFAULT_LOCK_WAIT_S = 10.0
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS programs (
+    program_id   BIGINT PRIMARY KEY,
+    source       VARCHAR NOT NULL,
+    sample_id    VARCHAR NOT NULL,
+    code         VARCHAR NOT NULL,
+    entry        VARCHAR NOT NULL,
+    code_sha256  VARCHAR NOT NULL,
+    program_key  VARCHAR NOT NULL UNIQUE
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id             BIGINT PRIMARY KEY,
+    program_id         BIGINT NOT NULL,
+    sample_id          VARCHAR NOT NULL,
+    input_index        INTEGER NOT NULL,
+    input              VARCHAR NOT NULL,
+    status             VARCHAR NOT NULL,
+    output             VARCHAR,
+    output_type        VARCHAR,
+    output_truncated   BOOLEAN,
+    exception_type     VARCHAR,
+    exception_message  VARCHAR,
+    expected           VARCHAR,
+    output_matches     BOOLEAN,
+    note               VARCHAR,
+    stdout             VARCHAR,
+    line_steps         BIGINT,
+    instruction_steps  BIGINT,
+    calls              BIGINT,
+    max_depth          INTEGER,
+    n_steps            BIGINT,
+    duration_us        BIGINT,
+    call_us            BIGINT,
+    isolation          VARCHAR,
+    run_key            VARCHAR NOT NULL UNIQUE,
+    traced_at          TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS steps (
+    run_id  BIGINT NOT NULL,
+    step    INTEGER NOT NULL,
+    event   VARCHAR NOT NULL,
+    func    VARCHAR NOT NULL,
+    line    INTEGER NOT NULL,
+    depth   INTEGER NOT NULL,
+    frame   INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS states (
+    run_id     BIGINT NOT NULL,
+    step       INTEGER NOT NULL,
+    var        VARCHAR NOT NULL,
+    value      VARCHAR,
+    type       VARCHAR,
+    truncated  BOOLEAN NOT NULL
+);
+CREATE TABLE IF NOT EXISTS analyses (
+    run_id            BIGINT PRIMARY KEY,
+    status            VARCHAR NOT NULL,
+    agrees            BOOLEAN,
+    disagreement      VARCHAR,
+    int_ops           BIGINT,
+    int_ops_large     BIGINT,
+    seq_ops           BIGINT,
+    seq_ops_long      BIGINT,
+    float_ops         BIGINT,
+    true_divisions    BIGINT,
+    evaluations       BIGINT,
+    deterministic     BOOLEAN,
+    determinism_note  VARCHAR,
+    note              VARCHAR,
+    analysed_at       TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS branches (
+    run_id      BIGINT NOT NULL,
+    line        INTEGER NOT NULL,
+    col         INTEGER NOT NULL,
+    kind        VARCHAR NOT NULL,
+    evaluation  INTEGER NOT NULL,
+    taken       BOOLEAN NOT NULL
+);
+"""
+
+RUN_COLUMNS = (
+    "run_id", "program_id", "sample_id", "input_index", "input", "status", "output",
+    "output_type", "output_truncated", "exception_type", "exception_message", "expected",
+    "output_matches", "note", "stdout", "line_steps", "instruction_steps", "calls",
+    "max_depth", "n_steps", "duration_us", "call_us", "isolation", "run_key", "traced_at",
+)
+STEP_COLUMNS = ("run_id", "step", "event", "func", "line", "depth", "frame")
+STATE_COLUMNS = ("run_id", "step", "var", "value", "type", "truncated")
+ANALYSIS_COLUMNS = (
+    "run_id", "status", "agrees", "disagreement", "int_ops", "int_ops_large", "seq_ops",
+    "seq_ops_long", "float_ops", "true_divisions", "evaluations", "deterministic",
+    "determinism_note", "note", "analysed_at",
+)
+BRANCH_COLUMNS = ("run_id", "line", "col", "kind", "evaluation", "taken")
+# Tables keyed by run_id that describe a run: replaced with it (trace --force).
+RUN_DETAIL_TABLES = ("steps", "states", "analyses", "branches")
+# Made from a run by later commands, when they have been run: stale once it is replaced.
+DERIVED_RUN_TABLES = ("tasks", "run_features")
+
+
+
+
+@dataclass
+class TracedRun:
+    """One finished job as the store receives it: the job and the guest/host result."""
+
+    job: Job
+    result: dict
+    duration_us: int
+    isolation: str
+
+
+EXPECTED_COLUMNS = {
+    "programs": ("program_id", "source", "sample_id", "code", "entry", "code_sha256", "program_key"),
+    "runs": RUN_COLUMNS,
+    "steps": STEP_COLUMNS,
+    "states": STATE_COLUMNS,
+}
+ADDED_IN_2 = {"analyses": ANALYSIS_COLUMNS, "branches": BRANCH_COLUMNS}
+
+
+def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) a store, with a one-line error for every failure: a
+    missing directory, a file that is not DuckDB, a DuckDB file that is not a store, a
+    store another process holds."""
+    path = Path(path)
+    if read_only:
+        require_store(path)
+    if not read_only and not path.parent.exists():
+        raise StoreError(f"cannot create database {path}: directory {path.parent} does not exist")
+    check_database_file(path)
+    existed = path.exists()
+    try:
+        con = _open_waiting(path, read_only)
+    except duckdb.Error as exc:
+        if not existed and path.exists() and path.stat().st_size == 0:
+            path.unlink()  # a failed create (full disk) must not leave an unusable file
+        raise _open_error(path, exc) from exc
+    try:
+        if not read_only:
+            _check_schema(con, path, allow_missing=True)
+            con.execute(SCHEMA)  # creates what is missing: a new file, or version 1's upgrade
+            upgrade_experiment_tables(con)  # version 2's predictions and scores
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+        else:
+            _check_schema(con, path, allow_missing=False)
+    except duckdb.Error as exc:
+        con.close()
+        raise StoreError(f"cannot initialise database {path}: {first_line(exc)}") from exc
+    except StoreError:
+        con.close()
+        raise
+    return con
+
+
+class StoreLockedError(StoreError):
+    """Another process has the store open in a way that excludes this one."""
+
+
+def lock_wait_s() -> float:
+    """Seconds to wait for a store another process has open: $STEPTRACE_LOCK_WAIT, or 10."""
+    text = os.environ.get(LOCK_WAIT_ENV, "").strip()
+    if not text:
+        return DEFAULT_LOCK_WAIT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and value >= 0):
+        raise StoreError(f"${LOCK_WAIT_ENV} must be a number of seconds >= 0, not {text!r}")
+    return value
+
+
+def _is_lock_error(exc: duckdb.Error) -> bool:
+    return isinstance(exc, duckdb.IOException) and "Could not set lock on file" in str(exc)
+
+
+def _open_waiting(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect``, trying again for up to ``lock_wait_s()`` while another process
+    holds the file's lock. DuckDB lets one process open a file for writing, or any number
+    for reading only, and a connection keeps its lock until it is closed; steptrace's
+    writers (predict, score) hold theirs only for short transactions, so a wait of a few
+    seconds lets commands take turns instead of failing."""
+    deadline = time.monotonic() + lock_wait_s()
+    pause = 0.01
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            left = deadline - time.monotonic()
+            if not _is_lock_error(exc) or left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.2)
+
+
+def _open_error(path: Path, exc: duckdb.Error) -> StoreError:
+    """One line for a failed open; for a lock held elsewhere, who holds it, without the
+    DuckDB message's paths and links."""
+    if not _is_lock_error(exc):
+        return StoreError(f"cannot open database {path}: {first_line(exc)}")
+    holder = re.search(r"\(PID (\d+)\)", str(exc))
+    who = f"another process (PID {holder.group(1)})" if holder else "another process"
+    return StoreLockedError(
+        f"database {path} is in use by {who}: a store is open to one writing process or to "
+        f"reading processes only (waited {lock_wait_s():g} s; ${LOCK_WAIT_ENV} sets how long)")
+
+
+def require_store(path: str | Path) -> None:
+    """Refuse a store that does not exist, where opening it for writing would create an
+    empty one: every command but ``trace`` needs a store that ``trace`` made, and after a
+    typo in --db it would otherwise work on a new, empty store without a word."""
+    if not Path(path).exists():
+        raise StoreError(f"database not found: {path}")
+
+
+# Bytes 8-11 of every DuckDB database file, after an 8-byte checksum.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def check_database_file(path: Path) -> None:
+    """Refuse, before DuckDB sees it, an existing ``path`` that is not a DuckDB file,
+    saying what it is. DuckDB opens an existing CSV or JSON file as an in-memory database
+    over it: writes would vanish without an error, and a read-only open fails with
+    "Cannot launch in-memory database in read-only mode", which says nothing about the
+    file; an empty file gets "not a valid DuckDB database file"; a FIFO would block."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return  # a new store
+    except OSError as exc:
+        raise StoreError(f"cannot open database {path}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(mode):
+        raise StoreError(f"{path} is {file_kind(mode)}, not a DuckDB database")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+    except OSError as exc:
+        raise StoreError(f"cannot open database {path}: {exc.strerror or exc}") from exc
+    if not head:
+        raise StoreError(f"{path} is an empty file, not a DuckDB database")
+    if head[8:12] == DUCKDB_MAGIC:
+        return
+    if b"\0" not in head:
+        raise StoreError(f"{path} is a text file (such as JSONL or CSV), not a DuckDB database")
+    raise StoreError(f"{path} is not a DuckDB database file")
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: bool) -> None:
+    """Refuse a DuckDB file whose tables are not steptrace's (or of another version)."""
+    found: dict[str, list[str]] = {}
+    for table, column in con.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall():
+        found.setdefault(table, []).append(column)
+    if not found and allow_missing:
+        return  # a new, empty file
+    for table, columns in EXPECTED_COLUMNS.items():
+        if table not in found:
+            if allow_missing and not any(t in found for t in EXPECTED_COLUMNS):
+                continue
+            raise StoreError(f"{path} is not a steptrace store (no table {table})")
+        if tuple(found[table]) != tuple(columns):
+            raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
+    for table, columns in ADDED_IN_2.items():
+        if table in found and tuple(found[table]) != tuple(columns):
+            raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
+    if "meta" in found:
+        version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if version is not None and version[0] not in READABLE_VERSIONS:
+            raise StoreError(f"{path} has store schema version {version[0]}; this steptrace "
+                             f"reads versions {', '.join(READABLE_VERSIONS)}")
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# DuckDB's own memory while the writer inserts (its default is 80% of the machine's RAM,
+# which it fills with cached blocks as a long trace is written): beyond it, DuckDB writes
+# blocks out and spills to a temporary directory beside the store.
+WRITER_MEMORY_LIMIT = "128MB"
+# Held Arrow rows up to this size are combined into one chunk per table before the insert.
+COMBINE_BYTES = 8 << 20
+
+
+class TraceWriter:
+    """Appends batches of traced runs to a store; assigns run and program ids. Sets the
+    DuckDB instance's ``memory_limit`` to ``WRITER_MEMORY_LIMIT``."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, force: bool = False,
+                 path: str | Path = "") -> None:
+        self.con = con
+        self.force = force
+        self.path = path
+        self._held: list[tuple] = []  # (runs, steps, states, programs) tables per add
+        self._saved: tuple | None = None  # the ids' state before the first held add
+        self.held_bytes = 0  # Arrow bytes of the held tables
+        try:
+            con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
+            self.next_run_id = con.execute(
+                "SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
+            self.next_program_id = con.execute(
+                "SELECT coalesce(max(program_id), 0) + 1 FROM programs").fetchone()[0]
+            self.program_ids: dict[str, int] = dict(
+                con.execute("SELECT program_key, program_id FROM programs").fetchall())
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read database {path}: {first_line(exc)}") from exc
+
+    def stored_keys(self, keys: Iterable[str]) -> set[str]:
+        """The subset of ``keys`` already stored as runs."""
+        table = pa.table({"run_key": pa.array(list(keys), pa.string())})
+        self.con.register("wanted_keys", table)
+        try:
+            found = self.con.execute(
+                "SELECT r.run_key FROM runs r JOIN wanted_keys w USING (run_key)").fetchall()
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read database {self.path}: {first_line(exc)}") from exc
+        finally:
+            self.con.unregister("wanted_keys")
+        return {key for (key,) in found}
+
+    def write(self, batch: Iterable[TracedRun]) -> list[int]:
+        """Commit ``batch`` (and any runs added before) in one transaction; return the run
+        ids given."""
+        self.add(batch)
+        return self.commit()
+
+    @property
+    def held(self) -> int:
+        """Runs added and not yet committed (their run ids follow on from the saved one)."""
+        return 0 if self._saved is None else self.next_run_id - self._saved[0]
+
+    def add(self, batch: Iterable[TracedRun], most_bytes: int | None = None) -> int:
+        """Turn ``batch`` into Arrow rows now (giving run and program ids) and hold them for
+        the next :meth:`commit`; return how many runs were taken. ``trace_corpus`` adds each
+        chunk as it comes back, while the workers run on, so that its last commit only
+        inserts. ``batch`` is read once, a run at a time: an iterator that makes each
+        run's result as it is reached holds one large result at a time. With
+        ``most_bytes`` the runs taken stop once their Arrow rows reach it (counted every
+        ``_Rows.FLUSH_ROWS`` rows): the rest of an iterator is left for the next call."""
+        saved = self._saved
+        if saved is None:
+            self._saved = (self.next_run_id, self.next_program_id, dict(self.program_ids))
+        count, tables = self._tables(batch, most_bytes)
+        if not count:
+            self._saved = saved
+            return 0
+        self._held.append(tables)
+        self.held_bytes += sum(table.get_total_buffer_size() for table in tables)
+        return count
+
+    def commit(self) -> list[int]:
+        """Store the held runs in one transaction; return their run ids. When it fails
+        nothing of them is stored and their ids are given again."""
+        if not self._held:
+            return []
+        # Many small pieces are combined first (DuckDB inserts one Arrow chunk faster than
+        # fifty: 20 ms for CRUXEval's 800 runs); large held rows are inserted as they are,
+        # since combining copies every one of them at the moment the most is held.
+        combine = self.held_bytes <= COMBINE_BYTES
+        runs, steps, states, programs = (
+            pa.concat_tables(parts).combine_chunks() if combine else pa.concat_tables(parts)
+            for parts in zip(*self._held))
+        saved = self._saved
+        run_ids = list(range(saved[0], self.next_run_id))
+        self._held, self._saved, self.held_bytes = [], None, 0
+        con = self.con
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                self._insert(runs, steps, states, programs)
+                con.execute("COMMIT")
+            except BaseException:
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass  # DuckDB already aborted it (a failed COMMIT): keep the real error
+                raise
+        except BaseException as exc:
+            # nothing of these runs is stored: forget the ids handed out for them
+            self.next_run_id, self.next_program_id, self.program_ids = saved
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(f"cannot write to database {self.path}: {first_line(exc)}") from exc
+            raise
+        return run_ids
+
+    def _insert(self, runs: pa.Table, steps: pa.Table, states: pa.Table,
+                programs: pa.Table) -> None:
+        con = self.con
+        if self.force:
+            con.register("replaced", pa.table({"run_key": runs.column("run_key")}))
+            present = {name for (name,) in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+            ).fetchall()}
+            for table in RUN_DETAIL_TABLES + tuple(t for t in DERIVED_RUN_TABLES if t in present):
+                con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
+                            "WHERE run_key IN (SELECT run_key FROM replaced))")
+            con.execute("DELETE FROM runs WHERE run_key IN (SELECT run_key FROM replaced)")
+            con.unregister("replaced")
+        for name, table in (("programs", programs), ("runs", runs),
+                            ("steps", steps), ("states", states)):
+            if table.num_rows:
+                con.register("incoming", table)
+                con.execute(f"INSERT INTO {name} SELECT * FROM incoming")
+                con.unregister("incoming")
+
+    # ------------------------------------------------------------------ arrow building
+    def _program_id(self, program: Program, new: dict[str, list]) -> int:
+        """The program's id; a program not yet stored gets the next one and a row in
+        ``new``."""
+        key = program.key
+        pid = self.program_ids.get(key)
+        if pid is None:
+            pid = self.program_ids[key] = self.next_program_id
+            self.next_program_id += 1
+            for name, value in (("program_id", pid), ("source", program.source),
+                                ("sample_id", program.sample_id), ("code", program.code),
+                                ("entry", program.entry), ("code_sha256", program.code_sha256),
+                                ("program_key", key)):
+                new[name].append(value)
+        return pid
+
+    def _tables(self, batch: Iterable[TracedRun], most_bytes: int | None = None
+                ) -> tuple[int, tuple[pa.Table, ...]]:
+        """The number of runs taken from ``batch`` and their (runs, steps, states,
+        programs) (none if no run was), giving run ids from ``next_run_id`` on
+        (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        programs: dict[str, list] = {name: [] for name in PROGRAM_TYPES}
+        runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
+        steps, states = _StepRows(), _StateRows()
+        count = 0
+        for traced in batch:
+            program_id = self._program_id(traced.job.program, programs)
+            run_id = self.next_run_id
+            self.next_run_id += 1
+            _append_run(runs, traced, run_id, program_id, now)
+            steps.add(traced.result, run_id)
+            states.add(traced.result, run_id)
+            count += 1
+            if most_bytes is not None and steps.nbytes + states.nbytes >= most_bytes:
+                break
+        if not count:
+            return 0, ()
+        return count, (_arrow(runs, RUN_TYPES), steps.table(), states.table(),
+                       _arrow(programs, PROGRAM_TYPES))
+
+
+def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now) -> None:
+    r = traced.result
+    job = traced.job
+    n_steps = len((r.get("steps") or {}).get("event") or ())
+    values = {
+        "run_id": run_id, "program_id": program_id, "sample_id": job.program.sample_id,
+        "input_index": job.input_index, "input": job.input, "status": r.get("status") or "crashed",
+        "output": r.get("output"), "output_type": r.get("output_type"),
+        "output_truncated": r.get("output_truncated"), "exception_type": r.get("exception_type"),
+        "exception_message": r.get("exception_message"), "expected": job.expected,
+        "output_matches": _matches(r, job), "note": r.get("note"), "stdout": r.get("stdout"),
+        "line_steps": r.get("line_steps"), "instruction_steps": r.get("instruction_steps"),
+        "calls": r.get("calls"), "max_depth": r.get("max_depth"), "n_steps": n_steps,
+        "duration_us": traced.duration_us, "call_us": r.get("call_us"),
+        "isolation": traced.isolation, "run_key": job.key, "traced_at": now,
+    }
+    for name in RUN_COLUMNS:
+        runs[name].append(values[name])
+
+
+def _matches(result: dict, job: Job) -> bool | None:
+    """NULL without an expected output; False for every run that did not return."""
+    if job.expected is None:
+        return None
+    return bool(result.get("output_matches"))
+
+
+class _Names:
+    """A dictionary-encoded text column under construction: each distinct text once,
+    each row an index into them."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        self.indices: list[int | None] = []
+
+    def add(self, values: list, nullable: bool = False) -> None:
+        codes = self.codes
+        if nullable:
+            self.indices.extend([None if v is None else codes.setdefault(v, len(codes))
+                                 for v in values])
+        else:
+            self.indices.extend([codes.setdefault(v, len(codes)) for v in values])
+
+    def add_indexed(self, table: list[str], indices: list[int]) -> None:
+        """Rows given as indices into a run's own name table (``funcs``, ``events``)."""
+        codes = self.codes
+        local = [codes.setdefault(name, len(codes)) for name in table]
+        self.indices.extend(map(local.__getitem__, indices))
+
+    def array(self) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(pa.array(self.indices, pa.int32()),
+                                              _strings(list(self.codes)))
+
+
+class _Rows:
+    """The rows of one table for a batch, built as Python lists and turned into Arrow
+    every ``FLUSH_ROWS`` rows: a large run is then not held as lists and as Arrow at
+    once, while small runs still share one conversion."""
+
+    FLUSH_ROWS = 1 << 16
+    COLUMNS: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self.pieces: list[pa.Table] = []
+        self.rows = 0
+        self.start()
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def arrays(self) -> list[pa.Array]:
+        raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        """Arrow bytes of the rows turned into Arrow so far."""
+        return sum(piece.get_total_buffer_size() for piece in self.pieces)
+
+    def added(self, count: int) -> None:
+        self.rows += count
+        if self.rows >= self.FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        self.pieces.append(pa.Table.from_arrays(self.arrays(), names=list(self.COLUMNS)))
+        self.rows = 0
+        self.start()
+
+    def table(self) -> pa.Table:
+        if self.rows or not self.pieces:
+            self.flush()
+        return self.pieces[0] if len(self.pieces) == 1 else pa.concat_tables(self.pieces)
+
+
+class _StepRows(_Rows):
+    """The steps rows of a batch."""
+
+    COLUMNS = STEP_COLUMNS
+
+    def start(self) -> None:
+        self.run_id: list[int] = []
+        self.step: list[int] = []
+        self.event, self.func = _Names(), _Names()
+        self.line: list[int] = []
+        self.depth: list[int] = []
+        self.frame: list[int] = []
+
+    def add(self, result: dict, run_id: int) -> None:
+        trace = result.get("steps")
+        if not trace or not trace["event"]:
+            return
+        count = len(trace["event"])
+        self.run_id.extend([run_id] * count)
+        self.step.extend(range(count))
+        self.event.add_indexed(result["events"], trace["event"])
+        self.func.add_indexed(result["funcs"], trace["func"])
+        self.line.extend(trace["line"])
+        self.depth.extend(trace["depth"])
+        self.frame.extend(trace["frame"])
+        self.added(count)
+
+    def arrays(self) -> list[pa.Array]:
+        return [pa.array(self.run_id, pa.int64()), pa.array(self.step, pa.int32()),
+                self.event.array(), self.func.array(), pa.array(self.line, pa.int32()),
+                pa.array(self.depth, pa.int32()), pa.array(self.frame, pa.int32())]
+
+
+class _StateRows(_Rows):
+    """The states rows of a batch."""
+
+    COLUMNS = STATE_COLUMNS
+
+    def start(self) -> None:
+        self.run_id: list[int] = []
+        self.step: list[int] = []
+        self.var, self.type = _Names(), _Names()
+        self.value: list[str | None] = []
+        self.truncated: list[bool] = []
+
+    def add(self, result: dict, run_id: int) -> None:
+        rows = result.get("states")
+        if not rows or not rows["step"]:
+            return
+        count = len(rows["step"])
+        self.run_id.extend([run_id] * count)
+        self.step.extend(rows["step"])
+        self.var.add(rows["var"])
+        self.value.extend(rows["value"])
+        self.type.add(rows["type"], nullable=True)
+        self.truncated.extend(rows["truncated"])
+        self.added(count)
+
+    def arrays(self) -> list[pa.Array]:
+        return [pa.array(self.run_id, pa.int64()), pa.array(self.step, pa.int32()),
+                self.var.array(), _strings(self.value), self.type.array(),
+                pa.array(self.truncated, pa.bool_())]
+
+
+RUN_TYPES = {
+    "run_id": pa.int64(), "program_id": pa.int64(), "sample_id": pa.string(),
+    "input_index": pa.int32(), "input": pa.string(), "status": pa.string(),
+    "output": pa.string(), "output_type": pa.string(), "output_truncated": pa.bool_(),
+    "exception_type": pa.string(), "exception_message": pa.string(),
+    "expected": pa.string(), "output_matches": pa.bool_(), "note": pa.string(),
+    "stdout": pa.string(), "line_steps": pa.int64(), "instruction_steps": pa.int64(),
+    "calls": pa.int64(), "max_depth": pa.int32(), "n_steps": pa.int64(),
+    "duration_us": pa.int64(), "call_us": pa.int64(), "isolation": pa.string(),
+    "run_key": pa.string(), "traced_at": pa.timestamp("us"),
+}
+PROGRAM_TYPES = {"program_id": pa.int64(), "source": pa.string(), "sample_id": pa.string(),
+                 "code": pa.string(), "entry": pa.string(), "code_sha256": pa.string(),
+                 "program_key": pa.string()}
+
+
+def _arrow(columns: dict, types: dict) -> pa.Table:
+    return pa.Table.from_arrays([_strings(columns[name]) if kind == pa.string()
+                                 else pa.array(columns[name], kind)
+                                 for name, kind in types.items()], names=list(types))
+
+
+def _strings(values: list) -> pa.Array:
+    """Text from the guest may hold lone surrogates (a program can print one; the checked
+    result keeps them): store them escaped (``\\ud800``) rather than lose the run."""
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowException, UnicodeEncodeError):
+        return pa.array([None if v is None else v.encode("utf-8", "backslashreplace")
+                         .decode("utf-8") for v in values], pa.string())
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple]
+
+
+def query(db: str | Path, sql: str, params: list | None = None) -> QueryResult:
+    """Run one SQL statement read-only against a store."""
+    con = connect(db, read_only=True)
+    try:
+        cursor = con.execute(sql, params or [])
+        if cursor.description is None:
+            return QueryResult([], [])
+        return QueryResult([d[0] for d in cursor.description], cursor.fetchall())
+    except duckdb.Error as exc:
+        raise StoreError(f"query failed on {db}: {first_line(exc)}") from exc
+    finally:
+        con.close()
+
+
+def status_counts(db: str | Path) -> dict[str, int]:
+    """Runs in the store by status."""
+    result = query(db, "SELECT status, count(*) FROM runs GROUP BY status ORDER BY status")
+    return dict(result.rows)
+
+
+# Runs whose call finished (returned or raised): the ones with a whole trace to analyse.
+FINISHED_STATUSES = ("ok", "exception")
+# A memory address in a repr (``<object at 0x7f…>``): differs between runs by nature.
+MEMORY_ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)
+
+
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    found = con.execute("SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_schema = 'main' AND table_name = ?", [name]).fetchall()
+    return found[0][0] > 0
+
+
+def analysis_missing(db: str | Path, determinism: bool = False) -> bool:
+    """Whether a finished run lacks its analysis (or, with ``determinism``, its
+    determinism verdict): a read-only look, so that callers start the sandbox only
+    when there is work for it."""
+    con = connect(db, read_only=True)
+    try:
+        if not has_table(con, "analyses"):
+            return True  # a version 1 store: analyse_store upgrades it
+        check = "a.run_id IS NULL" + (" OR a.deterministic IS NULL" if determinism else "")
+        statuses = ", ".join(f"'{status}'" for status in FINISHED_STATUSES)
+        return con.execute(
+            "SELECT count(*) FROM runs r LEFT JOIN analyses a USING (run_id) "
+            f"WHERE r.status IN ({statuses}) AND ({check})").fetchall()[0][0] > 0
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
+    finally:
+        con.close()

@@ -1,0 +1,215 @@
+"""Job orchestration: corpus → sandbox workers → store.
+
+``trace_corpus`` reads a corpus twice, a record at a time: once to count its jobs and leave
+out duplicates and jobs the store already holds (resume), once to hand the rest, a few
+chunks ahead, to worker processes (or to this process with ``workers=0``). Finished runs
+are committed in batches, so an interrupted run keeps every committed batch and a re-run
+finishes the rest. Memory grows with the corpus only by a set of job keys (~100 bytes a
+job), not with the jobs or their results. A stream corpus (``-``, a pipe) can be read only
+once: it is first copied to a private temporary file (``steptrace.corpus._formats.spool``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from steptrace.corpus._formats import Corpus, Job, Spooled, iter_corpus, spool
+from steptrace.store._store import TracedRun, TraceWriter, connect
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._pool import WorkerPool, prepare
+from steptrace.sandbox._result_schema import STATUSES  # noqa: F401  (re-exported: the run statuses)
+from steptrace.sandbox._runner import run_chunks
+from steptrace.sandbox._runtime import JobOutcome
+
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    limits: Limits = field(default_factory=Limits)
+    isolation: str = "job"
+    force: bool = False
+    chunk_size: int = 16
+    commit_every: int = 1000
+    commit_seconds: float = 2.0
+    # Arrow bytes of finished runs held for the next commit: large results commit early
+    # (also within a chunk), so the parent holds about this much of them at most.
+    commit_bytes: int = 32 << 20
+
+
+@dataclass
+class TraceSummary:
+    corpus: str
+    db: str
+    jobs: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    traced: int = 0
+    by_status: Counter = field(default_factory=Counter)
+    with_expected: int = 0
+    matched: int = 0
+    line_steps: int = 0
+    instruction_steps: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+    corpus_errors: list[str] = field(default_factory=list)
+
+    @property
+    def runs_per_second(self) -> float:
+        return self.traced / self.seconds if self.seconds > 0 else 0.0
+
+    def add(self, traced: TracedRun) -> None:
+        result = traced.result
+        self.traced += 1
+        self.by_status[result.get("status") or "crashed"] += 1
+        if traced.job.expected is not None:
+            self.with_expected += 1
+            self.matched += bool(result.get("output_matches"))
+        self.line_steps += result.get("line_steps") or 0
+        self.instruction_steps += result.get("instruction_steps") or 0
+        self.steps += len((result.get("steps") or {}).get("event") or ())
+
+    def counted(self, runs: Iterable[TracedRun]) -> Iterator[TracedRun]:
+        """``runs``, each added to the summary as it passes."""
+        for traced in runs:
+            self.add(traced)
+            yield traced
+
+    def as_dict(self) -> dict:
+        return {"corpus": self.corpus, "db": self.db, "jobs": self.jobs,
+                "duplicates": self.duplicates, "skipped": self.skipped, "traced": self.traced,
+                "by_status": dict(sorted(self.by_status.items())),
+                "with_expected": self.with_expected, "matched": self.matched,
+                "line_steps": self.line_steps, "instruction_steps": self.instruction_steps,
+                "steps": self.steps, "seconds": round(self.seconds, 3),
+                "runs_per_second": round(self.runs_per_second, 1),
+                "corpus_errors": self.corpus_errors}
+
+
+def _chunks(jobs: Iterable[Job], size: int) -> Iterator[list[Job]]:
+    chunk: list[Job] = []
+    for job in jobs:
+        chunk.append(job)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def start_pool(options: TraceOptions) -> WorkerPool | None:
+    """Workers started now, so that they boot (~0.1 s: interpreter, imports, deserialising
+    the component) while this process loads the corpus and reads the store; None for
+    ``workers=0``."""
+    if options.workers == 0:
+        return None
+    return WorkerPool(options.workers, options.limits, options.isolation)
+
+
+def run_jobs(jobs: Iterable[Job], options: TraceOptions,
+             pool: WorkerPool | None = None) -> Iterator[Iterator[TracedRun]]:
+    """Run ``jobs`` in the sandbox; yield finished runs chunk by chunk (any order). Jobs
+    are read from ``jobs`` lazily, a few chunks ahead of the workers. A chunk's runs come
+    as an iterator that takes each run's result from its outcome when it is reached:
+    read once, it makes one large result a dict at a time (see ``JobOutcome``)."""
+    held: dict[int, list[Job]] = {}  # the jobs of chunks handed out and not yet back
+
+    def requests() -> Iterator[list[dict]]:
+        for index, chunk in enumerate(_chunks(jobs, options.chunk_size)):
+            held[index] = chunk
+            yield [job.request() for job in chunk]
+
+    for index, outcomes in run_chunks(requests(), options.workers, options.limits,
+                                      options.isolation, pool=pool):
+        yield (TracedRun(job, outcome.take_result(), outcome.duration_us, options.isolation)
+               for job, outcome in zip(held.pop(index), outcomes))
+
+
+def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
+                 progress: Callable[[int, int], None] | None = None,
+                 corpus_name: str | None = None) -> TraceSummary:
+    """Trace every job of ``corpus`` not yet in ``db``; ``progress(done, total)``."""
+    started = time.perf_counter()
+    with ExitStack() as stack:
+        if not isinstance(corpus, Corpus):
+            # read twice below: a stream is read once, into a private copy
+            corpus = stack.enter_context(spool(corpus))
+        pool = start_pool(options)
+        if pool is not None:
+            stack.enter_context(pool)
+        summary = _trace(corpus, db, options, progress, corpus_name, pool)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _trace(corpus: str | Path | Spooled | Corpus, db: str | Path, options: TraceOptions,
+           progress: Callable[[int, int], None] | None, corpus_name: str | None,
+           pool: WorkerPool | None) -> TraceSummary:
+    """Two passes over the corpus, so that memory does not grow with its size (beyond a
+    set of job keys, ~100 bytes a job): the first counts jobs, bad records and duplicates
+    and asks the store which keys it holds; the second reads the jobs again and hands
+    the ones to trace to the workers a few chunks at a time."""
+    name = corpus.name if isinstance(corpus, Spooled) else corpus
+    summary = TraceSummary(corpus=corpus_name or str(name), db=str(db))
+    todo = _survey(corpus, summary)  # before the store is opened: a bad corpus makes none
+    con = connect(db)
+    try:
+        writer = TraceWriter(con, force=options.force, path=db)
+        if not options.force:
+            todo -= writer.stored_keys(todo)
+        summary.skipped = summary.jobs - summary.duplicates - len(todo)
+        total = len(todo)
+        if progress:
+            progress(0, total)
+        last_commit = time.perf_counter()
+        done = 0
+        jobs = (job for job in _items(corpus) if not isinstance(job, str) and _take(todo, job))
+        for finished in run_jobs(jobs, options, pool) if todo else ():
+            runs = summary.counted(finished)
+            while added := writer.add(runs, options.commit_bytes):
+                done += added
+                if progress:
+                    progress(done, total)
+                if (writer.held >= options.commit_every
+                        or writer.held_bytes >= options.commit_bytes
+                        or time.perf_counter() - last_commit >= options.commit_seconds):
+                    writer.commit()
+                    last_commit = time.perf_counter()
+        writer.commit()
+    finally:
+        con.close()
+    return summary
+
+
+def _items(corpus: str | Path | Spooled | Corpus) -> Iterator[Job | str]:
+    if isinstance(corpus, Corpus):
+        return iter([*corpus.errors, *corpus.jobs])
+    return iter_corpus(corpus)
+
+
+def _survey(corpus: str | Path | Spooled | Corpus, summary: TraceSummary) -> set[str]:
+    """First pass: the keys of the corpus's jobs (each once), counting jobs, duplicates
+    and bad records."""
+    keys: set[str] = set()
+    for item in _items(corpus):
+        if isinstance(item, str):
+            summary.corpus_errors.append(item)
+            continue
+        summary.jobs += 1
+        keys.add(item.key)
+    summary.duplicates = summary.jobs - len(keys)
+    return keys
+
+
+def _take(todo: set[str], job: Job) -> bool:
+    """True the first time a job to trace comes by (a corpus may list a job twice)."""
+    if job.key in todo:
+        todo.remove(job.key)
+        return True
+    return False

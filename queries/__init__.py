@@ -1,0 +1,1 @@
+"""The named SQL queries (``*.sql``), shipped with steptrace as package data."""
