@@ -16,17 +16,17 @@ import json
 import sys
 from types import FunctionType, SimpleNamespace
 
-import analysis
 import bounded_repr
-import exposed
+import guard
 import job
 import shared_state
 import stdlib_preload
 import sysmon_tracer
+import wire
 
-_RUNNER_MODULES = ("guest", "job", "sysmon_tracer", "bounded_repr", "shared_state",
-                   "stdlib_preload", "exposed", "analysis")
-_HIDDEN_MODULES = (job, sysmon_tracer, bounded_repr, shared_state)
+_RUNNER_MODULES = ("guest", "job", "guard", "wire", "sysmon_tracer", "bounded_repr",
+                   "shared_state", "stdlib_preload", "exposed", "analysis")
+_HIDDEN_MODULES = (job, guard, wire, sysmon_tracer, bounded_repr, shared_state)
 _AFTER_INIT = ("componentize_py_types", "componentize_py_runtime", "os", "weakref", "random",
                "componentize_py_async_support", "componentize_py_async_support.streams",
                "componentize_py_async_support.futures")
@@ -62,7 +62,7 @@ def _warm_up() -> None:
             raise RuntimeError(f"the guest's warm-up job failed: {result}")
 
 
-job.install()
+guard.install()
 sysmon_tracer.install()
 job.PRELOADED = {"imported": list(stdlib_preload.imported),
                  "failed": dict(stdlib_preload.failed)}

@@ -59,22 +59,17 @@ import builtins
 
 __builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may rebind them
 
-import _random  # noqa: E402
 import ast  # noqa: E402
 import gc  # noqa: E402
-import json.decoder  # noqa: E402
-import json.encoder  # noqa: E402
-import json.scanner  # noqa: E402
-import random  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from types import CodeType  # noqa: E402
 
 import analysis  # noqa: E402
 import exposed  # noqa: E402
+import guard  # noqa: E402
 import shared_state  # noqa: E402
 import sysmon_tracer as _tracer  # noqa: E402
-from exposed import StopTracing  # noqa: E402
+import wire  # noqa: E402
 
 # trace: the traced call; analyse: the instrumented program, untraced (analysis.py);
 # run: the program as it is, untraced (checks of predicted inputs)
@@ -83,8 +78,6 @@ PROGRAM_FILE = _tracer.FILENAME
 INPUT_FILE = "<input>"
 EXPECTED_FILE = "<expected>"
 ARGS_HELPER = "__steptrace_args__"
-RANDOM_SEED = 0  # every job's ``random`` starts from random.seed(0), unless it asks ("seed")
-MAX_MESSAGE = 10_000  # characters kept of an exception message or a note
 PRELOADED: dict = {}  # the standard library imported at build time (set by guest.py)
 
 DEFAULT_LIMITS = {
@@ -94,231 +87,18 @@ DEFAULT_LIMITS = {
     "max_output": 100_000,
     "max_trace_chars": 16_000_000,
 }
-
-# ------------------------------------------------------------------ captured when built
-_SYS = sys.__dict__            # sys's namespace: stores here cannot run a program's __setattr__
-_GC = gc.__dict__
-_STDOUT, _STDERR = sys.stdout, sys.stderr
-_MONITORING = sys.monitoring
-_REFUSED_MONITORING = exposed.RefusedNamespace("sys.monitoring")
-_GC_SET_DEBUG = gc.set_debug
-_GC_GARBAGE = gc.garbage
-_GET_RECURSION, _SET_RECURSION = sys.getrecursionlimit, sys.setrecursionlimit
-_BUILD_RECURSION = sys.getrecursionlimit()
-_BUILTINS = builtins.__dict__
-_BUILTINS_STATE = dict(_BUILTINS)
-_getframe = sys._getframe
 _perf_ns = time.perf_counter_ns
 _collect = gc.collect
-_seed = _random.Random.seed     # the C method: random.seed (Python) may be rebound
-_RANDOM = random._inst
 _AST_ONLY = ast.PyCF_ONLY_AST
 _AST_CALL, _AST_NAME = ast.Call, ast.Name
 _TYPE_NAME = _tracer.type_name
-_JOIN = "".join
-_EXPOSED = exposed.__dict__
-_EXPOSED_STATE = dict(_EXPOSED)
-_EXPOSED_CLASSES = [(cls, dict(cls.__dict__)) for cls in
-                    (exposed.StopTracing, exposed.StdStream, exposed.StdErr,
-                     exposed.RefusedNamespace)]
-_JOB_STDOUT, _JOB_STDERR = exposed.StdStream(), exposed.StdErr()  # they hold nothing
-_type_dict = type.__dict__["__dict__"].__get__
-_set_type_attr, _del_type_attr = type.__setattr__, type.__delattr__
-
-
-def _unencodable(value):
-    raise TypeError(f"steptrace result holds a {_TYPE_NAME(type(value), None)}")
-
-
-# The result is written by json's C encoder, bound now: json's Python classes and module
-# attributes are the program's to change (json.encoder.JSONEncoder.encode = ...).
-_ENCODE = json.encoder.c_make_encoder(None, _unencodable, json.encoder.encode_basestring_ascii,
-                                      None, ":", ",", False, False, True)
-
-
-def _reject_constant(name):
-    raise ValueError(f"steptrace request holds {name}")
-
-
-# ... and the request read by its C scanner (the host wrote it with json.dumps).
-_SCAN = json.scanner.c_make_scanner(json.decoder.JSONDecoder(parse_constant=_reject_constant))
-_WHITESPACE = frozenset(" \t\n\r")
-
-# ------------------------------------------------------------------ state (one job)
-guarding = False      # a job runs: the audit hook refuses introspection and serves channels
-refused: list = []    # what the hook refused this job
-streams = {1: [[], 0], 2: [[], 0]}  # fd -> [parts, characters]
-max_stdout = DEFAULT_LIMITS["max_stdout"]
-discard_writes = False  # after the job's stdout was taken: finalizers write nowhere
-base_depth = 0        # Python frames below the program's top level (recursion, job.py)
-tracing = False       # the tracer enforces the program's recursion limit itself
-namespace_held = None  # the program's namespace, cleared after the job (batch)
-MARGIN = 60           # frames of room the tracer's callbacks get above the program
-
-
-# ------------------------------------------------------------------ the audit hook
-_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
-_REFUSED_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current_exceptions",
-                             "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-                             "sys.settrace", "sys.setprofile", "sys.addaudithook",
-                             "sys.monitoring.register_callback"})
-
-
-def _audit(event: str, args: tuple) -> None:
-    """The audit hook (installed once, for the life of the interpreter). While a job runs:
-    serve the ``steptrace.*`` channel (exposed.py) and refuse what would lead a program to
-    the runner (frames, object lists, tracing hooks)."""
-    if _tracer.own or not guarding:
-        return
-    if event[:10] == "steptrace.":
-        handler = _CHANNELS.get(event)
-        if handler is not None:
-            handler(args)
-        return
-    if event == "object.__getattr__":
-        if len(args) < 2 or args[1] not in _FRAME_ATTRIBUTES:
-            return
-        what = "object.__getattr__ " + args[1]
-    elif event == "object.__setattr__":
-        # a function's __code__ swapped: in batch isolation a library function would keep
-        # the program's code for later jobs, which no namespace comparison can see
-        if len(args) < 2 or args[1] != "__code__":
-            return
-        what = "object.__setattr__ __code__"
-    elif event in _REFUSED_EVENTS:
-        what = event
-    else:
-        return
-    _refuse(what)
-
-
-def _refuse(what: str):
-    refused.append(what)
-    raise RuntimeError(f"steptrace: {what} is not available to traced programs")
-
-
-def _text(value, limit: int = MAX_MESSAGE, field: str | None = None) -> str:
-    """``value`` (a str, or a str subclass a program made) as a plain ``str`` of at most
-    ``limit`` characters; a cut text of ``field`` is said in the run's note."""
-    if type(value) is not str:
-        value = _JOIN((value,)) if isinstance(value, str) else "?"
-    if len(value) <= limit:
-        return value
-    if field is not None:
-        _tracer.cut(field, len(value))
-    return value[:limit]
-
-
-_CUT_FIELDS = ("exception_type", "exception_message", "output_type", "funcs", "states.type")
-
-
-def _cut_note(result: dict) -> str | None:
-    """What was cut to the guest's caps, as the host words its own cuts."""
-    parts = []
-    for field in _CUT_FIELDS:
-        seen = _tracer.cuts.get(field)
-        if seen is None:
-            continue
-        count, longest = seen
-        cap = MAX_MESSAGE if field == "exception_message" else _tracer.MAX_NAME
-        if field in ("funcs", "states.type"):
-            total = len(result["funcs"]) if field == "funcs" else len(result["states"]["step"])
-            parts.append(f"{field} ({count} of {total}, the longest {longest:,} characters) "
-                         f"to {cap:,}")
-        else:
-            parts.append(f"{field} ({longest:,} characters) to {cap:,}")
-    return "cut to the guest's caps: " + ", ".join(parts) if parts else None
-
-
-def _on_write(args: tuple) -> None:
-    if len(args) != 2 or type(args[0]) is not int or not isinstance(args[1], str):
-        return
-    stream = streams.get(args[0])
-    if stream is None or discard_writes:
-        return
-    text = args[1] if type(args[1]) is str else _JOIN((args[1],))
-    room = max_stdout - stream[1]
-    if len(text) > room:
-        stream[0].append(text[:room])
-        stream[1] = max_stdout
-        name = "stdout" if args[0] == 1 else "stderr"
-        _tracer.halt("output_limit", f"{name} exceeds {max_stdout} characters")
-    stream[0].append(text)
-    stream[1] += len(text)
-
-
-def _on_get_recursion(args: tuple) -> None:
-    if len(args) == 1 and type(args[0]) is list and len(args[0]) == 1:
-        args[0][0] = _tracer.recursion_limit
-
-
-def _on_set_recursion(args: tuple) -> None:
-    """``sys.setrecursionlimit`` as CPython does it, for the program's own limit: the
-    depth counted is the program's (its top level is depth 1)."""
-    if len(args) != 1 or type(args[0]) is not int:
-        return
-    limit = args[0]
-    if limit < 1:
-        raise ValueError("recursion limit must be greater or equal than 1")
-    depth = _absolute_depth(3) - base_depth + 1  # the caller of exposed.setrecursionlimit
-    if depth >= limit:
-        raise RecursionError(f"cannot set the recursion limit to {limit} at the recursion "
-                             f"depth {depth}: the limit is too low")
-    _tracer.recursion_limit = limit
-    # CPython refuses a limit at or below the current depth, and this handler's frames
-    # are on the stack: a limit just above the program's depth gets a few frames more.
-    _apply_recursion(floor=_absolute_depth(0) + 2)
-
-
-def _on_refuse(args: tuple) -> None:
-    _refuse(_text(args[0], 100) if args else "?")
-
-
-_CHANNELS = {"steptrace.write": _on_write, "steptrace.getrecursionlimit": _on_get_recursion,
-             "steptrace.setrecursionlimit": _on_set_recursion, "steptrace.refuse": _on_refuse}
-
-
-def _absolute_depth(skip: int) -> int:
-    """Python frames on the stack from ``skip`` frames above the caller down."""
-    _tracer.own = True
-    try:
-        frame = _getframe(skip + 1)
-    finally:
-        _tracer.own = False
-    depth = 0
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back
-    return depth
-
-
-def _apply_recursion(floor: int = 0) -> None:
-    """The interpreter's real limit: the program's, plus the runner's frames below it, plus
-    room for the tracer's callbacks while tracing; at least ``floor``."""
-    _SET_RECURSION(max(floor, _tracer.recursion_limit + base_depth + (MARGIN if tracing else 0)))
-
-
-def install() -> None:
-    """Install the audit hook (once, when the guest is built; it cannot be removed)."""
-    sys.addaudithook(_audit)
+namespace_held = None  # the program's namespace, cleared after a batch job
 
 
 # ------------------------------------------------------------------ one job
-def new_result() -> dict:
-    return {
-        "status": None, "exception_type": None, "exception_message": None,
-        "output": None, "output_type": None, "output_truncated": False,
-        "output_matches": None, "note": None, "stdout": "",
-        "line_steps": 0, "instruction_steps": 0, "calls": 0, "max_depth": -1,
-        "call_us": 0, "events": list(_tracer.EVENT_NAMES), "funcs": [],
-        "steps": {"event": [], "line": [], "depth": [], "frame": [], "func": []},
-        "states": {"step": [], "var": [], "value": [], "type": [], "truncated": []},
-    }
-
-
 def _invalid(result: dict, message: str) -> dict:
     result["status"] = "invalid"
-    result["exception_message"] = _text(message)
+    result["exception_message"] = wire.text(message)
     return result
 
 
@@ -337,57 +117,33 @@ def _limits(requested) -> dict | None:
 
 def handle(request_text: str) -> str:
     """The WIT export ``run``: one JSON request in, one JSON result out."""
-    global guarding
-    guarding = True
+    guard.guarding = True
     try:
-        request = _decode(request_text)
+        request = wire.decode(request_text)
         if type(request) is not dict:
-            return _encode(_crashed("the request is not a JSON object"))
+            return wire.encode(wire.crashed("the request is not a JSON object"))
         command = request.get("command")
         if command == "noop":
             return "{}"
         if command == "preloaded":
-            return _encode(PRELOADED)
+            return wire.encode(PRELOADED)
         if command is not None:
-            return _encode(_crashed("unknown command"))
-        return _encode(run_job(request))
+            return wire.encode(wire.crashed("unknown command"))
+        return wire.encode(run_job(request))
     except MemoryError:
-        return _OUT_OF_MEMORY
+        return wire.OUT_OF_MEMORY
     except BaseException as exc:  # never trap on a guest bug: report it
-        return _encode(_crashed(f"guest error: {_TYPE_NAME(type(exc), None)}"))
+        return wire.encode(wire.crashed(f"guest error: {_TYPE_NAME(type(exc), None)}"))
     finally:
-        guarding = False
-
-
-def _decode(text) -> object:
-    if type(text) is not str:
-        return None
-    value, end = _SCAN(text, 0)
-    for char in text[end:]:
-        if char not in _WHITESPACE:
-            return None
-    return value
-
-
-def _encode(result: dict) -> str:
-    return _JOIN(_ENCODE(result, 0))
-
-
-def _crashed(message: str) -> dict:
-    return {"status": "crashed", "exception_type": None, "exception_message": message}
-
-
-# Built at init time so it needs no allocation when memory is exhausted.
-_OUT_OF_MEMORY = _encode({"status": "memory_limit", "exception_type": "MemoryError",
-                          "exception_message": "the guest ran out of memory building the result"})
+        guard.guarding = False
 
 
 def run_job(request: dict) -> dict:
     """Run one job; return the result (plain values this module made). Never raises (but
     MemoryError may escape if the guest cannot even build a result; the host turns the trap
     into ``memory_limit``)."""
-    global max_stdout, discard_writes, base_depth, tracing, namespace_held
-    result = new_result()
+    global namespace_held
+    result = wire.new_result()
     limits = _limits(request.get("limits"))
     code_text = request.get("code")
     input_text = request.get("input", "")
@@ -397,38 +153,13 @@ def run_job(request: dict) -> dict:
         return _invalid(result, "request has bad limits")
     if type(code_text) is not str or type(input_text) is not str or type(entry) is not str:
         return _invalid(result, "request needs string 'code' and 'input'")
-    shared_state.first_job()
-    _tracer.cuts = {}
-    _tracer.reset_stop()
-    refused.clear()
-    streams[1] = [[], 0]
-    streams[2] = [[], 0]
-    max_stdout = limits["max_stdout"]
-    discard_writes = False
-    tracing = False
-    _tracer.recursion_limit = _BUILD_RECURSION
-    # The program's top level runs two levels above this frame (_run, then exec's entry
-    # into the interpreter from C), as a script's top level runs above the interpreter's
-    # own entry: calibrated so that top-level recursion fails where plain CPython's does.
-    base_depth = _absolute_depth(0) + 2
-    _apply_recursion()
-    seed = request.get("seed", RANDOM_SEED)
-    _seed(_RANDOM, seed if type(seed) is int else RANDOM_SEED)
-    _RANDOM.gauss_next = None
-    _SYS["stdout"], _SYS["stderr"] = _JOB_STDOUT, _JOB_STDERR
-    _SYS["getrecursionlimit"] = exposed.getrecursionlimit
-    _SYS["setrecursionlimit"] = exposed.setrecursionlimit
-    _SYS["monitoring"] = _REFUSED_MONITORING
-    _GC["set_debug"] = exposed.refused_set_debug
-    if _GC_GARBAGE:  # nothing can have put the runner's garbage there; never keep any
-        _GC_GARBAGE.clear()
+    guard.enter(limits, request.get("seed", guard.RANDOM_SEED))
     try:
         try:
             _run(request, result, limits, code_text, input_text, entry)
         finally:
             _tracer.finish()
-        result["stdout"] = _JOIN(streams[1][0])
-        discard_writes = True
+        result["stdout"] = guard.stdout_text()
         _tracer.reset_stop()  # its traceback holds the program's frames
         namespace, namespace_held = namespace_held, None
         if batch and namespace is not None:
@@ -442,60 +173,25 @@ def run_job(request: dict) -> dict:
         namespace = None
     finally:
         namespace_held = None
-        _restore_interpreter()
+        guard.leave()
     codes = result.pop("codes", None) or []
     if batch:
         shared_state.restore_cheap()
-    reasons = _tracer.tamper_reasons() + _exposed_changed()
+    reasons = _tracer.tamper_reasons() + guard.exposed_changed()
     if reasons and result["status"] != "tampered":
         result["status"] = "tampered"
         result["exception_type"] = None
-        result["exception_message"] = _text("; ".join(reasons))
+        result["exception_message"] = wire.text("; ".join(reasons))
     if batch:
         changed = shared_state.changed(codes)
         if changed:
-            result["shared_state_changed"] = [_text(name, 200) for name in changed]
-    if refused:
-        _add_note(result, "refused to the program: " + ", ".join(sorted(set(refused))))
-    cut_note = _cut_note(result)
+            result["shared_state_changed"] = [wire.text(name, 200) for name in changed]
+    if guard.refused:
+        wire.add_note(result, "refused to the program: " + ", ".join(sorted(set(guard.refused))))
+    cut_note = wire.cut_note(result)
     if cut_note is not None:
-        _add_note(result, cut_note)
+        wire.add_note(result, cut_note)
     return result
-
-
-def _restore_interpreter() -> None:
-    """What every job gets back (both isolation modes): sys's streams, recursion
-    functions and real limit, sys.monitoring, gc.set_debug, the builtins."""
-    _SYS["stdout"], _SYS["stderr"] = _STDOUT, _STDERR
-    _SYS["getrecursionlimit"], _SYS["setrecursionlimit"] = _GET_RECURSION, _SET_RECURSION
-    _SYS["monitoring"] = _MONITORING
-    _GC["set_debug"] = _GC_SET_DEBUG
-    _SET_RECURSION(_BUILD_RECURSION)
-    if shared_state._differs(_BUILTINS, _BUILTINS_STATE):
-        _BUILTINS.clear()
-        _BUILTINS.update(_BUILTINS_STATE)
-
-
-def _exposed_changed() -> list[str]:
-    """exposed.py's module and classes as built (put back if not)."""
-    found = []
-    if shared_state._differs(_EXPOSED, _EXPOSED_STATE):
-        found.append("the program changed the runner's exposed module")
-        shared_state._put_back(_EXPOSED, _EXPOSED_STATE)
-    for cls, state in _EXPOSED_CLASSES:
-        namespace = _type_dict(cls)
-        if shared_state._differs(namespace, state):
-            found.append(f"the program changed the runner's class {_TYPE_NAME(cls, None)}")
-            for key in [key for key in namespace if key not in state]:
-                _del_type_attr(cls, key)
-            for key, value in state.items():
-                if namespace.get(key, state) is not value:
-                    _set_type_attr(cls, key, value)
-    return found
-
-
-def _add_note(result: dict, note: str) -> None:
-    result["note"] = _text(f"{result['note']}; {note}" if result["note"] else note)
 
 
 def _out_of_memory(result: dict, message: str) -> None:
@@ -511,7 +207,7 @@ def _describe(exc: BaseException) -> str:
         text = str(exc)
     except BaseException:  # a program exception whose __str__ fails
         return f"<{_TYPE_NAME(type(exc), None)}: str() failed>"
-    return _text(text, MAX_MESSAGE, "exception_message")
+    return wire.text(text, wire.MAX_MESSAGE, "exception_message")
 
 
 def compile_call_arguments(input_text: str) -> CodeType:
@@ -559,7 +255,7 @@ def _run(request, result, limits, code_text, input_text, entry) -> None:
         line = exc.lineno if issubclass(type(exc), SyntaxError) else None
         where = f" (line {line})" if type(line) is int else ""
         message = exc.msg if issubclass(type(exc), SyntaxError) else None
-        _invalid(result, f"syntax error: {_text(message or _describe(exc))}{where}")
+        _invalid(result, f"syntax error: {wire.text(message or _describe(exc))}{where}")
         result["exception_type"] = _TYPE_NAME(type(exc), "exception_type")
         return
     result["codes"] = [program]
@@ -575,7 +271,7 @@ def _run(request, result, limits, code_text, input_text, entry) -> None:
         return
     except (SyntaxError, ValueError) as exc:
         message = exc.msg if issubclass(type(exc), SyntaxError) else _describe(exc)
-        input_error = f"input does not parse as call arguments: {_text(message)}"
+        input_error = f"input does not parse as call arguments: {wire.text(message)}"
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     namespace_held = namespace
     recorder = analysis.Recorder(len(conditions))
@@ -595,10 +291,10 @@ def _run(request, result, limits, code_text, input_text, entry) -> None:
         return
     function = namespace.get(entry)
     if function is None:
-        _invalid(result, f"entry function {_text(entry, 200)!r} is not defined by the program")
+        _invalid(result, f"entry function {wire.text(entry, 200)!r} is not defined by the program")
         return
     if not callable(function):
-        _invalid(result, f"entry {_text(entry, 200)!r} is not callable")
+        _invalid(result, f"entry {wire.text(entry, 200)!r} is not callable")
         return
     if input_error is not None:
         _invalid(result, input_error)
@@ -683,7 +379,6 @@ def _set_outcome(result, limits, value, raised) -> None:
 
 
 def _traced_call(request, result, limits, function, args, kwargs, namespace) -> None:
-    global tracing
     options = request.get("options")
     options = options if type(options) is dict else {}
     value = None
@@ -693,16 +388,14 @@ def _traced_call(request, result, limits, function, args, kwargs, namespace) -> 
                   instructions_on=options.get("instructions", True) is not False,
                   locals_on=options.get("full_locals", False) is True)
     _tracer.base_frame = _tracer.frame_at(0)
-    tracing = True
-    _apply_recursion()
+    guard.set_tracing(True)
     try:
         value = function(*args, **kwargs)
     except BaseException as exc:  # everything the program can raise, SystemExit included
         raised = exc
     finally:
         _tracer.finish()
-        tracing = False
-        _apply_recursion()
+        guard.set_tracing(False)
         result["call_us"] = (_perf_ns() - started) // 1000
     args = kwargs = None
     _set_outcome(result, limits, value, raised)
@@ -720,8 +413,9 @@ def _fill_trace(result: dict) -> None:
     result["calls"] = tracer.calls
     result["max_depth"] = tracer.max_depth
     result["funcs"] = tracer.funcs
-    result["steps"] = {"event": tracer.ev, "line": tracer.ln, "depth": tracer.dp,
-                       "frame": tracer.fr, "func": tracer.fn}
+    result["steps"] = {"event": tracer.step_events, "line": tracer.step_lines,
+                       "depth": tracer.step_depths, "frame": tracer.step_frames,
+                       "func": tracer.step_funcs}
     columns = list(zip(*tracer.states)) if tracer.states else [(), (), (), (), ()]
     result["states"] = {name: list(col) for name, col in
                         zip(("step", "var", "value", "type", "truncated"), columns)}
@@ -782,7 +476,7 @@ def _analysis_report(recorder, conditions: list) -> dict:
         seen = seen[:max(0, analysis.MAX_EVALUATIONS - kept)]
         kept += len(seen)
         rows.append({"line": line, "col": col, "kind": kind,
-                     "outcomes": _JOIN(["T" if item is True else "F" for item in seen])})
+                     "outcomes": "".join(["T" if item is True else "F" for item in seen])})
     evaluations = count("evaluations")
     return {
         "conditions": rows, "evaluations": evaluations,

@@ -107,11 +107,13 @@ callbacks: dict = {}      # sys.monitoring event -> callback, as registered
 max_steps = max_repr = trace_chars_left = 0
 count_instructions = True
 full_locals = False       # tests: also record complete locals per step
-ev: list = []             # step columns
-ln: list = []
-dp: list = []
-fr: list = []
-fn: list = []
+# the step columns, one entry per step: event (index into EVENT_NAMES), line, depth,
+# frame id, function (index into funcs)
+step_events: list = []
+step_lines: list = []
+step_depths: list = []
+step_frames: list = []
+step_funcs: list = []
 states: list = []         # (step, name, repr or None, type name or None, truncated)
 snapshots: list = []      # full_locals mode: (step, {name: repr})
 funcs: list = []
@@ -133,12 +135,13 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
           instructions_on: bool = True, locals_on: bool = False) -> None:
     """Forget the previous job and record from now on."""
     global max_steps, max_repr, trace_chars_left, count_instructions, full_locals
-    global ev, ln, dp, fr, fn, states, snapshots, funcs, code_index, offset_lines
+    global step_events, step_lines, step_depths, step_frames, step_funcs
+    global states, snapshots, funcs, code_index, offset_lines
     global frame_ids, frame_depths, prev, stack, next_frame, line_steps, instructions
     global calls, max_depth, quiet, active
     max_steps, max_repr, trace_chars_left = steps_limit, repr_limit, trace_chars
     count_instructions, full_locals = instructions_on, locals_on
-    ev, ln, dp, fr, fn = [], [], [], [], []
+    step_events, step_lines, step_depths, step_frames, step_funcs = [], [], [], [], []
     states, snapshots, funcs = [], [], []
     code_index, offset_lines, frame_ids, frame_depths, prev = {}, {}, {}, {}, {}
     stack = []
@@ -239,17 +242,17 @@ def tamper_reasons() -> list[str]:
 def _record(kind: int, code, line: int, frame, fid: int) -> int:
     """Append one step; enforce the step limit. Returns the step index."""
     global max_depth
-    index = len(ev)
+    index = len(step_events)
     if index >= max_steps:
         halt("step_limit", f"trace exceeds {max_steps} steps")
     depth = len(stack) - 1
     if depth > max_depth:
         max_depth = depth
-    ev.append(kind)
-    ln.append(line)
-    dp.append(depth)
-    fr.append(fid)
-    fn.append(code_index[code])
+    step_events.append(kind)
+    step_lines.append(line)
+    step_depths.append(depth)
+    step_frames.append(fid)
+    step_funcs.append(code_index[code])
     _delta(frame, fid, index)
     return index
 
@@ -568,9 +571,9 @@ def _exception_step(kind: int, code, offset: int, exc) -> None:
 
 
 def _last_line(fid: int, code) -> int:
-    for index in range(len(fr) - 1, -1, -1):
-        if fr[index] == fid:
-            return ln[index]
+    for index in range(len(step_frames) - 1, -1, -1):
+        if step_frames[index] == fid:
+            return step_lines[index]
     return code.co_firstlineno
 
 

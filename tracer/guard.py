@@ -1,0 +1,253 @@
+"""The trust boundary while a job runs: what the interpreter looks like to the program,
+and the audit hook that serves the program's channel to the runner and refuses the rest.
+
+See job.py ("Trust boundary") for the design. This module holds the job's guarded state
+(the stdout/stderr it keeps, the program's recursion limit, what was refused), swaps the
+objects a program may use for the ones in exposed.py when a job starts
+(``enter``), and puts the interpreter back when it ends (``leave``).
+"""
+
+from __future__ import annotations
+
+import builtins
+
+__builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may rebind them
+
+import _random  # noqa: E402
+import gc  # noqa: E402
+import random  # noqa: E402
+import sys  # noqa: E402
+
+import exposed  # noqa: E402
+import shared_state  # noqa: E402
+import sysmon_tracer as _tracer  # noqa: E402
+import wire  # noqa: E402
+
+RANDOM_SEED = 0  # every job's ``random`` starts from random.seed(0), unless it asks ("seed")
+MARGIN = 60      # frames of room the tracer's callbacks get above the program
+
+# ------------------------------------------------------------------ captured when built
+_SYS = sys.__dict__            # sys's namespace: stores here cannot run a program's __setattr__
+_GC = gc.__dict__
+_STDOUT, _STDERR = sys.stdout, sys.stderr
+_MONITORING = sys.monitoring
+_REFUSED_MONITORING = exposed.RefusedNamespace("sys.monitoring")
+_GC_SET_DEBUG = gc.set_debug
+_GC_GARBAGE = gc.garbage
+_GET_RECURSION, _SET_RECURSION = sys.getrecursionlimit, sys.setrecursionlimit
+_BUILD_RECURSION = sys.getrecursionlimit()
+_BUILTINS = builtins.__dict__
+_BUILTINS_STATE = dict(_BUILTINS)
+_getframe = sys._getframe
+_seed = _random.Random.seed     # the C method: random.seed (Python) may be rebound
+_RANDOM = random._inst
+_JOIN = "".join
+_EXPOSED = exposed.__dict__
+_EXPOSED_STATE = dict(_EXPOSED)
+_EXPOSED_CLASSES = [(cls, dict(cls.__dict__)) for cls in
+                    (exposed.StopTracing, exposed.StdStream, exposed.StdErr,
+                     exposed.RefusedNamespace)]
+_JOB_STDOUT, _JOB_STDERR = exposed.StdStream(), exposed.StdErr()  # they hold nothing
+_TYPE_NAME = _tracer.type_name
+_type_dict = type.__dict__["__dict__"].__get__
+_set_type_attr, _del_type_attr = type.__setattr__, type.__delattr__
+
+# ------------------------------------------------------------------ state (one job)
+guarding = False      # a job runs: the audit hook refuses introspection and serves channels
+refused: list = []    # what the hook refused this job
+streams = {1: [[], 0], 2: [[], 0]}  # fd -> [parts, characters]
+max_stdout = 65_536
+discard_writes = False  # after the job's stdout was taken: finalizers write nowhere
+base_depth = 0        # Python frames below the program's top level
+tracing = False       # the tracer enforces the program's recursion limit itself
+
+# ------------------------------------------------------------------ the audit hook
+_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+_REFUSED_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current_exceptions",
+                             "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                             "sys.settrace", "sys.setprofile", "sys.addaudithook",
+                             "sys.monitoring.register_callback"})
+
+
+def _audit(event: str, args: tuple) -> None:
+    """The audit hook (installed once, for the life of the interpreter). While a job runs:
+    serve the ``steptrace.*`` channel (exposed.py) and refuse what would lead a program to
+    the runner (frames, object lists, tracing hooks)."""
+    if _tracer.own or not guarding:
+        return
+    if event[:10] == "steptrace.":
+        handler = _CHANNELS.get(event)
+        if handler is not None:
+            handler(args)
+        return
+    if event == "object.__getattr__":
+        if len(args) < 2 or args[1] not in _FRAME_ATTRIBUTES:
+            return
+        what = "object.__getattr__ " + args[1]
+    elif event == "object.__setattr__":
+        # a function's __code__ swapped: in batch isolation a library function would keep
+        # the program's code for later jobs, which no namespace comparison can see
+        if len(args) < 2 or args[1] != "__code__":
+            return
+        what = "object.__setattr__ __code__"
+    elif event in _REFUSED_EVENTS:
+        what = event
+    else:
+        return
+    _refuse(what)
+
+
+def _refuse(what: str):
+    refused.append(what)
+    raise RuntimeError(f"steptrace: {what} is not available to traced programs")
+
+
+def _on_write(args: tuple) -> None:
+    if len(args) != 2 or type(args[0]) is not int or not isinstance(args[1], str):
+        return
+    stream = streams.get(args[0])
+    if stream is None or discard_writes:
+        return
+    text = args[1] if type(args[1]) is str else _JOIN((args[1],))
+    room = max_stdout - stream[1]
+    if len(text) > room:
+        stream[0].append(text[:room])
+        stream[1] = max_stdout
+        name = "stdout" if args[0] == 1 else "stderr"
+        _tracer.halt("output_limit", f"{name} exceeds {max_stdout} characters")
+    stream[0].append(text)
+    stream[1] += len(text)
+
+
+def _on_get_recursion(args: tuple) -> None:
+    if len(args) == 1 and type(args[0]) is list and len(args[0]) == 1:
+        args[0][0] = _tracer.recursion_limit
+
+
+def _on_set_recursion(args: tuple) -> None:
+    """``sys.setrecursionlimit`` as CPython does it, for the program's own limit: the
+    depth counted is the program's (its top level is depth 1)."""
+    if len(args) != 1 or type(args[0]) is not int:
+        return
+    limit = args[0]
+    if limit < 1:
+        raise ValueError("recursion limit must be greater or equal than 1")
+    depth = _absolute_depth(3) - base_depth + 1  # the caller of exposed.setrecursionlimit
+    if depth >= limit:
+        raise RecursionError(f"cannot set the recursion limit to {limit} at the recursion "
+                             f"depth {depth}: the limit is too low")
+    _tracer.recursion_limit = limit
+    # CPython refuses a limit at or below the current depth, and this handler's frames
+    # are on the stack: a limit just above the program's depth gets a few frames more.
+    apply_recursion(floor=_absolute_depth(0) + 2)
+
+
+def _on_refuse(args: tuple) -> None:
+    _refuse(wire.text(args[0], 100) if args else "?")
+
+
+_CHANNELS = {"steptrace.write": _on_write, "steptrace.getrecursionlimit": _on_get_recursion,
+             "steptrace.setrecursionlimit": _on_set_recursion, "steptrace.refuse": _on_refuse}
+
+
+def _absolute_depth(skip: int) -> int:
+    """Python frames on the stack from ``skip`` frames above the caller down."""
+    _tracer.own = True
+    try:
+        frame = _getframe(skip + 1)
+    finally:
+        _tracer.own = False
+    depth = 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
+
+
+def apply_recursion(floor: int = 0) -> None:
+    """The interpreter's real limit: the program's, plus the runner's frames below it, plus
+    room for the tracer's callbacks while tracing; at least ``floor``."""
+    _SET_RECURSION(max(floor, _tracer.recursion_limit + base_depth + (MARGIN if tracing else 0)))
+
+
+def install() -> None:
+    """Install the audit hook (once, when the guest is built; it cannot be removed)."""
+    sys.addaudithook(_audit)
+
+
+def enter(limits: dict, seed: object) -> None:
+    """A job starts: forget the last one, and hand the program its objects (exposed.py)
+    in place of the interpreter's own."""
+    global max_stdout, discard_writes, base_depth, tracing
+    shared_state.first_job()
+    _tracer.cuts = {}
+    _tracer.reset_stop()
+    refused.clear()
+    streams[1] = [[], 0]
+    streams[2] = [[], 0]
+    max_stdout = limits["max_stdout"]
+    discard_writes = False
+    tracing = False
+    _tracer.recursion_limit = _BUILD_RECURSION
+    # The program's top level runs three levels above this frame (run_job, _run, then
+    # exec's entry into the interpreter from C), as a script's top level runs above the
+    # interpreter's own entry: calibrated so that top-level recursion fails where plain
+    # CPython's does.
+    base_depth = _absolute_depth(1) + 2
+    apply_recursion()
+    _seed(_RANDOM, seed if type(seed) is int else RANDOM_SEED)
+    _RANDOM.gauss_next = None
+    _SYS["stdout"], _SYS["stderr"] = _JOB_STDOUT, _JOB_STDERR
+    _SYS["getrecursionlimit"] = exposed.getrecursionlimit
+    _SYS["setrecursionlimit"] = exposed.setrecursionlimit
+    _SYS["monitoring"] = _REFUSED_MONITORING
+    _GC["set_debug"] = exposed.refused_set_debug
+    if _GC_GARBAGE:  # nothing can have put the runner's garbage there; never keep any
+        _GC_GARBAGE.clear()
+
+
+def set_tracing(on: bool) -> None:
+    """While tracing, the tracer enforces the program's limit itself and its callbacks get
+    ``MARGIN`` frames of room."""
+    global tracing
+    tracing = on
+    apply_recursion()
+
+
+def stdout_text() -> str:
+    """What the program wrote to its stdout; from now on its writes go nowhere (a
+    finalizer run after the job must not add to the job's output)."""
+    global discard_writes
+    discard_writes = True
+    return _JOIN(streams[1][0])
+
+
+def leave() -> None:
+    """What every job gets back (both isolation modes): sys's streams, recursion
+    functions and real limit, sys.monitoring, gc.set_debug, the builtins."""
+    _SYS["stdout"], _SYS["stderr"] = _STDOUT, _STDERR
+    _SYS["getrecursionlimit"], _SYS["setrecursionlimit"] = _GET_RECURSION, _SET_RECURSION
+    _SYS["monitoring"] = _MONITORING
+    _GC["set_debug"] = _GC_SET_DEBUG
+    _SET_RECURSION(_BUILD_RECURSION)
+    if shared_state._differs(_BUILTINS, _BUILTINS_STATE):
+        _BUILTINS.clear()
+        _BUILTINS.update(_BUILTINS_STATE)
+
+
+def exposed_changed() -> list[str]:
+    """exposed.py's module and classes as built (put back if not)."""
+    found = []
+    if shared_state._differs(_EXPOSED, _EXPOSED_STATE):
+        found.append("the program changed the runner's exposed module")
+        shared_state._put_back(_EXPOSED, _EXPOSED_STATE)
+    for cls, state in _EXPOSED_CLASSES:
+        namespace = _type_dict(cls)
+        if shared_state._differs(namespace, state):
+            found.append(f"the program changed the runner's class {_TYPE_NAME(cls, None)}")
+            for key in [key for key in namespace if key not in state]:
+                _del_type_attr(cls, key)
+            for key, value in state.items():
+                if namespace.get(key, state) is not value:
+                    _set_type_attr(cls, key, value)
+    return found
