@@ -7,7 +7,7 @@ So the objects a job hands to the program (its ``sys.stdout``/``sys.stderr``, it
 recursion-limit functions, the stand-ins for ``sys.monitoring`` and ``gc.set_debug``, the
 argument collector) live here, in a module that holds no runner state and leads back to
 none. What they do for the runner goes through one channel the program cannot reach into:
-``sys.audit`` with a ``steptrace.*`` event, handled by the runner's audit hook (job.py),
+``sys.audit`` with a ``steptrace.*`` event, handled by the runner's audit hook (guard.py),
 which cannot be read, replaced or removed. A program that changes these objects, or calls
 the channel itself, changes only what it sends: writing to stdout through
 ``sys.audit("steptrace.write", 1, "x")`` is printing ``x``; it cannot lift a limit or touch
@@ -85,14 +85,14 @@ class StdErr(StdStream):
 
 
 def getrecursionlimit() -> int:
-    """``sys.getrecursionlimit`` for a job: the program's own limit (see job.py)."""
+    """``sys.getrecursionlimit`` for a job: the program's own limit (see guard.py)."""
     box = [None]
     _audit("steptrace.getrecursionlimit", box)
     return box[0]
 
 
 def setrecursionlimit(limit) -> None:
-    """``sys.setrecursionlimit`` for a job, with CPython's checks (see job.py)."""
+    """``sys.setrecursionlimit`` for a job, with CPython's checks (see guard.py)."""
     _audit("steptrace.setrecursionlimit", _index(limit))
 
 

@@ -98,7 +98,7 @@ def exposure() -> list[str]:
             continue
         for key, value in list(namespace.items()):
             if module is sys and key == "monitoring":
-                continue  # replaced for every job (job.py)
+                continue  # replaced for every job (guard.py)
             if id(value) in hidden or getattr(value, "__self__", None) is sys.monitoring:
                 found.append(f"{name}.{key}")
             elif isinstance(value, type):
