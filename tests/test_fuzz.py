@@ -39,7 +39,9 @@ from steptrace.tracing._trace import STATUSES, TraceOptions, trace_corpus
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import FRESH_AFTER, Sandbox
 
-LIMITS = Limits(timeout_s=1.0, max_steps=2000, memory_mb=64)
+# Every generated program ends by its steps (2,000) or at once: the time limit must never
+# be what ends one, or a loaded machine would turn a step limit into a timeout.
+LIMITS = Limits(timeout_s=30.0, max_steps=2000, memory_mb=64)
 EVENTS = ("call", "line", "return", "yield", "resume", "throw", "raise", "unwind")
 EVENT_VALUE = {"return": "<return>", "yield": "<yield>", "raise": "<exception>",
                "unwind": "<exception>"}
