@@ -31,4 +31,8 @@ class SandboxError(SteptraceError, RuntimeError):
     """The guest component cannot be built, loaded or run."""
 
 
-__all__ = ["InputError", "SandboxError", "SteptraceError", "StoreError"]
+class PredictError(SteptraceError, RuntimeError):
+    """A failure that stops the run (unreachable server, unknown model, refused key)."""
+
+
+__all__ = ["InputError", "PredictError", "SandboxError", "SteptraceError", "StoreError"]

@@ -106,6 +106,9 @@ class TaskSummary:
     out: str | None = None
     parquet: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    # The tasks made, as stored (the tasks table's rows): what predicting and scoring
+    # take in place of a tasks file.
+    tasks: pl.DataFrame | None = field(default=None, repr=False, compare=False)
 
     @property
     def total(self) -> int:
@@ -872,7 +875,8 @@ def tasks_for_run(run: RunData, info: ProgramInfo | None, options: TaskOptions,
 
 def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSummary:
     """Make tasks for every finished run of ``db``, store them in its ``tasks`` table and,
-    with ``options.out``, write them as JSONL and Parquet."""
+    with ``options.out``, write them as JSONL and Parquet. The summary holds them too
+    (``summary.tasks``, a polars DataFrame of the stored rows)."""
     options = options or TaskOptions()
     started = time.perf_counter()
     _check(db, options)
@@ -902,7 +906,7 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
         summary.runs = len(runs)
         summary.seconds["generate"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        frame = store_tasks(con, db, tasks)
+        frame = summary.tasks = store_tasks(con, db, tasks)
         if options.out is not None:
             summary.out, summary.parquet = write_tasks(frame, Path(options.out))
         summary.seconds["store"] = time.perf_counter() - mark
