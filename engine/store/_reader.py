@@ -181,12 +181,12 @@ class Store:
 def _polars(con: duckdb.DuckDBPyConnection, query: str,
             params: Sequence[Any] | Mapping[str, Any] | None) -> "pl.DataFrame":
     """The result of ``query`` as a polars DataFrame (an empty one for a statement that
-    returns no rows, such as ``SET``), through Arrow as DuckDB hands it over."""
-    import polars as pl
-    cursor = con.execute(query, params if params is not None else [])
-    if cursor.description is None:
+    returns no rows, such as ``SET``)."""
+    relation = con.sql(query, params=params or None)
+    if relation is None:
+        import polars as pl
         return pl.DataFrame()
-    return pl.from_arrow(cursor.to_arrow_table())
+    return relation.pl()
 
 
 def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict]:

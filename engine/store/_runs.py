@@ -184,8 +184,11 @@ class Run:
             lines.append(f"note: {self.note}")
         code = source_lines(self.code)
         lines += [f"{number:>4} | {text}" for number, text in enumerate(code, start=1)]
-        lines.append(f"{len(self.steps)} steps ({self.line_steps} line, "
-                     f"{self.instruction_steps} instruction), {len(self.states)} state changes")
+        counts = ("" if self.line_steps is None else
+                  f" ({self.line_steps} line, {self.instruction_steps} instruction)")
+        lines.append(f"{len(self.steps)} steps{counts}, {len(self.states)} state changes")
+        if not self.steps:
+            return "\n".join(lines)
         changes = self.changes()
         rows = [("step", "event", "line", "depth", "func", "changed")]
         rows += [(str(s.step), s.event, str(s.line), str(s.depth), s.func,

@@ -310,7 +310,11 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: boo
         if table in found and tuple(found[table]) != tuple(columns):
             raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
     if "meta" in found:
-        version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        # fetchall, not fetchone: a result left unread would keep the connection busy for
+        # the caller's con.sql() (DuckDB refuses new work on a connection mid-result)
+        found_version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+                                    ).fetchall()
+        version = found_version[0] if found_version else None
         if version is not None and version[0] not in READABLE_VERSIONS:
             raise StoreError(f"{path} has store schema version {version[0]}; this steptrace "
                              f"reads versions {', '.join(READABLE_VERSIONS)}")
