@@ -13,24 +13,24 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
 from steptrace import __version__, _api as api
-from steptrace.corpus._formats import CorpusError, demo_corpus_path, source_lines
+from steptrace.corpus._formats import demo_corpus_path, source_lines
 from steptrace.analytics._export import DEFAULT_RUNS_PER_BUCKET, export_parquet
 from steptrace.cli._render import FORMATS, render
-from steptrace.predictions._predict import (DEFAULT_API_KEY_ENV, PredictError, PredictOptions,
-                                resolve_api_key)
+from steptrace.predictions._predict import DEFAULT_API_KEY_ENV, PredictOptions, resolve_api_key
 from steptrace.analytics._queries import list_rows, parse_assignments, run_query
 from steptrace.analytics._show import load_run
-from steptrace.store._store import DEFAULT_DB, StoreError, require_store, status_counts
+from steptrace.store._store import DEFAULT_DB, require_store, status_counts
 from steptrace.tasks._tasks import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
 from steptrace.corpus._text import read_utf8
 from steptrace.tracing._trace import TraceSummary
-from steptrace.sandbox._build import BuildError, cache_dir, ensure_component
+from steptrace.sandbox._build import cache_dir, ensure_component
 from steptrace.sandbox._limits import Limits
-from steptrace.sandbox._pool import PoolError
 from steptrace.sandbox._runtime import ISOLATIONS, Sandbox
+from steptrace.errors import InputError, SteptraceError
 
-EXPECTED_ERRORS = (StoreError, CorpusError, BuildError, PoolError, PredictError, ValueError,
-                   OSError)
+# What a user can cause and fix: steptrace's own errors (steptrace.errors), each one line.
+# Anything else is a bug and keeps its traceback. (click's own usage errors are click's.)
+EXPECTED_ERRORS = (SteptraceError,)
 
 # Not click.Path(dir_okay=False): steptrace.store._store.connect says what is wrong with a --db
 # (missing, a directory, a text file, ...) in one line, where click would print usage.
@@ -42,7 +42,8 @@ format_option = click.option("--format", "fmt", type=click.Choice(FORMATS), defa
 
 
 class SteptraceGroup(click.Group):
-    """Turns the errors a user can cause into one line and exit status 1, never a traceback."""
+    """Turns the errors a user can cause (``SteptraceError``) into one line and exit status
+    1; any other exception is a bug and propagates with its traceback."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -331,7 +332,7 @@ def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: P
                                          write_official)
     check_mode(mode)  # a wrong mode or output directory fails before any check runs
     if out is not None and not out.parent.is_dir():
-        raise ValueError(f"cannot write {out}: no directory {out.parent}")
+        raise InputError(f"cannot write {out}: no directory {out.parent}")
     generations = load_generations(generations_path)
     with _progress_bar("checks") as progress:
         result = score_cruxeval(generations, mode, data, workers=workers,
@@ -664,7 +665,7 @@ def synth(count: int, seed: int, out: Path, fmt: str) -> None:
     """Write a deterministic corpus of CRUXEval-like programs with inputs."""
     from steptrace.benchmark._synth import write_synth  # imported here: no cost for other commands
     if not out.parent.is_dir():
-        raise ValueError(f"cannot write {out}: no directory {out.parent}")
+        raise InputError(f"cannot write {out}: no directory {out.parent}")
     summary = write_synth(out, count, seed)
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace synth"))
 

@@ -107,13 +107,13 @@ class PredictOptions:
         for name, low in (("samples", 1), ("concurrency", 1), ("max_retries", 0),
                           ("flush_rows", 1)):
             if getattr(self, name) < low:
-                raise ValueError(f"{name} must be at least {low}")
+                raise InputError(f"{name} must be at least {low}")
         if self.timeout_s <= 0 or self.temperature < 0 or self.flush_every_s < 0:
-            raise ValueError("timeout_s must be > 0, temperature and flush_every_s >= 0")
+            raise InputError("timeout_s must be > 0, temperature and flush_every_s >= 0")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError("max_tokens must be at least 1")
+            raise InputError("max_tokens must be at least 1")
         if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError("top_p must be > 0 and <= 1")
+            raise InputError("top_p must be > 0 and <= 1")
         if self.label is not None:
             check_label(self.label)
 
