@@ -29,7 +29,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 
-from steptrace.corpus._formats import CorpusError, CorpusLike, as_corpus_source, jobs_from_record
+from steptrace.corpus._formats import (MEMORY_NAME, Corpus, CorpusError, CorpusLike,
+                                       as_corpus_source, jobs_from_record)
 from steptrace.errors import InputError
 from steptrace.sandbox._limits import Limits
 from steptrace.store._runs import Run
@@ -158,7 +159,8 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
 
     corpus: a corpus file (JSONL; a directory of ``.py`` files; ``-`` for standard
         input), or records in memory: a list of dicts in the corpus record format (id,
-        code, input or inputs, output or outputs, entry) or a polars DataFrame of them.
+        code, input or inputs, output or outputs, entry) or a polars DataFrame of them
+        (or the ``Corpus`` of ``steptrace.corpus.load_corpus``).
     store: the store to write (created if missing): a path or an opened ``Store``.
     workers: worker processes (default: one per CPU; 0 runs the jobs in this process).
     isolation: ``job`` (a fresh interpreter per job) or ``batch`` (one per chunk of jobs,
@@ -180,8 +182,10 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
         raise InputError(f"workers must be 0 or more, not {workers}")
     options = TraceOptions(limits=as_limits(limits), isolation=isolation, force=force,
                            **_options(workers=workers))
-    if not isinstance(corpus, (str, os.PathLike)):
+    if not isinstance(corpus, (str, os.PathLike, Corpus)):
         corpus = as_corpus_source(corpus, name)
+    if isinstance(corpus, Corpus) and name is None:
+        name = MEMORY_NAME  # a loaded corpus does not know where it came from
     return trace_corpus(corpus, store_path(store), options, progress=progress, corpus_name=name)
 
 

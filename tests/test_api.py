@@ -257,17 +257,19 @@ def test_trace_records_and_a_frame_make_the_files_store(tmp_path, corpus):
     are the same jobs: the same programs, runs (keys included), steps and states."""
     stores = {}
     frame = pl.read_ndjson(corpus)
+    loaded = load_corpus(corpus)
     for label, source, name in (("file", corpus, None), ("list", RECORDS, "small.jsonl"),
-                                ("frame", frame, "small.jsonl")):
+                                ("frame", frame, "small.jsonl"), ("loaded", loaded, None)):
         db = tmp_path / f"{label}.duckdb"
         summary = st.trace(source, db, workers=0, name=name)
         assert (summary.jobs, summary.traced, dict(summary.by_status), summary.corpus_errors) == (
             6, 6, {"exception": 1, "ok": 5}, [])
-        assert summary.corpus == (str(corpus) if name is None else name)
+        assert summary.corpus == {"file": str(corpus), "loaded": "<memory>"}.get(label, name)
         stores[label] = {table: rows(db, sql) for table, sql in STORE_DIGEST.items()}
     assert stores["file"]["programs"][0][1] == "small.jsonl"  # the source, part of the keys
     assert stores["list"] == stores["file"]
     assert stores["frame"] == stores["file"]
+    assert stores["loaded"] == stores["file"]
     # tracing the list again into the file's store skips every job: the same keys
     again = st.trace(RECORDS, tmp_path / "file.duckdb", workers=0, name="small.jsonl")
     assert (again.skipped, again.traced) == (6, 0)
