@@ -518,3 +518,25 @@ def test_cli_bug_prints_a_traceback_in_a_real_process(tmp_path):
     assert done.returncode == 1
     assert done.stderr.startswith("Traceback (most recent call last):")
     assert done.stderr.endswith("KeyError: 'deep inside'\n")
+
+
+def test_files_that_cannot_be_read_are_input_errors_naming_them(tmp_path):
+    """The one reader of user text files turns an OSError into an InputError naming the
+    file, with Python's own message where that names it (as the CLI always printed)."""
+    from steptrace.corpus._text import open_utf8, read_utf8, user_file
+
+    def read_lines(path: Path) -> list[str]:
+        with open_utf8(path) as lines:
+            return list(lines)
+
+    folder = tmp_path / "a.sql"
+    folder.mkdir()
+    for read in (read_utf8, read_lines):
+        with pytest.raises(st.InputError) as raised:
+            read(folder)
+        assert str(raised.value) == f"[Errno 21] Is a directory: '{folder}'"
+        assert isinstance(raised.value.__cause__, IsADirectoryError)
+    with pytest.raises(st.InputError) as raised:
+        with user_file("out.jsonl"):
+            raise OSError(28, "No space left on device")  # no file name: the path is added
+    assert str(raised.value) == "cannot write out.jsonl: No space left on device"
