@@ -2,7 +2,8 @@
 one-line messages) can tell what a user can fix from a bug, which keeps its traceback.
 
 ``SteptraceError``
-├── ``InputError`` (also a ValueError): a corpus record, an option, a file's content
+├── ``InputError`` (also a ValueError): a corpus record, an option, a file's content, a
+│   │   file the user named that cannot be read or written (steptrace.corpus._text.user_file)
 │   ├── ``CorpusError``, ``NotUtf8Error`` (steptrace.corpus)
 │   ├── ``ExperimentError``, ``TasksFileError`` (steptrace.predictions)
 │   ├── ``ScoreError`` (steptrace.scoring), ``QueryDefinitionError`` (steptrace.analytics)
@@ -10,6 +11,10 @@ one-line messages) can tell what a user can fix from a bug, which keeps its trac
 ├── ``StoreError``: the DuckDB store cannot be opened, read or written (``StoreLockedError``)
 ├── ``SandboxError``: the guest cannot be built (``BuildError``) or run (``PoolError``)
 └── ``PredictError``: the model server cannot be used
+
+An error a user can cause is raised as one of these (a ``raise ValueError`` in the library
+is left for a broken internal invariant, which is a bug); the CLI turns exactly these into
+``Error: <message>`` and exit status 1, and lets anything else show its traceback.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ class SteptraceError(Exception):
 
 
 class InputError(SteptraceError, ValueError):
-    """Bad input: a corpus record, an option's value, a file's content."""
+    """Bad input: a corpus record, an option's value, a file's content, or a file the user
+    named that cannot be read or written (the message names it)."""
 
 
 class StoreError(SteptraceError, RuntimeError):
@@ -31,4 +37,8 @@ class SandboxError(SteptraceError, RuntimeError):
     """The guest component cannot be built, loaded or run."""
 
 
-__all__ = ["InputError", "SandboxError", "SteptraceError", "StoreError"]
+class PredictError(SteptraceError, RuntimeError):
+    """A failure that stops the run (unreachable server, unknown model, refused key)."""
+
+
+__all__ = ["InputError", "PredictError", "SandboxError", "SteptraceError", "StoreError"]

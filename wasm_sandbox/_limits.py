@@ -36,6 +36,7 @@ stdout the run's note says so), and a result that breaks the schema is ``crashed
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from steptrace.errors import InputError
 
 # Seconds a job may stay in the guest past its time limit before a worker's watchdog ends
 # it. Epoch interruption ends a computing job within ~2 epoch ticks (20 ms) of its limit,
@@ -61,7 +62,7 @@ class Limits:
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
             if value <= 0:
-                raise ValueError(f"limit {name} must be positive, got {value}")
+                raise InputError(f"limit {name} must be positive, got {value}")
 
     def guest(self) -> dict:
         """The part of the limits the guest enforces itself."""

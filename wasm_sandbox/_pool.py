@@ -48,7 +48,7 @@ from steptrace.sandbox._build import artifacts as guest_artifacts
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import JobOutcome, compiled_path, load_component, make_engine
 from steptrace.sandbox._worker import WorkerSetup
-from steptrace.errors import SandboxError
+from steptrace.errors import InputError, SandboxError
 
 POLL_S = 0.5
 IN_FLIGHT = 2  # chunks handed to a worker at once
@@ -155,7 +155,7 @@ class WorkerPool:
         prepared (:func:`prepare`: built if need be, its ``.cwasm`` hashed, ~25 ms) while
         their interpreters start; they get their set-up once it is ready."""
         if workers < 1:
-            raise ValueError("a pool needs at least one worker")
+            raise InputError("a pool needs at least one worker")
         self.limits = limits
         self.isolation = isolation
         self.artifacts = artifacts

@@ -59,6 +59,7 @@ from steptrace.sandbox._build import GuestArtifacts, ensure_component, is_verifi
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._memory_reset import enable_pagemap_scan, prefault
 from steptrace.sandbox._result_schema import ResultRejected, ResultTooLarge, parse_result
+from steptrace.errors import InputError
 
 TICK_S = 0.01
 WASM_STACK_BYTES = 6 * 1024 * 1024
@@ -342,7 +343,7 @@ class Sandbox:
         """Send one JSON request; return (result text, trap result, fresh instance?). The
         text is the guest's bytes, unchecked (``run`` checks them)."""
         if isolation not in ISOLATIONS:
-            raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+            raise InputError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         fresh = isolation == "job" or self._reused is None
         try:
             store, func = self._instantiate() if fresh else self._reused

@@ -40,6 +40,8 @@ from pathlib import Path
 import duckdb
 
 from steptrace.store._store import StoreError, connect, first_line
+from steptrace.errors import InputError
+from steptrace.corpus._text import user_file
 
 MANIFEST = "steptrace_export.json"
 FORMAT = "steptrace-parquet"
@@ -88,7 +90,7 @@ def _store_tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
         tables.setdefault(table, []).append(column)
     for name in tables:
         if not _IDENTIFIER.match(name):
-            raise ValueError(f"cannot export table {name!r}: not a plain identifier")
+            raise InputError(f"cannot export table {name!r}: not a plain identifier")
     return tables
 
 
@@ -96,13 +98,13 @@ def _prepare_directory(directory: Path, force: bool) -> None:
     """Refuse a non-empty directory unless ``force``; with it, remove an earlier export's
     table folders and manifest (the store's table names too) and nothing else."""
     if directory.exists() and not directory.is_dir():
-        raise ValueError(f"{directory} exists and is not a directory")
+        raise InputError(f"{directory} exists and is not a directory")
     if directory.exists() and any(directory.iterdir()):
         if not force:
-            raise ValueError(f"{directory} is not empty: use --force to replace an export there")
+            raise InputError(f"{directory} is not empty: use --force to replace an export there")
         return
     if not directory.parent.exists():
-        raise ValueError(f"cannot export to {directory}: directory {directory.parent} "
+        raise InputError(f"cannot export to {directory}: directory {directory.parent} "
                          "does not exist")
     directory.mkdir(exist_ok=True)
 
@@ -151,27 +153,30 @@ def export_parquet(db: str | Path, directory: str | Path, force: bool = False,
                    runs_per_bucket: int = DEFAULT_RUNS_PER_BUCKET) -> ExportSummary:
     """Write every table of the store ``db`` under ``directory`` (see the module doc)."""
     if runs_per_bucket < 1:
-        raise ValueError("runs per bucket must be at least 1")
+        raise InputError("runs per bucket must be at least 1")
     started = time.perf_counter()
     directory = Path(directory)
     con = connect(db, read_only=True)
     try:
         tables = _store_tables(con)
-        _prepare_directory(directory, force)
-        _clear(directory, set(tables))
+        with user_file(directory):
+            _prepare_directory(directory, force)
+            _clear(directory, set(tables))
         summary = ExportSummary(str(directory), runs_per_bucket)
         if "meta" in tables:
             found = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             summary.schema_version = found[0] if found else None
         con.execute("SET preserve_insertion_order = false")  # lets COPY stream large tables
         for name, columns in tables.items():
-            summary.tables.append(_copy_table(con, name, columns, directory / name,
-                                              runs_per_bucket))
+            with user_file(directory):
+                summary.tables.append(_copy_table(con, name, columns, directory / name,
+                                                  runs_per_bucket))
     except duckdb.Error as exc:
         raise StoreError(f"cannot export {db} to {directory}: {first_line(exc)}") from exc
     finally:
         con.close()
-    (directory / MANIFEST).write_text(json.dumps(summary.manifest(), indent=2) + "\n")
+    with user_file(directory / MANIFEST):
+        (directory / MANIFEST).write_text(json.dumps(summary.manifest(), indent=2) + "\n")
     summary.seconds = time.perf_counter() - started
     return summary
 

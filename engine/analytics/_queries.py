@@ -69,14 +69,14 @@ class Param:
             lowered = text.strip().lower()
             if lowered in _TRUE or lowered in _FALSE:
                 return lowered in _TRUE
-            raise ValueError(f"parameter {self.name} of query {query} must be true or false, "
+            raise InputError(f"parameter {self.name} of query {query} must be true or false, "
                              f"got {text!r}")
         try:
             value = int(text) if self.kind == "int" else float(text)
         except ValueError:
             value = None
         if value is None or (self.minimum is not None and value < self.minimum):
-            raise ValueError(f"parameter {self.name} of query {query} must be "
+            raise InputError(f"parameter {self.name} of query {query} must be "
                              f"{self._expected()}, got {text!r}")
         return value
 
@@ -125,7 +125,7 @@ class NamedQuery:
         unknown = sorted(set(values) - set(known))
         if unknown:
             accepted = ", ".join(known) or "none"
-            raise ValueError(f"unknown parameter {unknown[0]} for query {self.name} "
+            raise InputError(f"unknown parameter {unknown[0]} for query {self.name} "
                              f"(parameters: {accepted})")
         return {name: (p.parse(values[name], self.name) if name in values else p.default)
                 for name, p in known.items()}
@@ -214,7 +214,7 @@ def parse_query(text: str, path: Path) -> NamedQuery:
 def load_queries(directory: Path = QUERIES_DIR) -> dict[str, NamedQuery]:
     """Every named query of ``directory``, by name (sorted)."""
     if not directory.is_dir():
-        raise ValueError(f"query folder not found: {directory}")
+        raise InputError(f"query folder not found: {directory}")
     queries = [parse_query(path.read_text(encoding="utf-8"), path)
                for path in sorted(directory.glob("*.sql"))]
     return {q.name: q for q in queries}
@@ -223,10 +223,10 @@ def load_queries(directory: Path = QUERIES_DIR) -> dict[str, NamedQuery]:
 def get_query(name: str, directory: Path = QUERIES_DIR) -> NamedQuery:
     """The query called ``name``; an unknown name is a one-line ValueError."""
     if not _NAME.match(name):
-        raise ValueError(f"unknown query {name!r}; see steptrace query --list")
+        raise InputError(f"unknown query {name!r}; see steptrace query --list")
     path = directory / f"{name}.sql"
     if not path.is_file():
-        raise ValueError(f"unknown query {name!r}; see steptrace query --list")
+        raise InputError(f"unknown query {name!r}; see steptrace query --list")
     return parse_query(path.read_text(encoding="utf-8"), path)
 
 
@@ -237,9 +237,9 @@ def parse_assignments(items: Sequence[str]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ValueError(f"bad --param {item!r}: expected NAME=VALUE")
+            raise InputError(f"bad --param {item!r}: expected NAME=VALUE")
         if key in values:
-            raise ValueError(f"--param {key} given twice")
+            raise InputError(f"--param {key} given twice")
         values[key] = value
     return values
 
@@ -262,7 +262,7 @@ def open_source(db: str | Path | None = None,
     elif db is not None:
         con = connect(db, read_only=True)
     else:
-        raise ValueError("give a database or a Parquet directory")
+        raise InputError("give a database or a Parquet directory")
     try:
         yield con
     finally:

@@ -25,6 +25,8 @@ from matplotlib.ticker import MaxNLocator
 from steptrace.predictions._experiments import experiment_name
 from steptrace.analytics._queries import run_query
 from steptrace.store._store import QueryResult, StoreError, connect, first_line
+from steptrace.errors import InputError
+from steptrace.corpus._text import user_file
 
 PALETTE = ("#3b6ea5", "#e07b39", "#5a9e4b", "#b5483f", "#7d5ba6", "#8c6d31", "#c7549a")
 MAX_METHODS = 25  # methods plotted (by tasks); the table lists them all
@@ -333,7 +335,7 @@ def write_report(db: str | Path, out: str | Path,
         raise StoreError(f"database not found: {db}")
     out = Path(out)
     if not out.parent.is_dir():
-        raise ValueError(f"cannot write {out}: no directory {out.parent}")
+        raise InputError(f"cannot write {out}: no directory {out.parent}")
     runs, programs = _counts(db)
     summary = ReportSummary(str(out), runs, programs)
     results: dict[str, QueryResult | StoreError] = {}
@@ -343,7 +345,8 @@ def write_report(db: str | Path, out: str | Path,
             results[section.query] = _run(section.query, db)
         sections.append(_render_section(section, results[section.query], summary))
     page = _page(db, runs, programs, sections, now or dt.datetime.now(dt.timezone.utc))
-    out.write_text(page, encoding="utf-8")
+    with user_file(out):
+        out.write_text(page, encoding="utf-8")
     summary.bytes = len(page.encode("utf-8"))
     return summary
 

@@ -9,6 +9,7 @@ import duckdb
 
 from steptrace.corpus._formats import source_lines
 from steptrace.store._store import StoreError, first_line, connect
+from steptrace.errors import InputError
 
 
 @dataclass
@@ -53,7 +54,7 @@ def load_run(db: str | Path, run_id: int | None = None, sample_id: str | None = 
              input_index: int = 0) -> RunView:
     """Read a run, its program, steps and state deltas from the store."""
     if run_id is None and sample_id is None:
-        raise ValueError("give a run id or a sample id")
+        raise InputError("give a run id or a sample id")
     con = connect(db, read_only=True)
     try:
         return _read_run(con, run_id, sample_id, input_index)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
-from steptrace.corpus._text import utf8_lines
+from steptrace.corpus._text import user_file, utf8_lines
+from steptrace.errors import InputError
 
 ENTRY = "f"
 _TAGGED_CODE = re.compile(r"\[PYTHON\]\s*\n(.*?)\[/PYTHON\]", re.DOTALL)
@@ -171,8 +172,9 @@ def write_candidates(logged: dict[str, dict], planned: Iterable[Planned],
     report.rejected = dict(rejected)
     out = Path(out)
     partial = out.with_name(out.name + ".partial")
-    partial.write_text("".join(lines), encoding="utf-8")
-    os.replace(partial, out)
+    with user_file(out):
+        partial.write_text("".join(lines), encoding="utf-8")
+        os.replace(partial, out)
     return report
 
 
@@ -182,7 +184,7 @@ def read_objects(path: str | Path, what: str, valid: Callable[[dict], bool],
     naming the file and line of the first that does not (``needs`` says what it lacks)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{what} not found: {path}")
+        raise InputError(f"{what} not found: {path}")
     records = []
     for number, line in enumerate(utf8_lines(path), start=1):
         if not line.strip():
@@ -190,9 +192,9 @@ def read_objects(path: str | Path, what: str, valid: Callable[[dict], bool],
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+            raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
         if not (isinstance(record, dict) and valid(record)):
-            raise ValueError(f"{path}:{number}: {needs}")
+            raise InputError(f"{path}:{number}: {needs}")
         records.append(record)
     return records
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from steptrace.benchmark._candidates import read_objects
+from steptrace.corpus._text import user_file
 
 _BUILTINS = frozenset(dir(builtins))
 _TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
@@ -170,6 +171,7 @@ def dedupe_records(records: list[dict]) -> tuple[list[dict], DedupeReport]:
 def dedupe_file(path: str | Path, out: str | Path) -> DedupeReport:
     """``dedupe_records`` from one JSONL file to another."""
     kept, report = dedupe_records(read_records(path))
-    Path(out).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept),
-                         encoding="utf-8")
+    with user_file(out):
+        Path(out).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept),
+                             encoding="utf-8")
     return report

@@ -34,6 +34,8 @@ import pyarrow as pa
 
 from steptrace.tracing._analysis import ensure_analysed
 from steptrace.store._store import StoreError, connect, first_line, has_table
+from steptrace.errors import InputError
+from steptrace.corpus._text import user_file
 
 STATIC, DYNAMIC, DETERMINISM, SQL = "static", "dynamic", "determinism", "sql"
 KINDS = (STATIC, DYNAMIC, DETERMINISM)
@@ -53,7 +55,7 @@ class Range:
 
     def __post_init__(self) -> None:
         if self.low is not None and self.high is not None and self.low > self.high:
-            raise ValueError(f"empty range {self}: {self.low} > {self.high}")
+            raise InputError(f"empty range {self}: {self.low} > {self.high}")
 
     def __str__(self) -> str:
         return f"{'' if self.low is None else self.low}:{'' if self.high is None else self.high}"
@@ -77,7 +79,7 @@ def parse_range(text: str) -> Range:
             raise ValueError
         bounds = [int(part) if part.strip() else None for part in (low, high)]
     except ValueError:
-        raise ValueError(f"bad range {text!r}: use MIN:MAX, either side may be empty") from None
+        raise InputError(f"bad range {text!r}: use MIN:MAX, either side may be empty") from None
     return Range(*bounds)
 
 
@@ -209,7 +211,7 @@ def _expand(name: str) -> tuple[str, ...]:
         return (name,)
     if name in GROUPS:
         return GROUPS[name]
-    raise ValueError(f"unknown rule {name!r}; rules: {', '.join(RULES)}; "
+    raise InputError(f"unknown rule {name!r}; rules: {', '.join(RULES)}; "
                      f"groups: {', '.join(GROUPS)}")
 
 
@@ -265,9 +267,9 @@ def _checked_where(where: str | None) -> str | None:
     if where is None:
         return None
     if not where.strip():
-        raise ValueError("--where needs a condition, e.g. \"line_steps BETWEEN 5 AND 100\"")
+        raise InputError("--where needs a condition, e.g. \"line_steps BETWEEN 5 AND 100\"")
     if ";" in where:
-        raise ValueError("--where takes one SQL condition over runs; ';' is not allowed")
+        raise InputError("--where takes one SQL condition over runs; ';' is not allowed")
     return where
 
 
@@ -337,7 +339,7 @@ def _where_kept(con: duckdb.DuckDBPyConnection, where: str) -> pa.Table:
     try:
         found = con.execute(f"SELECT run_id FROM runs WHERE (\n{where}\n)").fetchall()
     except duckdb.Error as exc:
-        raise ValueError(f"invalid --where condition {where!r}: {first_line(exc)}") from exc
+        raise InputError(f"invalid --where condition {where!r}: {first_line(exc)}") from exc
     return pa.table({"run_id": pa.array([row[0] for row in found], pa.int64())})
 
 
@@ -449,5 +451,6 @@ def write_kept(db: str | Path, run_ids: list[int], out: str | Path) -> int:
         if entry != "f":
             record["entry"] = entry
         lines.append(json.dumps(record) + "\n")
-    Path(out).write_text("".join(lines), encoding="utf-8")
+    with user_file(out):
+        Path(out).write_text("".join(lines), encoding="utf-8")
     return len(lines)

@@ -30,7 +30,7 @@ from typing import Callable
 
 from steptrace.benchmark._candidates import ParseReport, write_candidates
 from steptrace.predictions._predict import PredictError, PredictOptions, Prediction, RequestRun, Task
-from steptrace.corpus._text import NotUtf8Error, decode_line, read_utf8
+from steptrace.corpus._text import NotUtf8Error, decode_line, decode_text, user_file
 from steptrace.errors import InputError
 
 GENERATE_KIND = "generate"
@@ -130,11 +130,12 @@ def load_template(path: str | Path) -> string.Template:
 
 def _read_text(path: str | Path, what: str) -> str:
     try:
-        return read_utf8(path)  # NotUtf8Error names the file, line and byte
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise GenerateError(f"{what} not found: {path}") from None
     except OSError as exc:
         raise GenerateError(f"cannot read {what} {path}: {exc}") from None
+    return decode_text(data, path)  # NotUtf8Error names the file, line and byte
 
 
 # ---------------------------------------------------------------- the plan
@@ -176,7 +177,8 @@ def read_log(path: Path) -> dict[str, dict]:
     if not path.exists():
         return {}
     newest: dict[str, dict] = {}
-    lines = path.read_bytes().split(b"\n")
+    with user_file(path, "read"):
+        lines = path.read_bytes().split(b"\n")
     for number, raw in enumerate(lines, start=1):
         last = number == len(lines)  # unterminated: maybe cut by a crash, even mid-character
         try:
@@ -212,11 +214,12 @@ class GenerationLog:
         was never counted as logged) so that the next line starts clean."""
         if not self.path.exists():
             return
-        data = self.path.read_bytes()
-        end = data.rfind(b"\n") + 1
-        if end != len(data):
-            with self.path.open("r+b") as log:
-                log.truncate(end)
+        with user_file(self.path):
+            data = self.path.read_bytes()
+            end = data.rfind(b"\n") + 1
+            if end != len(data):
+                with self.path.open("r+b") as log:
+                    log.truncate(end)
 
     def write(self, rows: list[Prediction]) -> None:
         lines = [json.dumps(self._record(row), ensure_ascii=False) + "\n" for row in rows]

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from steptrace.benchmark._candidates import read_candidates
 from steptrace.benchmark._dedupe import function_id, read_records
+from steptrace.errors import InputError
+from steptrace.corpus._text import user_file
 
 UNKNOWN_METHOD = "(unknown)"
 
@@ -111,13 +113,13 @@ def select_benchmark(records: list[dict], methods: dict[str, str], n: int, seed:
     """Choose ``n`` samples (see the module docstring). Fewer functions than ``n`` is an
     error unless ``allow_fewer``: a smaller benchmark than asked for must be a choice."""
     if n < 1:
-        raise ValueError("n must be at least 1")
+        raise InputError("n must be at least 1")
     report = SelectionReport(requested=n, seed=seed, records=len(records))
     by_method = eligible_functions(records, methods, report)
     report.available = {m: len(functions) for m, functions in by_method.items()}
     report.functions = sum(report.available.values())
     if report.functions < n and not allow_fewer:
-        raise ValueError(f"only {report.functions} eligible functions for a benchmark of {n} "
+        raise InputError(f"only {report.functions} eligible functions for a benchmark of {n} "
                          "(generate more candidates, or pass --allow-fewer)")
     samples = []
     for index, (method, (fid, group)) in enumerate(balanced_order(by_method, n, seed)):
@@ -144,5 +146,6 @@ def select_file(path: str | Path, out: str | Path, n: int, seed: int,
 
 
 def _write_jsonl(path: Path, records: list[dict]) -> None:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
-                    encoding="utf-8")
+    with user_file(path):
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                        encoding="utf-8")

@@ -30,6 +30,7 @@ import numpy as np
 from steptrace.predictions._experiments import experiment_name
 from steptrace.scoring._stats import _splitmix64
 from steptrace.store._store import StoreError, connect, first_line, has_table
+from steptrace.errors import InputError
 
 TIE_TOLERANCE = 1e-9  # sums of per-sample scores this close (per sample) are a tie
 
@@ -119,10 +120,10 @@ def parse_sizes(text: str) -> list[int]:
         else:
             sizes = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise ValueError(f"sizes must be START:STOP:STEP or N,N,... with whole numbers, "
+        raise InputError(f"sizes must be START:STOP:STEP or N,N,... with whole numbers, "
                          f"got {text!r}") from None
     if not sizes or min(sizes) < 1:
-        raise ValueError(f"sizes must be at least 1, got {text!r}")
+        raise InputError(f"sizes must be at least 1, got {text!r}")
     return sorted(set(sizes))
 
 
@@ -132,20 +133,20 @@ def size_check(scores: np.ndarray, models: Sequence[str], sizes: Sequence[int],
     scores = np.asarray(scores, np.float64)
     models = tuple(models)
     if scores.ndim != 2 or scores.shape[1] != len(models):
-        raise ValueError("scores must be a samples x models matrix, one column per model")
+        raise InputError("scores must be a samples x models matrix, one column per model")
     if len(models) < 2:
-        raise ValueError(f"a size check needs at least two models, got {len(models)}")
+        raise InputError(f"a size check needs at least two models, got {len(models)}")
     if np.isnan(scores).any():
-        raise ValueError("scores hold NaN")
+        raise InputError("scores hold NaN")
     if not 0 < level < 1:
-        raise ValueError(f"level must be between 0 and 1, got {level}")
+        raise InputError(f"level must be between 0 and 1, got {level}")
     if resamples < 1:
-        raise ValueError("resamples must be at least 1")
+        raise InputError("resamples must be at least 1")
     sizes = sorted(set(int(n) for n in sizes))
     if not sizes or sizes[0] < 1:
-        raise ValueError("sizes must be a non-empty list of sizes >= 1")
+        raise InputError("sizes must be a non-empty list of sizes >= 1")
     if sizes[-1] > scores.shape[0]:
-        raise ValueError(f"size {sizes[-1]} is larger than the pool ({scores.shape[0]} samples)")
+        raise InputError(f"size {sizes[-1]} is larger than the pool ({scores.shape[0]} samples)")
     means = scores.mean(axis=0)
     pairs = _ordered_pairs(models, means)
     index = {name: i for i, name in enumerate(models)}
@@ -163,7 +164,7 @@ def _ordered_pairs(models: tuple[str, ...], means: np.ndarray) -> list[tuple[str
     for i in range(len(models)):
         for j in range(i + 1, len(models)):
             if math.isclose(means[i], means[j], rel_tol=0.0, abs_tol=TIE_TOLERANCE):
-                raise ValueError(f"models {models[i]} and {models[j]} have the same mean score "
+                raise InputError(f"models {models[i]} and {models[j]} have the same mean score "
                                  f"on the pool ({means[i]:.6g}): their order is undefined")
             pairs.append((models[i], models[j]) if means[i] > means[j]
                          else (models[j], models[i]))
@@ -204,7 +205,7 @@ def load_pool_scores(db: str | Path, models: Sequence[str] | None = None,
     chosen = tuple(models or ()) or tuple(sorted({model for _, model, _, _ in rows}))
     missing = [m for m in chosen if m not in {model for _, model, _, _ in rows}]
     if missing:
-        raise ValueError(f"no scores for model {missing[0]!r} in {db}")
+        raise InputError(f"no scores for model {missing[0]!r} in {db}")
     labels = sorted({(model, label) for _, model, label, _ in rows})
     columns = tuple(experiment_name(m, label) for m in chosen for model, label in labels
                     if model == m)
@@ -220,10 +221,10 @@ def _pivot(rows: list[tuple], models: tuple[str, ...], where: object) -> PoolSco
         by_task.setdefault(task, {})[model] = value
     missing = [m for m in models if m not in present]
     if missing:
-        raise ValueError(f"no scores for model {missing[0]!r} in {where}")
+        raise InputError(f"no scores for model {missing[0]!r} in {where}")
     complete = [task for task, values in by_task.items() if all(m in values for m in models)]
     if models and not complete:
-        raise ValueError(f"no task in {where} is scored for every model of "
+        raise InputError(f"no task in {where} is scored for every model of "
                          f"{', '.join(models)}")
     matrix = np.array([[by_task[task][m] for m in models] for task in complete], np.float64)
     return PoolScores(models, tuple(complete), matrix.reshape(len(complete), len(models)),
@@ -235,18 +236,18 @@ def load_scores_csv(path: str | Path) -> PoolScores:
     import polars as pl
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"scores file not found: {path}")
+        raise InputError(f"scores file not found: {path}")
     try:
         frame = pl.read_csv(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise ValueError(f"cannot read {path}: {first_line(exc)}") from None
+        raise InputError(f"cannot read {path}: {first_line(exc)}") from None
     if frame.width < 3 or frame.columns[0] != "sample_id":
-        raise ValueError(f"{path}: the header must be sample_id,<model>,<model>,...")
+        raise InputError(f"{path}: the header must be sample_id,<model>,<model>,...")
     models = tuple(frame.columns[1:])
     try:
         matrix = frame.select(pl.col(m).cast(pl.Float64, strict=True) for m in models).to_numpy()
     except pl.exceptions.PolarsError:
-        raise ValueError(f"{path}: every score must be a number") from None
+        raise InputError(f"{path}: every score must be a number") from None
     if np.isnan(matrix).any():
-        raise ValueError(f"{path}: a score is missing")
+        raise InputError(f"{path}: a score is missing")
     return PoolScores(models, tuple(str(s) for s in frame["sample_id"]), matrix)

@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
+from steptrace.errors import InputError
+from steptrace.corpus._text import user_file
 
 MIN_CHARS, MAX_CHARS = 75, 300
 MIN_LINES, MAX_LINES = 3, 12
@@ -530,7 +532,7 @@ def _attempt(rng: random.Random) -> tuple[str, str] | None:
 def synth_programs(n: int, seed: int) -> Iterator[dict]:
     """``n`` records ``{"id", "code", "input"}``, deterministic in ``seed``."""
     if n < 0:
-        raise ValueError(f"--n must be >= 0, not {n}")
+        raise InputError(f"--n must be >= 0, not {n}")
     rng = random.Random(seed)
     for index in range(n):
         made = _attempt(rng)
@@ -563,7 +565,8 @@ def write_synth(path: str | Path, n: int, seed: int) -> SynthSummary:
     started = time.perf_counter()
     dumps = json.JSONEncoder(ensure_ascii=True, separators=(", ", ": ")).encode
     written = 0
-    with open(path, "w", encoding="ascii", newline="\n", buffering=1 << 20) as out:
+    with user_file(path), open(path, "w", encoding="ascii", newline="\n",
+                                buffering=1 << 20) as out:
         for record in synth_programs(n, seed):
             line = dumps(record) + "\n"
             out.write(line)

@@ -12,26 +12,25 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
-from steptrace import __version__
-from steptrace.tracing._analysis import AnalysisOptions, analyse_store
-from steptrace.corpus._formats import CorpusError, demo_corpus_path, source_lines
+from steptrace import __version__, _api as api
+from steptrace.corpus._formats import demo_corpus_path, source_lines
 from steptrace.analytics._export import DEFAULT_RUNS_PER_BUCKET, export_parquet
 from steptrace.cli._render import FORMATS, render
-from steptrace.predictions._predict import (DEFAULT_API_KEY_ENV, PredictError, PredictOptions, predict,
-                                resolve_api_key)
+from steptrace.predictions._predict import DEFAULT_API_KEY_ENV, PredictOptions, resolve_api_key
 from steptrace.analytics._queries import list_rows, parse_assignments, run_query
 from steptrace.analytics._show import load_run
-from steptrace.store._store import DEFAULT_DB, StoreError, require_store, status_counts
+from steptrace.store._store import DEFAULT_DB, require_store, status_counts
 from steptrace.tasks._tasks import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
 from steptrace.corpus._text import read_utf8
-from steptrace.tracing._trace import TraceOptions, TraceSummary, trace_corpus
-from steptrace.sandbox._build import BuildError, cache_dir, ensure_component
+from steptrace.tracing._trace import TraceSummary
+from steptrace.sandbox._build import cache_dir, ensure_component
 from steptrace.sandbox._limits import Limits
-from steptrace.sandbox._pool import PoolError
 from steptrace.sandbox._runtime import ISOLATIONS, Sandbox
+from steptrace.errors import InputError, SteptraceError
 
-EXPECTED_ERRORS = (StoreError, CorpusError, BuildError, PoolError, PredictError, ValueError,
-                   OSError)
+# What a user can cause and fix: steptrace's own errors (steptrace.errors), each one line.
+# Anything else is a bug and keeps its traceback. (click's own usage errors are click's.)
+EXPECTED_ERRORS = (SteptraceError,)
 
 # Not click.Path(dir_okay=False): steptrace.store._store.connect says what is wrong with a --db
 # (missing, a directory, a text file, ...) in one line, where click would print usage.
@@ -43,7 +42,8 @@ format_option = click.option("--format", "fmt", type=click.Choice(FORMATS), defa
 
 
 class SteptraceGroup(click.Group):
-    """Turns the errors a user can cause into one line and exit status 1, never a traceback."""
+    """Turns the errors a user can cause (``SteptraceError``) into one line and exit status
+    1; any other exception is a bug and propagates with its traceback."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -140,11 +140,10 @@ def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout
         raise click.UsageError("give a CORPUS path or --demo (not both)")
     path = demo_corpus_path() if demo else corpus
     limits = Limits(timeout_s=timeout, max_steps=max_steps, memory_mb=memory_mb, max_repr=max_repr)
-    options = TraceOptions(limits=limits, isolation=isolation, force=force,
-                           **({} if workers is None else {"workers": workers}))
     with _progress_bar("tracing", quiet) as progress:
-        summary = trace_corpus(path, db, options, progress=_progress_callback(progress),
-                               corpus_name="demo" if demo else str(corpus))
+        summary = api.trace(path, db, workers=workers, isolation=isolation, limits=limits,
+                            force=force, name="demo" if demo else str(corpus),
+                            progress=_progress_callback(progress))
     for error in summary.corpus_errors:
         click.echo(f"warning: {error}", err=True)
     if fmt == "json":
@@ -192,10 +191,9 @@ def analyse(db: str, determinism: bool, workers: int | None, timeout: float, qui
     """Record condition outcomes and operand checks of every finished run (a second,
     instrumented run), and with --determinism whether the run is reproducible."""
     require_store(db)
-    options = AnalysisOptions(limits=Limits(timeout_s=timeout), determinism=determinism,
-                              **({} if workers is None else {"workers": workers}))
     with _progress_bar("analyse", quiet) as progress:
-        summary = analyse_store(db, options, progress=_progress_callback(progress))
+        summary = api.analyse(db, determinism=determinism, workers=workers, timeout_s=timeout,
+                              progress=_progress_callback(progress))
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace analyse"))
 
 
@@ -311,11 +309,9 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
             raise click.UsageError("--cruxeval needs --mode input or --mode output")
         _score_cruxeval(cruxeval, mode, out, data, workers, fmt)
         return
-    from steptrace.scoring._score import ScoreOptions, score_predictions
-    options = ScoreOptions(models=models, labels=labels, ks=ks, type_strict=type_strict,
-                           float_tolerance=float_tolerance, workers=workers,
-                           limits=Limits(timeout_s=timeout))
-    summary = score_predictions(db, tasks_path, options)
+    summary = api.score(db, tasks_path, models=models, labels=labels, ks=ks,
+                        type_strict=type_strict, float_tolerance=float_tolerance,
+                        workers=workers, timeout_s=timeout)
     if fmt == "json":
         click.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
         return
@@ -336,7 +332,7 @@ def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: P
                                          write_official)
     check_mode(mode)  # a wrong mode or output directory fails before any check runs
     if out is not None and not out.parent.is_dir():
-        raise ValueError(f"cannot write {out}: no directory {out.parent}")
+        raise InputError(f"cannot write {out}: no directory {out.parent}")
     generations = load_generations(generations_path)
     with _progress_bar("checks") as progress:
         result = score_cruxeval(generations, mode, data, workers=workers,
@@ -527,7 +523,8 @@ def predict_command(tasks_path: Path, samples: int, system_prompt: str | None,
                                redo=redo, **request)
     require_store(db)
     with _progress_bar("predict", quiet) as progress:
-        summary = predict(tasks_path, db, options, progress=_progress_callback(progress, "requests"))
+        summary = api.predict(tasks_path, db, options=options,
+                              progress=_progress_callback(progress, "requests"))
     _echo_summary(summary, fmt, "steptrace predict")
 
 
@@ -649,11 +646,9 @@ def tasks_command(db: str, kinds: str, per_run: int, seed: int, prompt_style: st
                   workers: int | None, fmt: str) -> None:
     """Generate prediction tasks with exact answers from the stored traces, store them in
     the tasks table, and print how many there are of each kind."""
-    from steptrace.tasks._tasks import TaskOptions, generate_tasks, parse_kinds
-    options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed,
-                          prompt_style=prompt_style, template_dir=template_dir, out=out,
-                          max_trace_lines=max_trace_lines, workers=workers)
-    summary = generate_tasks(db, options)
+    summary = api.make_tasks(db, kinds, per_run=per_run, seed=seed, prompt_style=prompt_style,
+                             template_dir=template_dir, out=out,
+                             max_trace_lines=max_trace_lines, workers=workers)
     click.echo(render(["kind", "tasks", "runs"], summary.rows(), fmt, title="steptrace tasks"))
     click.echo(summary.timing_text(), err=True)
 
@@ -670,7 +665,7 @@ def synth(count: int, seed: int, out: Path, fmt: str) -> None:
     """Write a deterministic corpus of CRUXEval-like programs with inputs."""
     from steptrace.benchmark._synth import write_synth  # imported here: no cost for other commands
     if not out.parent.is_dir():
-        raise ValueError(f"cannot write {out}: no directory {out.parent}")
+        raise InputError(f"cannot write {out}: no directory {out.parent}")
     summary = write_synth(out, count, seed)
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace synth"))
 
@@ -695,8 +690,7 @@ def features(db: str, chunk_runs: int, fmt: str) -> None:
 def report_command(db: str, out: Path, fmt: str) -> None:
     """Write an HTML page of plots over the store (statuses, step distributions, tasks,
     accuracy by kind, difficulty and standard-library method) with the tables behind them."""
-    from steptrace.analytics._report import write_report  # matplotlib loads only here
-    summary = write_report(db, out)
+    summary = api.report(db, out)  # matplotlib loads only here
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace report"))
 
 

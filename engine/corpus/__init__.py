@@ -1,5 +1,6 @@
 """1. Corpus: programs and their inputs, from files (JSONL, JSON, a directory of ``.py``
-files) or streams, as ``Job``s; and the one reader of the text files a user gives."""
+files), streams or records in memory (a list of dicts, a polars DataFrame), as ``Job``s;
+and the one reader of the text files a user gives."""
 
 from steptrace._lazy import lazy_exports
 
@@ -9,8 +10,11 @@ _EXPORTS = {
     "Job": "_formats",
     "NotUtf8Error": "_text",
     "Program": "_formats",
+    "Records": "_formats",
+    "as_corpus_source": "_formats",
     "demo_corpus_path": "_formats",
     "iter_corpus": "_formats",
+    "jobs_from_record": "_formats",
     "load_corpus": "_formats",
     "open_utf8": "_text",
     "read_utf8": "_text",

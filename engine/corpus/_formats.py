@@ -14,6 +14,13 @@ Accepted corpora:
 A bad line or file is reported (``CorpusError`` with file and line number) and skipped;
 the rest of the corpus still loads.
 
+A corpus may also be in memory (``Records``): a list (or any iterable) of dicts in the
+record format above, or a polars DataFrame with those columns (a null cell is an absent
+key, as a frame holds every column on every row). It is read as a JSONL file of the same
+records would be: the same jobs, a record without ``id`` numbered from 1 as a file's lines
+are, and a bad record reported and skipped. ``as_corpus_source`` turns any accepted corpus
+into what ``iter_corpus`` reads, so every caller accepts them all.
+
 A JSONL corpus may also be a stream: ``-`` (standard input), ``/dev/stdin``, a pipe or a
 named pipe (FIFO). A stream can be read only once, and ``trace`` reads a corpus twice, so
 ``spool`` copies it to a private temporary file first (bounded by disk, not memory). In a
@@ -35,14 +42,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence, Union
 
 from steptrace.corpus._text import NotUtf8Error, decode_line, decode_text, file_kind
 from steptrace.errors import InputError
 
+if TYPE_CHECKING:
+    import polars as pl
+
 DEFAULT_ENTRY = "f"
 STDIN = "-"  # the corpus path that means standard input
 STDIN_NAME = Path("<stdin>")  # how messages and program sources name it
+MEMORY_NAME = "<memory>"  # how messages and program sources name an in-memory corpus
 
 
 class CorpusError(InputError):
@@ -115,8 +126,9 @@ def demo_corpus_path() -> Path:
     return Path(str(resources.files("steptrace.corpus") / "data" / "demo.jsonl"))
 
 
-def load_corpus(path: str | Path | Spooled) -> Corpus:
-    """Load a JSONL file or a directory of ``.py`` files; see the module docstring."""
+def load_corpus(path: CorpusLike) -> Corpus:
+    """Load a JSONL file, a directory of ``.py`` files or in-memory records (see
+    ``as_corpus_source``); see the module docstring."""
     corpus = Corpus()
     for job_or_error in iter_corpus(path):
         _collect(corpus, job_or_error)
@@ -132,9 +144,67 @@ class Spooled:
     copy: Path
 
 
-def is_stream(path: str | Path) -> bool:
+@dataclass(frozen=True, eq=False)
+class Records:
+    """An in-memory corpus: ``rows``, a sequence of records (dicts in the record format)
+    or a polars DataFrame with those columns, read like a JSONL file of them, once or
+    as often as needed. ``name`` plays the file name's part: it is the programs'
+    ``source`` (part of every job's key, so a list traced under a file's name makes the
+    same store as that file) and what messages name."""
+
+    rows: "Sequence[Mapping[str, Any]] | pl.DataFrame"
+    name: str = MEMORY_NAME
+
+    def __iter__(self) -> Iterator[object]:
+        """The records; a frame's rows without their null cells (an absent key)."""
+        if is_polars_frame(self.rows):
+            for row in self.rows.iter_rows(named=True):
+                yield {key: value for key, value in row.items() if value is not None}
+        else:
+            yield from self.rows
+
+    def __len__(self) -> int:
+        return self.rows.height if is_polars_frame(self.rows) else len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"Records({len(self)} records, name={self.name!r})"
+
+
+def is_polars_frame(value: object) -> bool:
+    """Whether ``value`` is a polars DataFrame, told without importing polars (the corpus
+    module is imported by light commands)."""
+    return type(value).__module__.partition(".")[0] == "polars" and hasattr(value, "iter_rows")
+
+
+# What a corpus may be given as: a path (file, directory, ``-``), a spooled stream, or
+# records in memory.
+CorpusLike = Union[str, Path, Spooled, Records, Iterable[Mapping[str, Any]], "pl.DataFrame"]
+
+
+def as_corpus_source(corpus: CorpusLike, name: str | None = None) -> str | Path | Spooled | Records:
+    """What ``iter_corpus`` reads for ``corpus``: a path (``str``, ``Path``), a
+    ``Spooled`` stream and ``Records`` as they are; a polars DataFrame, a list or any
+    other iterable of dicts as ``Records`` named ``name`` (default ``<memory>``; an
+    iterator is read into a list once, since a corpus is read twice). CorpusError for
+    anything else. ``name`` names an in-memory corpus only: a file is named by its path."""
+    if isinstance(corpus, (str, Path, Spooled)):
+        return corpus
+    if isinstance(corpus, Records):
+        return corpus if name is None else Records(corpus.rows, name)
+    if is_polars_frame(corpus):
+        return Records(corpus, name or MEMORY_NAME)
+    if isinstance(corpus, (bytes, bytearray, Mapping)) or not isinstance(corpus, Iterable):
+        raise CorpusError(f"a corpus is a path, a list of records (dicts) or a polars "
+                          f"DataFrame, not {type(corpus).__name__}")
+    rows = corpus if isinstance(corpus, Sequence) else list(corpus)
+    return Records(rows, name or MEMORY_NAME)
+
+
+def is_stream(path: CorpusLike) -> bool:
     """Whether reading ``path`` consumes it: ``-``, a pipe, a FIFO, a socket or a device
-    (a regular file or a directory can be read again)."""
+    (a regular file, a directory or records in memory can be read again)."""
+    if not isinstance(path, (str, Path)):
+        return False
     if str(path) == STDIN:
         return True
     try:
@@ -145,12 +215,13 @@ def is_stream(path: str | Path) -> bool:
 
 
 @contextmanager
-def spool(path: str | Path) -> Iterator[str | Path | Spooled]:
-    """``path`` itself when it can be read twice; a stream (``is_stream``) copied to a
-    private temporary file (mode 0600, in ``tempfile.gettempdir()``, removed on exit),
-    so that it is read from its source exactly once. CorpusError when it cannot be."""
+def spool(path: CorpusLike) -> Iterator[str | Path | Spooled | Records]:
+    """``path`` itself when it can be read twice (records in memory as ``Records``); a
+    stream (``is_stream``) copied to a private temporary file (mode 0600, in
+    ``tempfile.gettempdir()``, removed on exit), so that it is read from its source
+    exactly once. CorpusError when it cannot be."""
     if not is_stream(path):
-        yield path
+        yield as_corpus_source(path)
         return
     name = STDIN_NAME if str(path) == STDIN else Path(path)
     with tempfile.NamedTemporaryFile(prefix="steptrace-corpus-", suffix=".jsonl") as copy:
@@ -181,11 +252,15 @@ def _open_bytes(path: str | Path) -> Iterator[BinaryIO]:
         yield handle
 
 
-def iter_corpus(path: str | Path | Spooled) -> Iterator[Job | str]:
-    """The jobs of a corpus one at a time, with a message (str) in place of each bad
-    record: reading a corpus of any size holds one record at a time. CorpusError when
-    the corpus cannot be read at all. A stream is read as it comes (once: see ``spool``
-    for reading it twice)."""
+def iter_corpus(path: CorpusLike) -> Iterator[Job | str]:
+    """The jobs of a corpus (any ``as_corpus_source`` accepts) one at a time, with a
+    message (str) in place of each bad record: reading a corpus of any size holds one
+    record at a time. CorpusError when the corpus cannot be read at all. A stream is
+    read as it comes (once: see ``spool`` for reading it twice)."""
+    path = as_corpus_source(path)
+    if isinstance(path, Records):
+        yield from _iter_records(path)
+        return
     if isinstance(path, Spooled):
         with _open_bytes(path.copy) as handle:
             yield from _iter_jsonl(handle, path.name)
@@ -236,6 +311,16 @@ def _iter_jsonl(lines, path: Path) -> Iterator[Job | str]:
             yield from jobs_from_record(record, source=path.name, default_id=str(lineno))
         except CorpusError as exc:
             yield f"{path}:{lineno}: {exc}"
+
+
+def _iter_records(records: Records) -> Iterator[Job | str]:
+    """Records in memory, as ``_iter_jsonl`` reads the lines of a file of them: a record
+    without ``id`` is numbered from 1, and a bad one is reported by that number."""
+    for number, record in enumerate(records, start=1):
+        try:
+            yield from jobs_from_record(record, source=records.name, default_id=str(number))
+        except CorpusError as exc:
+            yield f"{records.name} record {number}: {exc}"
 
 
 def _iter_directory(root: Path) -> Iterator[Job | str]:

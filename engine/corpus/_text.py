@@ -45,12 +45,36 @@ def decode_line(raw: bytes, path: str | Path, number: int) -> str:
     return line.removeprefix(BOM) if number == 1 else line
 
 
+def file_error(exc: OSError, path: str | Path, doing: str = "read") -> InputError:
+    """An OSError of reading or writing a file the user named, as the InputError to raise
+    for it: Python's own message where it names the file (``[Errno 2] No such file or
+    directory: 'x.jsonl'``, the message these errors have always had), else ``cannot
+    {doing} {path}: {reason}``."""
+    if exc.filename is not None:
+        return InputError(str(exc))
+    return InputError(f"cannot {doing} {path}: {exc.strerror or exc}")
+
+
+@contextmanager
+def user_file(path: str | Path, doing: str = "write") -> Iterator[None]:
+    """``with user_file(out):`` around the reading or writing of one file the user named:
+    an OSError in it becomes ``file_error``'s InputError. Only the file's own I/O belongs
+    inside: any OSError there is taken to be about ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        raise file_error(exc, path, doing) from exc
+
+
 @contextmanager
 def open_utf8(path: str | Path) -> Iterator[Iterator[str]]:
     """``with open_utf8(path) as lines:``, a drop-in for ``with path.open(encoding=
     "utf-8") as lines:``: the lines, each with its line break, read one at a time, and
-    a bad byte reported by ``decode_line`` (file, line and byte)."""
-    with open(path, "rb") as handle:
+    a bad byte reported by ``decode_line`` (file, line and byte). InputError when the
+    file cannot be opened."""
+    with user_file(path, "read"):
+        handle = open(path, "rb")
+    with handle:
         yield (decode_line(raw, path, number) for number, raw in enumerate(handle, start=1))
 
 
@@ -64,8 +88,11 @@ def utf8_lines(path: str | Path) -> Iterator[str]:
 
 def read_utf8(path: str | Path) -> str:
     """The whole of a UTF-8 file (a drop-in for ``Path.read_text(encoding="utf-8")``);
-    NotUtf8Error names the line and byte of the first bad byte."""
-    return decode_text(Path(path).read_bytes(), path)
+    NotUtf8Error names the line and byte of the first bad byte; InputError when the file
+    cannot be read."""
+    with user_file(path, "read"):
+        data = Path(path).read_bytes()
+    return decode_text(data, path)
 
 
 def decode_text(data: bytes, path: str | Path) -> str:

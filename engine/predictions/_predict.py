@@ -35,7 +35,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -45,7 +45,8 @@ from steptrace.predictions._experiments import (PREDICTIONS_DDL, SCORES_DDL, Exp
                                 check_label, default_label, prompt_styles, register, sha256)
 from steptrace.store._store import StoreError, StoreLockedError, connect, first_line
 from steptrace.corpus._text import open_utf8
-from steptrace.errors import InputError, SteptraceError
+from steptrace.tasks._source import TasksLike, in_memory_tasks, is_tasks_file, tasks_name
+from steptrace.errors import InputError, PredictError
 
 if TYPE_CHECKING:
     import openai
@@ -66,10 +67,6 @@ PREDICTION_TYPES = {  # the columns of PREDICTIONS_DDL, in its order
 PREDICTION_COLUMNS = tuple(PREDICTION_TYPES)
 
 Progress = Callable[[int, int], None]
-
-
-class PredictError(SteptraceError, RuntimeError):
-    """A failure that stops the run (unreachable server, unknown model, refused key)."""
 
 
 class TasksFileError(InputError):
@@ -110,13 +107,13 @@ class PredictOptions:
         for name, low in (("samples", 1), ("concurrency", 1), ("max_retries", 0),
                           ("flush_rows", 1)):
             if getattr(self, name) < low:
-                raise ValueError(f"{name} must be at least {low}")
+                raise InputError(f"{name} must be at least {low}")
         if self.timeout_s <= 0 or self.temperature < 0 or self.flush_every_s < 0:
-            raise ValueError("timeout_s must be > 0, temperature and flush_every_s >= 0")
+            raise InputError("timeout_s must be > 0, temperature and flush_every_s >= 0")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError("max_tokens must be at least 1")
+            raise InputError("max_tokens must be at least 1")
         if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError("top_p must be > 0 and <= 1")
+            raise InputError("top_p must be > 0 and <= 1")
         if self.label is not None:
             check_label(self.label)
 
@@ -186,24 +183,32 @@ class PredictSummary:
 
 
 # ------------------------------------------------------------------ tasks file
-def load_tasks(path: str | Path) -> list[Task]:
+def load_tasks(path: TasksLike) -> list[Task]:
     """Read the tasks JSONL, refusing the whole file at its first bad record: a tasks file
-    is machine-written, so one bad line means the file is not what the user thinks."""
+    is machine-written, so one bad line means the file is not what the user thinks.
+    ``path`` may also be tasks in memory (steptrace.tasks._source), checked the same way."""
+    if not is_tasks_file(path):
+        return _unique(((where, number, _task_from_record(record, where)) for number, (
+            where, record) in enumerate(in_memory_tasks(path), start=1)), "record")
     path = Path(path)
     if not path.is_file():
         raise TasksFileError(f"tasks file not found: {path}")
-    tasks: list[Task] = []
-    first_line_of: dict[str, int] = {}
     with open_utf8(path) as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            task = _task_from_line(line, f"{path}:{number}")
-            if task.task_id in first_line_of:
-                raise TasksFileError(f"{path}:{number}: duplicate task_id {task.task_id!r} "
-                                     f"(first on line {first_line_of[task.task_id]})")
-            first_line_of[task.task_id] = number
-            tasks.append(task)
+        return _unique(((f"{path}:{number}", number, _task_from_line(line, f"{path}:{number}"))
+                        for number, line in enumerate(lines, start=1) if line.strip()), "line")
+
+
+def _unique(found: Iterable[tuple[str, int, Task]], unit: str) -> list[Task]:
+    """The tasks, read in order and refused at the first task_id seen before (``where``
+    names the second, ``unit`` and number the first)."""
+    tasks: list[Task] = []
+    first_of: dict[str, int] = {}
+    for where, number, task in found:
+        if task.task_id in first_of:
+            raise TasksFileError(f"{where}: duplicate task_id {task.task_id!r} "
+                                 f"(first on {unit} {first_of[task.task_id]})")
+        first_of[task.task_id] = number
+        tasks.append(task)
     return tasks
 
 
@@ -212,6 +217,10 @@ def _task_from_line(line: str, where: str) -> Task:
         record = json.loads(line.rstrip("\r\n"))
     except json.JSONDecodeError as exc:
         raise TasksFileError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    return _task_from_record(record, where)
+
+
+def _task_from_record(record: object, where: str) -> Task:
     if not isinstance(record, dict):
         raise TasksFileError(f"{where}: a task record must be a JSON object")
     for name in ("task_id", "kind", "prompt"):
@@ -343,15 +352,16 @@ class RowCounter(Protocol):
 Extract = Callable[[str | None, Task], str | None] | None
 
 
-def predict(tasks_path: str | Path, db: str | Path, options: PredictOptions,
+def predict(tasks_path: TasksLike, db: str | Path, options: PredictOptions,
             progress: Progress | None = None) -> PredictSummary:
     """Ask ``options.model`` every (task, sample) pair of the run's experiment not yet
     stored without an error, and store the responses; see the module docstring for the
-    experiment, retries, resuming and errors."""
+    experiment, retries, resuming and errors. ``tasks_path`` is a tasks file or tasks in
+    memory (``load_tasks``)."""
     started = time.perf_counter()
     tasks = load_tasks(tasks_path)
     experiment = experiment_for(options, tasks)
-    summary = PredictSummary(str(tasks_path), str(db), options.model, experiment.label,
+    summary = PredictSummary(tasks_name(tasks_path), str(db), options.model, experiment.label,
                              len(tasks), options.samples)
     store = PredictionStore(db)
     done: set[tuple[str, int]] = set()

@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from steptrace.scoring._stats import pass_at_k_product as pass_at_k  # the harness arithmetic, n < k gives 1.0
-from steptrace.corpus._text import read_utf8, utf8_lines
+from steptrace.corpus._text import read_utf8, user_file, utf8_lines
 from steptrace.sandbox._runner import run_chunks
 from steptrace.sandbox._limits import Limits
+from steptrace.errors import InputError
 
 MODES = ("input", "output")
 CHECK_ENTRY = "__steptrace_check__"
@@ -60,7 +61,7 @@ class CruxSample:
 
 def check_mode(mode: object) -> str:
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; use 'input' or 'output'")
+        raise InputError(f"unknown mode {mode!r}; use 'input' or 'output'")
     return mode  # type: ignore[return-value]
 
 
@@ -69,7 +70,7 @@ def load_samples(path: str | Path) -> list[CruxSample]:
     the order of ``raw_scored_generations`` and of the pass@k average."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"CRUXEval data not found: {path} (give --data)")
+        raise InputError(f"CRUXEval data not found: {path} (give --data)")
     samples: list[CruxSample] = []
     seen: set[str] = set()
     for number, line in enumerate(utf8_lines(path), start=1):
@@ -79,16 +80,16 @@ def load_samples(path: str | Path) -> list[CruxSample]:
             record = json.loads(line)
             sample = CruxSample(record["id"], record["code"], record["input"], record["output"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}:{number}: not a CRUXEval record ({exc})") from None
+            raise InputError(f"{path}:{number}: not a CRUXEval record ({exc})") from None
         if not all(isinstance(v, str) for v in (sample.sample_id, sample.code, sample.input,
                                                 sample.output)):
-            raise ValueError(f"{path}:{number}: id, code, input and output must be strings")
+            raise InputError(f"{path}:{number}: id, code, input and output must be strings")
         if sample.sample_id in seen:
-            raise ValueError(f"{path}:{number}: duplicate sample id {sample.sample_id!r}")
+            raise InputError(f"{path}:{number}: duplicate sample id {sample.sample_id!r}")
         seen.add(sample.sample_id)
         samples.append(sample)
     if not samples:
-        raise ValueError(f"{path}: no CRUXEval records")
+        raise InputError(f"{path}: no CRUXEval records")
     return samples
 
 
@@ -96,12 +97,12 @@ def load_generations(path: str | Path) -> dict:
     """The generations file as JSON (validated later against the data)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"generations file not found: {path}")
+        raise InputError(f"generations file not found: {path}")
     text = read_utf8(path)  # NotUtf8Error names the file, line and byte
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise ValueError(f"malformed generations file {path}: {exc}") from None
+        raise InputError(f"malformed generations file {path}: {exc}") from None
 
 
 def _listed(ids: Iterable[str], limit: int = 5) -> str:
@@ -115,26 +116,26 @@ def validate_generations(generations: object, samples: list[CruxSample]) -> dict
     non-object, unknown or missing sample ids, non-list values, non-string generations,
     and empty lists (the harness's estimator gives an empty list pass@k = 1.0)."""
     if not isinstance(generations, dict):
-        raise ValueError("generations must be a JSON object mapping sample ids to lists of "
+        raise InputError("generations must be a JSON object mapping sample ids to lists of "
                          f"generated strings, not a {type(generations).__name__}")
     known = {sample.sample_id for sample in samples}
     unknown = [key for key in generations if key not in known]
     if unknown:
-        raise ValueError(f"unknown sample ids in the generations: {_listed(unknown)}")
+        raise InputError(f"unknown sample ids in the generations: {_listed(unknown)}")
     missing = [sample.sample_id for sample in samples if sample.sample_id not in generations]
     if missing:
-        raise ValueError(f"generations missing for {len(missing)} of {len(samples)} samples: "
+        raise InputError(f"generations missing for {len(missing)} of {len(samples)} samples: "
                          f"{_listed(missing)}")
     for sample_id, listed in generations.items():
         if not isinstance(listed, list):
-            raise ValueError(f"{sample_id}: expected a list of generated strings, "
+            raise InputError(f"{sample_id}: expected a list of generated strings, "
                              f"got {type(listed).__name__}")
         if not listed:
-            raise ValueError(f"{sample_id}: no generations (pass@k is undefined; the "
+            raise InputError(f"{sample_id}: no generations (pass@k is undefined; the "
                              "official harness would count the sample as passed)")
         for index, generation in enumerate(listed):
             if not isinstance(generation, str):
-                raise ValueError(f"{sample_id}: generation {index} is "
+                raise InputError(f"{sample_id}: generation {index} is "
                                  f"{type(generation).__name__}, not a string")
     return generations
 
@@ -375,7 +376,7 @@ def score_samples(samples: list[CruxSample], generations: dict[str, list[str]], 
     started = time.perf_counter()
     mode = check_mode(mode)
     if not samples:
-        raise ValueError("no samples to score")
+        raise InputError("no samples to score")
     workers = (os.cpu_count() or 1) if workers is None else workers
     limits = limits or Limits(timeout_s=CHECK_TIMEOUT_S)
     programs, plan = _plan(samples, generations, mode, deduplicate)
@@ -404,4 +405,5 @@ def score_cruxeval(generations: object, mode: str, data_path: str | Path = DEFAU
 
 def write_official(score: CruxScore, path: str | Path) -> None:
     """``--out``: the scored file as the harness writes it (``json.dump``, default style)."""
-    Path(path).write_text(json.dumps(score.official()), encoding="utf-8")
+    with user_file(path):
+        Path(path).write_text(json.dumps(score.official()), encoding="utf-8")

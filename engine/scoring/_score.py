@@ -52,6 +52,7 @@ from steptrace.scoring._stats import (bootstrap_interval, incremental_consistenc
                           pass_at_k, probability_a_beats_b)
 from steptrace.store._store import StoreError, connect, first_line
 from steptrace.corpus._text import open_utf8
+from steptrace.tasks._source import MEMORY_NAME, TasksLike, in_memory_tasks, is_tasks_file, tasks_name
 from steptrace.sandbox._limits import Limits
 from steptrace.errors import InputError
 
@@ -298,26 +299,37 @@ def input_verdict(result: dict) -> tuple[bool, str | None]:
 
 
 # ====================================================================== loading
-def load_task_file(path: str | Path) -> dict[str, dict]:
-    """Tasks JSONL as written by ``steptrace tasks``, by task id."""
+def load_task_file(path: TasksLike) -> dict[str, dict]:
+    """Tasks JSONL as written by ``steptrace tasks``, by task id; or tasks in memory
+    (steptrace.tasks._source), checked the same way."""
+    if not is_tasks_file(path):
+        return _task_records(in_memory_tasks(path), MEMORY_NAME)
     path = Path(path)
     if not path.is_file():
         raise ScoreError(f"tasks file not found: {path}")
-    tasks: dict[str, dict] = {}
     with open_utf8(path) as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ScoreError(f"{path}:{number}: not JSON: {exc.msg}") from None
-            missing = [f for f in TASK_FIELDS if not isinstance(record, dict) or f not in record]
-            if missing:
-                raise ScoreError(f"{path}:{number}: not a task record (missing {', '.join(missing)})")
-            tasks[record["task_id"]] = record
+        return _task_records(((f"{path}:{number}", _parsed(line, f"{path}:{number}"))
+                              for number, line in enumerate(lines, start=1) if line.strip()),
+                             str(path))
+
+
+def _parsed(line: str, where: str) -> object:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ScoreError(f"{where}: not JSON: {exc.msg}") from None
+
+
+def _task_records(records: Iterable[tuple[str, object]], name: str) -> dict[str, dict]:
+    """The records by task id, each checked to have the fields scoring reads."""
+    tasks: dict[str, dict] = {}
+    for where, record in records:
+        missing = [f for f in TASK_FIELDS if not isinstance(record, dict) or f not in record]
+        if missing:
+            raise ScoreError(f"{where}: not a task record (missing {', '.join(missing)})")
+        tasks[record["task_id"]] = record
     if not tasks:
-        raise ScoreError(f"{path} holds no tasks")
+        raise ScoreError(f"{name} holds no tasks")
     return tasks
 
 
@@ -506,17 +518,18 @@ def _step_bucket(steps: int) -> tuple[int, str]:
 
 
 # ====================================================================== scoring
-def score_predictions(db: str | Path, tasks_path: str | Path, options: ScoreOptions,
+def score_predictions(db: str | Path, tasks_path: TasksLike, options: ScoreOptions,
                       progress: Progress | None = None) -> ScoreSummary:
     """Judge every stored prediction of the tasks in ``tasks_path`` (of ``options.models``
-    and ``options.labels``, or all), replace their rows in ``scores``, and sum them up."""
+    and ``options.labels``, or all), replace their rows in ``scores``, and sum them up.
+    ``tasks_path`` is a tasks file or tasks in memory (``load_task_file``)."""
     if any(k < 1 for k in options.ks) or not options.ks:
         raise ScoreError("--k takes whole numbers >= 1, e.g. 1,5")
     tasks = load_task_file(tasks_path)
     db = Path(db)
     if not db.exists():
         raise ScoreError(f"database not found: {db}")
-    summary, pending, programs = _read_and_judge(db, tasks_path, tasks, options)
+    summary, pending, programs = _read_and_judge(db, tasks_name(tasks_path), tasks, options)
     if pending:  # the store is closed meanwhile: the checks may take minutes
         requests, order = input_requests(tasks, [(tasks[v.task_id], text) for v, text in pending],
                                          programs)
@@ -528,7 +541,7 @@ def score_predictions(db: str | Path, tasks_path: str | Path, options: ScoreOpti
     return summary
 
 
-def _read_and_judge(db: Path, tasks_path: str | Path, tasks: dict[str, dict],
+def _read_and_judge(db: Path, tasks_path: str, tasks: dict[str, dict],
                     options: ScoreOptions) -> tuple[ScoreSummary, list[tuple[Verdict, str]],
                                                     dict[int, tuple[str, str]]]:
     """The summary of every verdict but the input checks', the (verdict, predicted input)

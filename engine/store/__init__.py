@@ -1,18 +1,25 @@
-"""4. Store: the DuckDB file runs, steps, states and everything made from them live in."""
+"""4. Store: the DuckDB file runs, steps, states and everything made from them live in;
+``open_store`` reads it from Python (polars DataFrames, ``Run`` records)."""
 
 from steptrace._lazy import lazy_exports
 
 _EXPORTS = {
     "DEFAULT_DB": "_store",
     "QueryResult": "_store",
+    "Run": "_runs",
     "SCHEMA_VERSION": "_store",
+    "State": "_runs",
+    "Step": "_runs",
+    "Store": "_reader",
     "StoreError": "_store",
     "StoreLockedError": "_store",
     "TraceWriter": "_store",
     "TracedRun": "_store",
     "connect": "_store",
+    "open_store": "_reader",
     "query": "_store",
     "require_store": "_store",
+    "run_rows": "_store",
     "status_counts": "_store",
 }
 __all__ = sorted(_EXPORTS)

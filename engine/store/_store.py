@@ -310,7 +310,11 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: boo
         if table in found and tuple(found[table]) != tuple(columns):
             raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
     if "meta" in found:
-        version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        # fetchall, not fetchone: a result left unread would keep the connection busy for
+        # the caller's con.sql() (DuckDB refuses new work on a connection mid-result)
+        found_version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+                                    ).fetchall()
+        version = found_version[0] if found_version else None
         if version is not None and version[0] not in READABLE_VERSIONS:
             raise StoreError(f"{path} has store schema version {version[0]}; this steptrace "
                              f"reads versions {', '.join(READABLE_VERSIONS)}")
@@ -490,6 +494,22 @@ class TraceWriter:
             return 0, ()
         return count, (_arrow(runs, RUN_TYPES), steps.table(), states.table(),
                        _arrow(programs, PROGRAM_TYPES))
+
+
+def run_rows(traced: TracedRun, run_id: int = 0, program_id: int = 0,
+             now: dt.datetime | None = None) -> tuple[dict, pa.Table, pa.Table]:
+    """One traced run as the store holds it: its ``runs`` row (a dict of ``RUN_COLUMNS``),
+    and its ``steps`` and ``states`` rows (Arrow tables of ``STEP_COLUMNS`` and
+    ``STATE_COLUMNS``). Made by the code ``TraceWriter`` makes a batch's rows with, the
+    one reading of the guest's wire format (name tables and the indices into them), so
+    that a run decoded without a store (``steptrace.trace_one``) is the run a store
+    would hold."""
+    runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
+    _append_run(runs, traced, run_id, program_id, now)
+    steps, states = _StepRows(), _StateRows()
+    steps.add(traced.result, run_id)
+    states.add(traced.result, run_id)
+    return {name: values[0] for name, values in runs.items()}, steps.table(), states.table()
 
 
 def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now) -> None:

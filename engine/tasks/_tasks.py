@@ -36,7 +36,8 @@ import pyarrow as pa
 from steptrace.corpus._formats import source_lines
 from steptrace.tracing._analysis import ensure_analysed
 from steptrace.store._store import FINISHED_STATUSES, MEMORY_ADDRESS, StoreError, connect, first_line
-from steptrace.corpus._text import read_utf8
+from steptrace.corpus._text import read_utf8, user_file
+from steptrace.errors import InputError
 
 KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
          "line_count", "branch", "steps", "trace", "exception")
@@ -106,6 +107,9 @@ class TaskSummary:
     out: str | None = None
     parquet: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    # The tasks made, as stored (the tasks table's rows): what predicting and scoring
+    # take in place of a tasks file.
+    tasks: pl.DataFrame | None = field(default=None, repr=False, compare=False)
 
     @property
     def total(self) -> int:
@@ -166,12 +170,12 @@ def parse_kinds(text: str | Iterable[str]) -> tuple[str, ...]:
     names = [k.strip() for k in (text.split(",") if isinstance(text, str) else text)]
     names = [k for k in names if k]
     if not names:
-        raise ValueError(f"no task kinds given; use 'all' or any of {', '.join(KINDS)}")
+        raise InputError(f"no task kinds given; use 'all' or any of {', '.join(KINDS)}")
     if "all" in names:
         return KINDS
     unknown = [k for k in names if k not in KINDS]
     if unknown:
-        raise ValueError(f"unknown task kind {unknown[0]!r}; use 'all' or any of "
+        raise InputError(f"unknown task kind {unknown[0]!r}; use 'all' or any of "
                          f"{', '.join(KINDS)}")
     return tuple(k for k in KINDS if k in names)
 
@@ -780,9 +784,9 @@ def load_templates(kinds: Iterable[str], style: str,
     """``<kind>.<style>.txt`` for each kind, from ``template_dir`` if it has the file,
     else the bundled one; each checked for unknown and missing placeholders."""
     if style not in STYLES:
-        raise ValueError(f"unknown prompt style {style!r}; use one of {', '.join(STYLES)}")
+        raise InputError(f"unknown prompt style {style!r}; use one of {', '.join(STYLES)}")
     if template_dir is not None and not Path(template_dir).is_dir():
-        raise ValueError(f"template directory not found: {template_dir}")
+        raise InputError(f"template directory not found: {template_dir}")
     templates = {}
     for kind in kinds:
         name = f"{kind}.{style}.txt"
@@ -790,7 +794,7 @@ def load_templates(kinds: Iterable[str], style: str,
         if path is None or not path.is_file():
             path = bundled_template_dir() / name
         if not path.is_file():
-            raise ValueError(f"no {style} prompt template for kind {kind!r} "
+            raise InputError(f"no {style} prompt template for kind {kind!r} "
                              f"(no {name}); the cruxeval style exists for output and input")
         templates[kind] = _checked(path, kind)
     return templates
@@ -799,15 +803,15 @@ def load_templates(kinds: Iterable[str], style: str,
 def _checked(path: Path, kind: str) -> string.Template:
     template = string.Template(read_utf8(path))
     if not template.is_valid():
-        raise ValueError(f"template {path}: a '$' that is not a placeholder (write $$ for '$')")
+        raise InputError(f"template {path}: a '$' that is not a placeholder (write $$ for '$')")
     used = set(template.get_identifiers())
     unknown = sorted(used - FIELDS[kind])
     if unknown:
-        raise ValueError(f"template {path}: unknown placeholder ${unknown[0]} for kind {kind} "
+        raise InputError(f"template {path}: unknown placeholder ${unknown[0]} for kind {kind} "
                          f"(known: {', '.join('$' + f for f in sorted(FIELDS[kind]))})")
     for group in REQUIRED[kind]:
         if not used & group:
-            raise ValueError(f"template {path}: missing placeholder "
+            raise InputError(f"template {path}: missing placeholder "
                              f"{' or '.join('$' + f for f in sorted(group))}")
     return template
 
@@ -872,7 +876,8 @@ def tasks_for_run(run: RunData, info: ProgramInfo | None, options: TaskOptions,
 
 def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSummary:
     """Make tasks for every finished run of ``db``, store them in its ``tasks`` table and,
-    with ``options.out``, write them as JSONL and Parquet."""
+    with ``options.out``, write them as JSONL and Parquet. The summary holds them too
+    (``summary.tasks``, a polars DataFrame of the stored rows)."""
     options = options or TaskOptions()
     started = time.perf_counter()
     _check(db, options)
@@ -902,7 +907,7 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
         summary.runs = len(runs)
         summary.seconds["generate"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        frame = store_tasks(con, db, tasks)
+        frame = summary.tasks = store_tasks(con, db, tasks)
         if options.out is not None:
             summary.out, summary.parquet = write_tasks(frame, Path(options.out))
         summary.seconds["store"] = time.perf_counter() - mark
@@ -918,13 +923,13 @@ def _check(db: str | Path, options: TaskOptions) -> None:
         raise StoreError(f"database not found: {db}")
     parse_kinds(options.kinds)
     if options.per_run < 1:
-        raise ValueError("--per-run must be at least 1")
+        raise InputError("--per-run must be at least 1")
     if options.out is not None:
         out = Path(options.out)
         if not out.parent.is_dir():
-            raise ValueError(f"cannot write {out}: directory {out.parent} does not exist")
+            raise InputError(f"cannot write {out}: directory {out.parent} does not exist")
         if out.suffix == ".parquet":
-            raise ValueError(f"--out names the JSONL file ({out}); the Parquet file is "
+            raise InputError(f"--out names the JSONL file ({out}); the Parquet file is "
                              "written next to it")
 
 
@@ -941,7 +946,7 @@ def _load(con, db, kinds) -> list[RunData]:
     except duckdb.Error as exc:
         raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
     if not runs:
-        raise ValueError(f"no finished (ok or exception) runs in {db}: nothing to ask about")
+        raise InputError(f"no finished (ok or exception) runs in {db}: nothing to ask about")
     return runs
 
 
@@ -986,6 +991,8 @@ def store_tasks(con: duckdb.DuckDBPyConnection, db: str | Path,
 def write_tasks(frame: pl.DataFrame, out: Path) -> tuple[str, str]:
     """JSONL (one object per task, the table's columns) and Parquet next to it."""
     parquet = out.with_suffix(".parquet")
-    frame.write_ndjson(out)
-    frame.write_parquet(parquet)
+    with user_file(out):
+        frame.write_ndjson(out)
+    with user_file(parquet):
+        frame.write_parquet(parquet)
     return str(out), str(parquet)

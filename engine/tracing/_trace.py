@@ -7,6 +7,8 @@ are committed in batches, so an interrupted run keeps every committed batch and 
 finishes the rest. Memory grows with the corpus only by a set of job keys (~100 bytes a
 job), not with the jobs or their results. A stream corpus (``-``, a pipe) can be read only
 once: it is first copied to a private temporary file (``steptrace.corpus._formats.spool``).
+A corpus in memory (a list of records, a polars DataFrame: ``steptrace.corpus.Records``)
+is read twice as it is.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from steptrace.corpus._formats import Corpus, Job, Spooled, iter_corpus, spool
+from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
+                                       spool)
 from steptrace.store._store import TracedRun, TraceWriter, connect
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._pool import WorkerPool, prepare
@@ -131,10 +134,13 @@ def run_jobs(jobs: Iterable[Job], options: TraceOptions,
                for job, outcome in zip(held.pop(index), outcomes))
 
 
-def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOptions,
+def trace_corpus(corpus: CorpusLike | Corpus, db: str | Path, options: TraceOptions,
                  progress: Callable[[int, int], None] | None = None,
                  corpus_name: str | None = None) -> TraceSummary:
-    """Trace every job of ``corpus`` not yet in ``db``; ``progress(done, total)``."""
+    """Trace every job of ``corpus`` (a path, records in memory: see
+    ``steptrace.corpus.as_corpus_source``, or a loaded ``Corpus``) not yet in ``db``;
+    ``progress(done, total)``. ``corpus_name`` is what the summary calls the corpus
+    (default: its path, or an in-memory corpus's name)."""
     started = time.perf_counter()
     with ExitStack() as stack:
         if not isinstance(corpus, Corpus):
@@ -148,14 +154,14 @@ def trace_corpus(corpus: str | Path | Corpus, db: str | Path, options: TraceOpti
     return summary
 
 
-def _trace(corpus: str | Path | Spooled | Corpus, db: str | Path, options: TraceOptions,
+def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, options: TraceOptions,
            progress: Callable[[int, int], None] | None, corpus_name: str | None,
            pool: WorkerPool | None) -> TraceSummary:
     """Two passes over the corpus, so that memory does not grow with its size (beyond a
     set of job keys, ~100 bytes a job): the first counts jobs, bad records and duplicates
     and asks the store which keys it holds; the second reads the jobs again and hands
     the ones to trace to the workers a few chunks at a time."""
-    name = corpus.name if isinstance(corpus, Spooled) else corpus
+    name = corpus.name if isinstance(corpus, (Spooled, Records)) else corpus
     summary = TraceSummary(corpus=corpus_name or str(name), db=str(db))
     todo = _survey(corpus, summary)  # before the store is opened: a bad corpus makes none
     con = connect(db)
@@ -187,13 +193,13 @@ def _trace(corpus: str | Path | Spooled | Corpus, db: str | Path, options: Trace
     return summary
 
 
-def _items(corpus: str | Path | Spooled | Corpus) -> Iterator[Job | str]:
+def _items(corpus: str | Path | Spooled | Records | Corpus) -> Iterator[Job | str]:
     if isinstance(corpus, Corpus):
         return iter([*corpus.errors, *corpus.jobs])
     return iter_corpus(corpus)
 
 
-def _survey(corpus: str | Path | Spooled | Corpus, summary: TraceSummary) -> set[str]:
+def _survey(corpus: str | Path | Spooled | Records | Corpus, summary: TraceSummary) -> set[str]:
     """First pass: the keys of the corpus's jobs (each once), counting jobs, duplicates
     and bad records."""
     keys: set[str] = set()

@@ -1,0 +1,352 @@
+"""The library API: the pipeline from Python, without the CLI or the wire format.
+
+::
+
+    import steptrace as st
+    run = st.trace_one("def f(x):\\n    return x + 1", "3")     # one run, decoded
+    store = st.open_store("crux.duckdb")                         # read it as polars
+    st.trace("cruxeval.jsonl", store, isolation="job")           # -> TraceSummary
+    tasks = st.make_tasks(store, kinds=["state", "next_line"])   # -> TaskSummary
+    st.predict(tasks, store, "my-model", base_url="http://127.0.0.1:8000/v1")
+    st.score(store, tasks)                                       # -> ScoreSummary
+
+Each function here is what one ``steptrace`` command calls between parsing its options
+and printing the summary it returns, so the CLI and a notebook run the same code. A store
+may be given as a path or as the ``Store`` ``open_store`` returned; a corpus as a path or
+in memory (a list of records, a polars DataFrame); tasks as a tasks file or in memory
+(what ``make_tasks`` returned, a DataFrame, a list of records). Errors a caller can cause
+are ``steptrace.SteptraceError``s with a one-line message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import os
+import threading
+from dataclasses import fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
+
+from steptrace.corpus._formats import (MEMORY_NAME, Corpus, CorpusError, CorpusLike,
+                                       as_corpus_source, jobs_from_record)
+from steptrace.errors import InputError
+from steptrace.sandbox._limits import Limits
+from steptrace.store._runs import Run
+
+if TYPE_CHECKING:
+    from steptrace.analytics._report import ReportSummary
+    from steptrace.predictions._predict import PredictOptions, PredictSummary
+    from steptrace.sandbox._runtime import Sandbox
+    from steptrace.scoring._score import ScoreSummary
+    from steptrace.store._reader import Store
+    from steptrace.tasks._source import TasksLike
+    from steptrace.tasks._tasks import TaskSummary
+    from steptrace.tracing._analysis import AnalysisSummary
+    from steptrace.tracing._trace import TraceSummary
+
+Progress = Callable[[int, int], None]
+T = TypeVar("T")
+
+TRACE_ONE_SOURCE = "<trace_one>"  # the program source of a run made by trace_one
+
+
+# ====================================================================== arguments
+def store_path(store: Store | str | os.PathLike) -> str:
+    """The file of ``store`` (a ``Store``, which is path-like, or a path) as the text
+    the user wrote, which summaries and messages repeat. InputError for anything else."""
+    if isinstance(store, (str, os.PathLike)):
+        return os.fspath(store)
+    raise InputError(f"a store is a path or what open_store returned, not {type(store).__name__}")
+
+
+LIMIT_NAMES = tuple(f.name for f in fields(Limits))
+
+
+def as_limits(limits: Limits | Mapping[str, float] | None) -> Limits:
+    """``limits`` as a ``Limits``: None is the defaults, a dict overrides some of them
+    (``{"timeout_s": 2, "max_steps": 1000}``). InputError for an unknown name or a value
+    that is not positive."""
+    if limits is None:
+        return Limits()
+    if isinstance(limits, Limits):
+        return limits
+    if not isinstance(limits, Mapping):
+        raise InputError(f"limits are a Limits or a dict of them, not {type(limits).__name__}")
+    unknown = sorted(set(limits) - set(LIMIT_NAMES))
+    if unknown:
+        raise InputError(f"unknown limit {unknown[0]!r}; the limits are {', '.join(LIMIT_NAMES)}")
+    return Limits(**limits)
+
+
+def _options(**given: Any) -> dict[str, Any]:
+    """The keyword arguments that were given (not None): the rest keep the defaults of
+    the options dataclass they go to."""
+    return {name: value for name, value in given.items() if value is not None}
+
+
+# ====================================================================== one run
+class _SharedSandbox:
+    """One in-process ``Sandbox`` for ``trace_one``, made on first use and kept (loading
+    the component costs ~0.1-0.3 s; a run ~ms), made again when other limits are asked
+    for. A Sandbox runs one job at a time: the lock makes concurrent callers take turns."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.limits: Limits | None = None
+        self.sandbox: Sandbox | None = None
+
+    def run(self, request: dict, limits: Limits):
+        with self.lock:
+            if self.sandbox is None or self.limits != limits:
+                from steptrace.sandbox._runtime import Sandbox  # wasmtime loads only here
+                self.close_locked()
+                self.sandbox, self.limits = Sandbox(limits), limits
+            return self.sandbox.run(request, "job")
+
+    def close_locked(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+        self.sandbox, self.limits = None, None
+
+    def close(self) -> None:
+        with self.lock:
+            self.close_locked()
+
+
+_SANDBOX = _SharedSandbox()
+atexit.register(_SANDBOX.close)
+
+
+def trace_one(code: str, input: str, entry: str = "f", expected: str | None = None,
+              limits: Limits | Mapping[str, float] | None = None) -> Run:
+    """Run one call of a program in the sandbox, traced, and return it decoded as a
+    ``Run`` (status, output, exception, stdout, counts, ``steps`` and ``states``).
+
+    code: the program's source, defining ``entry``.
+    input: the text of the call's arguments, as inside ``entry(...)`` (``"1, 'a'"``).
+    entry: the function to call.
+    expected: the expected return value's repr, if any: ``run.output_matches`` says
+        whether the output equals it.
+    limits: a ``Limits``, or a dict of the ones to change (``{"max_steps": 1000}``).
+
+    The run is made as ``steptrace trace`` makes it (a fresh interpreter, the same
+    request) and decoded by the code that stores runs, so it equals the same job read
+    back from a store (``Store.run``). It runs in this process, in one sandbox kept for
+    the next call; unlike a worker process this has no watchdog: a program blocked in a
+    ``time.sleep`` ends as ``timeout`` only when the sleep does."""
+    from steptrace.store._store import TracedRun, run_rows
+    limits = as_limits(limits)
+    try:
+        (job,) = jobs_from_record({"code": code, "input": input, "entry": entry,
+                                   "output": expected}, TRACE_ONE_SOURCE, "1")
+    except CorpusError as exc:
+        raise InputError(str(exc)) from None
+    outcome = _SANDBOX.run(job.request(), limits)
+    row, steps, states = run_rows(TracedRun(job, outcome.result, outcome.duration_us, "job"))
+    return Run.from_rows(row, job.program.code, job.program.entry, steps.to_pylist(),
+                         states.to_pylist(), stored=False)
+
+
+# ====================================================================== the pipeline
+def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int | None = None,
+          isolation: str = "job", limits: Limits | Mapping[str, float] | None = None,
+          force: bool = False, name: str | None = None,
+          progress: Progress | None = None) -> TraceSummary:
+    """Trace every job of ``corpus`` not yet in ``store`` (``steptrace trace``); return the
+    summary the CLI prints (jobs, skipped, traced, by status, steps, bad records).
+
+    corpus: a corpus file (JSONL; a directory of ``.py`` files; ``-`` for standard
+        input), or records in memory: a list of dicts in the corpus record format (id,
+        code, input or inputs, output or outputs, entry) or a polars DataFrame of them
+        (or the ``Corpus`` of ``steptrace.corpus.load_corpus``).
+    store: the store to write (created if missing): a path or an opened ``Store``.
+    workers: worker processes (default: one per CPU; 0 runs the jobs in this process).
+    isolation: ``job`` (a fresh interpreter per job) or ``batch`` (one per chunk of jobs,
+        for trusted code).
+    limits: a ``Limits``, or a dict of the ones to change (``{"timeout_s": 2}``).
+    force: trace again the jobs already stored, replacing them.
+    name: what the summary calls the corpus (default: its path, or ``<memory>``); for
+        records in memory also their programs' source, which a file's name is for its
+        records (part of each job's identity: records traced under a file's name are
+        the same jobs as that file's).
+    progress: called as ``progress(done, total)`` while runs are stored.
+
+    Bad records do not stop the trace: they are listed in ``summary.corpus_errors``."""
+    from steptrace.sandbox._runtime import ISOLATIONS
+    from steptrace.tracing._trace import TraceOptions, trace_corpus
+    if isolation not in ISOLATIONS:
+        raise InputError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
+    if workers is not None and workers < 0:
+        raise InputError(f"workers must be 0 or more, not {workers}")
+    options = TraceOptions(limits=as_limits(limits), isolation=isolation, force=force,
+                           **_options(workers=workers))
+    if not isinstance(corpus, (str, os.PathLike, Corpus)):
+        corpus = as_corpus_source(corpus, name)
+    if isinstance(corpus, Corpus) and name is None:
+        name = MEMORY_NAME  # a loaded corpus does not know where it came from
+    return trace_corpus(corpus, store_path(store), options, progress=progress, corpus_name=name)
+
+
+def analyse(store: Store | str | os.PathLike, *, determinism: bool = False,
+            workers: int | None = None, timeout_s: float | None = None,
+            progress: Progress | None = None) -> AnalysisSummary:
+    """Record the condition outcomes and operand checks of every finished run not yet
+    analysed, by a second, instrumented run of it (``steptrace analyse``).
+
+    store: the store (it must exist): a path or an opened ``Store``.
+    determinism: also run each job again in a separately seeded build of the guest and
+        record whether its result and trace are the same.
+    workers: worker processes (default: one per CPU; 0 runs the jobs in this process).
+    timeout_s: seconds per job (default: the ``Limits`` default).
+    progress: called as ``progress(done, total)``."""
+    from steptrace.store._store import require_store
+    from steptrace.tracing._analysis import AnalysisOptions, analyse_store
+    db = store_path(store)
+    require_store(db)
+    options = AnalysisOptions(limits=Limits(**_options(timeout_s=timeout_s)),
+                              determinism=determinism, **_options(workers=workers))
+    return analyse_store(db, options, progress=progress)
+
+
+def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "all", *,
+               per_run: int = 3, seed: int = 0, prompt_style: str = "direct",
+               template_dir: str | os.PathLike | None = None,
+               out: str | os.PathLike | None = None, max_trace_lines: int = 200,
+               workers: int | None = None) -> TaskSummary:
+    """Make prediction tasks with exact answers from the store's finished runs, store them
+    in its ``tasks`` table and return the summary (``steptrace tasks``); the tasks
+    themselves are ``summary.tasks``, a polars DataFrame, which ``predict`` and ``score``
+    take as they are.
+
+    store: the store (it must exist): a path or an opened ``Store``.
+    kinds: ``"all"``, or task kinds as a list or a comma-separated string: output,
+        input, state, state_any, next_line, next_line_any, coverage, line_count, branch,
+        steps, trace, exception.
+    per_run: at most this many tasks of each kind per run.
+    seed: the seed of the question selection (per run and kind).
+    prompt_style: ``direct``, ``cot`` (chain of thought) or ``cruxeval`` (output and
+        input only).
+    template_dir: a directory of your own ``<kind>.<style>.txt`` prompt templates (for
+        a missing file the bundled one is used).
+    out: also write the tasks as JSONL here, and as Parquet next to it.
+    max_trace_lines: no ``trace`` task for a run with more line steps than this.
+    workers: worker processes for the analysis run that ``branch`` tasks need."""
+    from steptrace.tasks._tasks import TaskOptions, generate_tasks, parse_kinds
+    options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed,
+                          prompt_style=prompt_style,
+                          template_dir=None if template_dir is None else Path(template_dir),
+                          out=None if out is None else Path(out),
+                          max_trace_lines=max_trace_lines, workers=workers)
+    return generate_tasks(store_path(store), options)
+
+
+def predict(tasks: TasksLike, store: Store | str | os.PathLike, model: str | None = None, *,
+            base_url: str | None = None, api_key_env: str | None = None, samples: int = 1,
+            temperature: float = 0.0, max_tokens: int | None = 2048,
+            top_p: float | None = None, system_prompt: str | None = None,
+            label: str | None = None, redo: bool = False, concurrency: int = 8,
+            timeout_s: float = 120.0, max_retries: int = 3,
+            options: PredictOptions | None = None,
+            progress: Progress | None = None) -> PredictSummary:
+    """Ask a model every task over an OpenAI-compatible chat API (one request per task
+    and sample) and store the responses and their parsed answers in the ``predictions``
+    table, under the experiment's label (``steptrace predict``). A second call asks only
+    for what is not stored yet, or ended in an error.
+
+    tasks: what ``make_tasks`` returned, a tasks file (JSONL), a polars DataFrame of
+        task rows or a list of task records (task_id, kind, prompt, prompt_style).
+    store: the store (it must exist): a path or an opened ``Store``.
+    model: the model's name, as the server knows it.
+    base_url: the API's root, e.g. ``http://127.0.0.1:8000/v1`` (default:
+        ``$OPENAI_BASE_URL``, else OpenAI's API).
+    api_key_env: the environment variable holding the API key (default
+        ``OPENAI_API_KEY``); unset, a placeholder key is sent (local servers need none).
+    samples: requests per task.
+    temperature, max_tokens, top_p: sampling settings (``top_p`` None: not sent).
+    system_prompt: a system message sent before each task's prompt.
+    label: the experiment's name (default: spelled from the settings, e.g.
+        ``direct-t0.0-m2048``); one label always names the same settings.
+    redo: delete this experiment's stored predictions (and scores) of these tasks first.
+    concurrency: requests in flight at once.
+    timeout_s, max_retries: per request attempt; retries after a 429, a 5xx, a timeout
+        or a dropped connection.
+    options: all the settings as one ``PredictOptions`` (what the CLI builds) instead of
+        ``model`` and the keywords.
+    progress: called as ``progress(done, total)`` as responses come.
+
+    PredictError when the server cannot be used (unreachable, unknown model, refused
+    key): the responses so far are stored. Works from a notebook, whose event loop is
+    running: the requests then run in a thread of their own."""
+    from steptrace.predictions._predict import DEFAULT_API_KEY_ENV, PredictOptions
+    from steptrace.predictions._predict import predict as predict_tasks
+    from steptrace.store._store import require_store
+    if options is None:
+        if model is None:
+            raise InputError("predict needs a model (or options)")
+        options = PredictOptions(
+            model=model, base_url=base_url, api_key_env=api_key_env or DEFAULT_API_KEY_ENV,
+            samples=samples, temperature=temperature, max_tokens=max_tokens, top_p=top_p,
+            system_prompt=system_prompt, label=label, redo=redo, concurrency=concurrency,
+            timeout_s=timeout_s, max_retries=max_retries)
+    elif model is not None:
+        raise InputError("give predict a model and its settings, or options, not both")
+    db = store_path(store)
+    require_store(db)
+    return _outside_event_loop(predict_tasks, tasks, db, options, progress)
+
+
+def _outside_event_loop(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)``, in a thread of its own when this thread runs an event loop
+    (a notebook's): the requests run under ``asyncio.run``, which a running loop refuses."""
+    try:
+        asyncio.get_running_loop()
+        running = True
+    except RuntimeError:
+        running = False
+    # Called outside the except clause: an error of the run must not carry "no running
+    # event loop" as its context (predict reports the root cause of a failed request).
+    if not running:
+        return function(*args)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="steptrace") as pool:
+        return pool.submit(function, *args).result()
+
+
+def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
+          models: Iterable[str] = (), labels: Iterable[str] = (), ks: Iterable[int] = (1, 5),
+          type_strict: bool = False, float_tolerance: float = 0.0,
+          workers: int | None = None, timeout_s: float = 3.0,
+          progress: Progress | None = None) -> ScoreSummary:
+    """Judge the stored predictions of ``tasks`` against their answers, store the verdicts
+    in the ``scores`` table and return the summary: pass@k by experiment and kind, by
+    difficulty, incremental consistency, paired comparisons (``steptrace score --tasks``;
+    ``summary.tables()`` and ``summary.as_dict()`` are what it prints).
+
+    store: the store holding the predictions: a path or an opened ``Store``.
+    tasks: what ``make_tasks`` returned, a tasks file, a polars DataFrame of task rows
+        or a list of task records.
+    models: only these models (default: every model).
+    labels: only the experiments of these labels (default: every one of the models).
+    ks: the k of pass@k (tasks with fewer samples are left out of it).
+    type_strict: values must also have the same types (1 != 1.0 != True).
+    float_tolerance: floats are equal within this relative and absolute tolerance.
+    workers: worker processes for the input checks (default: one per CPU; 0: this one).
+    timeout_s: seconds per sandboxed input check.
+    progress: called as ``progress(done, total)`` during the input checks."""
+    from steptrace.scoring._score import ScoreOptions, score_predictions
+    options = ScoreOptions(models=tuple(models), labels=tuple(labels), ks=tuple(ks),
+                           type_strict=type_strict, float_tolerance=float_tolerance,
+                           workers=workers, limits=Limits(timeout_s=timeout_s))
+    return score_predictions(store_path(store), tasks, options, progress)
+
+
+def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSummary:
+    """Write one self-contained HTML page of plots over the store (statuses, step
+    distributions, tasks, accuracy by kind, difficulty and standard-library method) with
+    the tables behind them (``steptrace report``); return what it holds.
+
+    store: the store: a path or an opened ``Store``.
+    out: the HTML file to write (its directory must exist)."""
+    from steptrace.analytics._report import write_report  # matplotlib loads only here
+    return write_report(store_path(store), Path(out))

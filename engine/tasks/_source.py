@@ -1,0 +1,56 @@
+"""Tasks in memory, wherever a tasks file is read (predicting, scoring).
+
+A tasks file is JSONL, one task record a line, as ``steptrace tasks --out`` writes it.
+The same records may be given in memory: what ``steptrace.make_tasks`` returns (its
+``tasks`` frame), a polars DataFrame of the ``tasks`` table's columns, or a list of
+dicts. The readers of tasks files take their records from ``in_memory_tasks`` instead
+of the file's lines and check them the same way; a bad record is named by its number,
+counted from 1 as a file's lines are.
+
+Kept to the standard library: the CLI imports the predicting module for its defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Iterator, Mapping
+
+from steptrace.corpus._formats import is_polars_frame
+from steptrace.errors import InputError
+
+MEMORY_NAME = "<memory>"  # how summaries and messages name tasks given in memory
+
+# What tasks may be given as: a tasks file's path, or records in memory.
+TasksLike = Any  # str | os.PathLike | TaskSummary | pl.DataFrame | Iterable[Mapping]
+
+
+def is_tasks_file(tasks: TasksLike) -> bool:
+    """Whether ``tasks`` names a tasks file (a ``str`` or path-like), not records."""
+    return isinstance(tasks, (str, os.PathLike))
+
+
+def tasks_name(tasks: TasksLike) -> str:
+    """What summaries and messages call ``tasks``: the file's path, or ``<memory>``."""
+    return os.fspath(tasks) if is_tasks_file(tasks) else MEMORY_NAME
+
+
+def in_memory_tasks(tasks: TasksLike) -> Iterator[tuple[str, object]]:
+    """``(where, record)`` for each task of in-memory ``tasks``: ``where`` names the
+    record in messages (``<memory> record 3``). ``tasks`` is what ``make_tasks`` returned
+    (anything with a ``tasks`` DataFrame), a polars DataFrame or an iterable of dicts;
+    InputError for anything else."""
+    for number, record in enumerate(_records(tasks), start=1):
+        yield f"{MEMORY_NAME} record {number}", record
+
+
+def _records(tasks: TasksLike) -> Iterable[object]:
+    frame = getattr(tasks, "tasks", None)
+    if is_polars_frame(frame):
+        tasks = frame
+    if is_polars_frame(tasks):
+        return tasks.iter_rows(named=True)
+    if isinstance(tasks, (bytes, bytearray, Mapping)) or not isinstance(tasks, Iterable):
+        raise InputError(f"tasks are a tasks file's path, what make_tasks returned, a polars "
+                         f"DataFrame or a list of task records (dicts), not "
+                         f"{type(tasks).__name__}")
+    return tasks
