@@ -179,7 +179,7 @@ TABLES: dict[str, tuple[str, str]] = {
     "tasks": ("`tasks`", "one row per prediction task, with its canonical answer"),
     "experiments": ("`predict`", "one row per (model, label): the settings asked with"),
     "predictions": ("`predict`", "one row per (task, model, label, sample)"),
-    "scores": ("`score` (made empty by `predict`)", "one verdict per prediction"),
+    "scores": ("`score` (`predict --redo` deletes from it)", "one verdict per prediction"),
     "run_features": ("`features` (replaced each time)", "per-run trace features"),
 }
 
@@ -213,8 +213,8 @@ def schema_page() -> str:
         keys, columns = described[table]
         lines += ["", f"## {table}", "", f"{holds[0].upper()}{holds[1:]}; made by {made_by}."]
         lines += [f"{kind.capitalize()}: ({', '.join(cols)})." for kind, cols in keys]
-        lines += ["", "| column | type | null |", "|---|---|---|"]
-        lines += [f"| `{name}` | {kind} | {'' if nullable else 'NOT NULL'} |"
+        lines += ["", "| column | type | nullable |", "|---|---|---|"]
+        lines += [f"| `{name}` | {kind} | {'yes' if nullable else 'no'} |"
                   for name, kind, nullable in columns]
     return "\n".join(lines) + "\n"
 

@@ -133,10 +133,10 @@ def test_schema_page_shows_keys_types_and_nullability() -> None:
     page = _docs.schema_page()
     assert ("## runs\n\nOne row per (program, input): status, output, counts; made by "
             "`trace`.\nPrimary key: (run_id).\nUnique: (run_key).\n") in page
-    assert "| `run_id` | BIGINT | NOT NULL |\n| `program_id` | BIGINT | NOT NULL |" in page
-    assert "| `output` | VARCHAR |  |" in page
+    assert "| `run_id` | BIGINT | no |\n| `program_id` | BIGINT | no |" in page
+    assert "| `output` | VARCHAR | yes |" in page
     assert "Primary key: (task_id, model, label, sample_index)." in page
-    assert "| `branch_entropy` | DOUBLE |  |" in page
+    assert "| `branch_entropy` | DOUBLE | yes |" in page
 
 
 def test_queries_page_shows_parameters_requirements_and_columns() -> None:
