@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.steptrace-installed
 DB     ?= steptrace.duckdb
 
-.PHONY: demo test bench clean chromium
+.PHONY: demo test bench docs clean chromium
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "steptrace needs Python 3.11+ (set PYTHON=...)")'
@@ -24,6 +24,7 @@ demo: $(STAMP)
 	$(BIN)/steptrace sql -f queries/runs_by_status.sql --db $(DB)
 	@echo; echo "-- queries/hottest_lines.sql"
 	$(BIN)/steptrace sql -f queries/hottest_lines.sql --db $(DB)
+	@echo; echo "steptrace is installed in $(VENV): run 'source $(VENV)/bin/activate' to put it on PATH (or call $(BIN)/steptrace)."
 
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
@@ -39,6 +40,11 @@ chromium:
 
 bench: $(STAMP)
 	$(BIN)/python bench/trace_cruxeval.py
+
+# The generated pages of docs/reference (CLI, named queries, schema); tests/test_docs.py
+# fails when one is stale.
+docs: $(STAMP)
+	$(BIN)/python -m steptrace._docs
 
 clean:
 	rm -rf $(VENV) $(DB) .pytest_cache

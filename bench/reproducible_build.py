@@ -7,8 +7,8 @@ with each, in job isolation).
 Prints both component digests and, per sample, whether the two traces are identical: the
 status, output, stdout, every step and every variable state. What makes them differ is the
 string-hash secret, which componentize-py 0.25.1 draws from the building machine's
-randomness while it pre-initialises CPython and offers no way to fix (README, "Facts of
-the pre-initialised guest"); ``random`` is seeded per job and does not.
+randomness while it pre-initialises CPython and offers no way to fix (docs/guides/sandbox.md,
+"Reproducibility"); ``random`` is seeded per job and does not.
 """
 
 from __future__ import annotations
