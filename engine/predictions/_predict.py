@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 # store's predictions, say) should not cost openai's ~0.6 s.
 
 # The settings of a run and their defaults live in _options, which the CLI reads at start.
-from steptrace.predictions._options import DEFAULT_API_KEY_ENV, PredictOptions  # noqa: E402
+from steptrace.predictions._options import DEFAULT_API_KEY_ENV, PredictOptions  # noqa: E402,F401
 PLACEHOLDER_API_KEY = "steptrace-no-key"  # local servers need none, the client needs one
 
 PREDICTION_TYPES = {  # the columns of PREDICTIONS_DDL, in its order
