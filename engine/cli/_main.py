@@ -16,7 +16,7 @@ from steptrace.cli._analytics import export_command, features, query_command, re
 from steptrace.cli._benchmark import (dedupe_command, filter_command, generate_command,
                                       select_command, size_check_command, synth)
 from steptrace.cli._predict import predict_command
-from steptrace.cli._score import score
+from steptrace.cli._score import score, score_cruxeval_command
 from steptrace.cli._tasks import tasks_command
 from steptrace.cli._trace import analyse, build, show, trace
 from steptrace.errors import SteptraceError
@@ -49,7 +49,7 @@ def main() -> None:
 for _command in (build, trace, analyse, show,                              # _trace
                  tasks_command,                                            # _tasks
                  predict_command,                                          # _predict
-                 score,                                                    # _score
+                 score, score_cruxeval_command,                            # _score
                  sql, query_command, export_command, features, report_command,  # _analytics
                  generate_command, filter_command, dedupe_command, select_command,  # _benchmark
                  size_check_command, synth):
