@@ -55,6 +55,3 @@ for _command in (build, trace, analyse, show,                              # _tr
                  size_check_command, synth):
     main.add_command(_command)
 del _command
-
-if __name__ == "__main__":  # python -m steptrace.cli._main (as python -m steptrace.cli)
-    main()
