@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python bench/host_memory.py [--baseline REF] [--case NAME ...]``.
 
 Each case is one corpus line (a program, with one input or a list of ``inputs``) traced
-by the real CLI (``python -m steptrace.cli._main trace LINE.jsonl --db FILE``, default limits,
+by the real CLI (``python -m steptrace.cli trace LINE.jsonl --db FILE``, default limits,
 default workers) in a fresh process into a fresh DuckDB file. While it runs, a thread of
 this process reads ``/proc`` every ``SAMPLE_S`` seconds for the CLI and every process
 below it (the sandbox workers): the peak of their summed ``VmRSS`` is the *tree peak*;
@@ -261,7 +261,7 @@ def run_case(case: Case, code_root: Path, work: Path, cache: str) -> Measured:
     db = work / f"{corpus.stem}-{code_root.name}.duckdb"
     args = ["trace", str(corpus), "--db", str(db), "--quiet", "--format", "json"]
     if case.inject is None:
-        command = [sys.executable, "-m", "steptrace.cli._main", *args]
+        command = [sys.executable, "-m", "steptrace.cli", *args]
     else:
         command = [sys.executable, "-c", INJECT_DRIVER.format(expression=case.inject),
                    *args, "--workers", "0"]

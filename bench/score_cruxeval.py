@@ -13,7 +13,7 @@ Code Llama 7B input generations have 3.0 distinct strings per 10 on the samples 
   sample_520 this call loops until the 3 s limit: a third row replaces it to show what
   that one timeout costs).
 
-Each steptrace figure is the whole of what ``steptrace score --cruxeval`` does: read the
+Each steptrace figure is the whole of what ``steptrace score-cruxeval`` does: read the
 generations file, load and validate the data, start the workers, run the checks, write the
 scored file. The baseline is the official harness's approach (a fresh interpreter per
 candidate, no sharing): each candidate's official check program is written to a fresh
@@ -73,7 +73,7 @@ def build_generations(samples: list[CruxSample],
 
 
 def score_end_to_end(path: Path, data: Path, workers: int, deduplicate: bool) -> dict:
-    """What ``steptrace score --cruxeval PATH --mode input --out …`` does, timed."""
+    """What ``steptrace score-cruxeval PATH --mode input --out …`` does, timed."""
     started = time.perf_counter()
     result = score_cruxeval(load_generations(path), "input", data, workers=workers,
                             limits=LIMITS, deduplicate=deduplicate)

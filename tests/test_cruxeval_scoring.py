@@ -540,6 +540,100 @@ def test_cli_errors_are_one_line(tmp_path, cruxeval_path, cheap_generations):
     assert usage.exit_code == 2 and "--cruxeval needs --mode input or --mode output" in usage.stderr
 
 
+# ------------------------------------------------------------------ score-cruxeval
+DEPRECATED = ("warning: `steptrace score --cruxeval GENERATIONS` is deprecated; use "
+              "`steptrace score-cruxeval GENERATIONS`\n")
+
+
+def test_score_cruxeval_is_what_score_cruxeval_option_was(tmp_path, cruxeval_path,
+                                                          cheap_generations):
+    """`score-cruxeval GENERATIONS` prints the summary and writes the scored file that
+    `score --cruxeval GENERATIONS` does; the old spelling still runs and, after its
+    result, says on stderr that it is deprecated. The new command says nothing there."""
+    path = write_generations(tmp_path / "gen.json", cheap_generations)
+    scored, stderr = {}, {}
+    for name, command in (("new", ("score-cruxeval", path)),
+                          ("old", ("score", "--cruxeval", path))):
+        out = tmp_path / f"{name}.json"
+        result = invoke(*command, "--mode", "input", "--data", cruxeval_path, "--out", out,
+                        "--workers", 1, "--format", "json")
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.stdout)
+        for key in TIMING:
+            assert isinstance(summary.pop(key), (int, float))
+        assert summary == {**CHEAP_SUMMARY, "data": str(cruxeval_path), "out": str(out)}
+        scored[name], stderr[name] = out.read_text(), result.stderr
+    assert scored["new"] == scored["old"]
+    assert json.loads(scored["new"])["raw_scored_generations"]["sample_1"] == \
+        [True] * 3 + [False] * 2
+    assert stderr == {"new": "", "old": DEPRECATED}
+
+
+def test_score_cruxeval_table_and_csv(tmp_path, cruxeval_path, cheap_generations):
+    """The table is titled by the command, with the counts and pass@k to one decimal;
+    csv gives exact values."""
+    path = write_generations(tmp_path / "gen.json", cheap_generations)
+    result = invoke("score-cruxeval", path, "--mode", "input", "--data", cruxeval_path,
+                    "--workers", 0)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0].strip() == "steptrace score-cruxeval"
+    items = table_items(result.stdout)
+    assert {k: items[k] for k in ("mode", "samples", "generations", "dropped by the rules",
+                                  "checks run (identical checks once)", "passed", "pass@1",
+                                  "pass@5")} == {
+        "mode": "input", "samples": "800", "generations": "807", "dropped by the rules": "799",
+        "checks run (identical checks once)": "5", "passed": "4", "pass@1": "0.1",
+        "pass@5": "100.0"}
+    result = invoke("score-cruxeval", path, "--mode", "input", "--data", cruxeval_path,
+                    "--workers", 0, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = dict(line.split(",", 1) for line in result.stdout.splitlines()[1:])
+    assert (float(rows["pass@1"]), float(rows["pass@5"])) == (CHEAP_SUMMARY["pass_at_1"], 100.0)
+
+
+def test_score_cruxeval_errors(tmp_path, cruxeval_path, cheap_generations):
+    """The same one-line errors as `score --cruxeval`; a missing GENERATIONS or --mode is
+    click's usage error (exit 2)."""
+    good = write_generations(tmp_path / "good.json", cheap_generations)
+    malformed = tmp_path / "malformed.json"
+    malformed.write_text("{not json")
+    data = ("--data", cruxeval_path)
+    cases = [
+        ((malformed, "--mode", "input", *data),
+         f"malformed generations file {malformed}: Expecting property name enclosed in double "
+         "quotes: line 1 column 2 (char 1)"),
+        ((good, "--mode", "inputs", *data), "unknown mode 'inputs'; use 'input' or 'output'"),
+        ((tmp_path / "nope.json", "--mode", "input", *data),
+         f"generations file not found: {tmp_path / 'nope.json'}"),
+        ((good, "--mode", "input", "--data", tmp_path / "nope.jsonl"),
+         f"CRUXEval data not found: {tmp_path / 'nope.jsonl'} (give --data)"),
+        ((good, "--mode", "input", *data, "--out", tmp_path / "no" / "s.json"),
+         f"cannot write {tmp_path / 'no' / 's.json'}: no directory {tmp_path / 'no'}"),
+    ]
+    for args, message in cases:
+        assert_one_line_error(invoke("score-cruxeval", *args), message)
+    usage = invoke("score-cruxeval", "--mode", "input", *data)
+    assert usage.exit_code == 2 and "Error: Missing argument 'GENERATIONS'." in usage.stderr
+    usage = invoke("score-cruxeval", good, *data)
+    assert usage.exit_code == 2 and "Error: Missing option '--mode'." in usage.stderr
+
+
+def test_score_help_leaves_the_deprecated_options_out():
+    """`score --help` shows --tasks and points to score-cruxeval; the old options are
+    hidden. Their --data default is the library's."""
+    from steptrace.cli._score import CRUXEVAL_DATA
+    from steptrace.scoring._cruxeval import DEFAULT_DATA
+    result = invoke("score", "--help")
+    assert result.exit_code == 0, result.output
+    assert "see score-cruxeval" in result.stdout
+    listed = result.stdout.split("\nOptions:\n")[1]
+    options = [line.split()[0] for line in listed.splitlines() if line.startswith("  -")]
+    assert options == ["--tasks", "--db", "--model", "--label", "--k", "--type-strict",
+                       "--float-tolerance", "--table", "--timeout", "--workers", "--format",
+                       "--help"]
+    assert CRUXEVAL_DATA == DEFAULT_DATA
+
+
 # ------------------------------------------------------------------ forging generations
 # Generations are untrusted text that runs in the guest. These try to make a failing check
 # pass by forging the guest's result instead of by computing the output: patching the

@@ -44,6 +44,12 @@ from steptrace.errors import InputError
 # racing the epoch for a job that is just returning from one at the limit.
 WATCHDOG_GRACE_S = 0.5
 
+# How jobs share an interpreter (Sandbox.call): "job", a fresh instance per job; "batch",
+# one instance per chunk, reset between jobs (trusted code only). Defined here, beside the
+# limits, rather than in _runtime: the CLI offers them as --isolation's choices when it
+# starts, without loading wasmtime.
+ISOLATIONS = ("job", "batch")
+
 
 @dataclass(frozen=True)
 class Limits:

@@ -56,7 +56,7 @@ from wasmtime import component as wc
 from wasmtime._ffi import WASMTIME_COMPONENT_STRING
 
 from steptrace.sandbox._build import GuestArtifacts, ensure_component, is_verified, write_verified
-from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._limits import ISOLATIONS, Limits
 from steptrace.sandbox._memory_reset import enable_pagemap_scan, prefault
 from steptrace.sandbox._result_schema import ResultRejected, ResultTooLarge, parse_result
 from steptrace.errors import InputError
@@ -72,7 +72,6 @@ def wasm_stack_bytes() -> int:
     if soft == resource.RLIM_INFINITY:
         return WASM_STACK_BYTES
     return max(512 * 1024, min(WASM_STACK_BYTES, soft - 1024 * 1024))
-ISOLATIONS = ("job", "batch")
 FRESH_AFTER = frozenset({"tampered", "step_limit", "memory_limit", "output_limit"})
 
 

@@ -42,12 +42,12 @@ import duckdb
 from steptrace.store._store import StoreError, connect, first_line
 from steptrace.errors import InputError
 from steptrace.corpus._text import user_file
+from steptrace.analytics._defaults import DEFAULT_RUNS_PER_BUCKET
 
 MANIFEST = "steptrace_export.json"
 FORMAT = "steptrace-parquet"
 FORMAT_VERSION = 1
 BUCKET_COLUMN = "run_bucket"
-DEFAULT_RUNS_PER_BUCKET = 10_000
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

@@ -7,7 +7,7 @@ _EXPORTS = {
     "Experiment": "_experiments",
     "ExperimentError": "_experiments",
     "PredictError": "_predict",
-    "PredictOptions": "_predict",
+    "PredictOptions": "_options",
     "PredictSummary": "_predict",
     "predict": "_predict",
 }

@@ -50,10 +50,11 @@ from steptrace.errors import InputError, PredictError
 
 if TYPE_CHECKING:
     import openai
-# ``openai`` is imported where a run starts, not here: the CLI imports this module for
-# PredictOptions' defaults, and importing openai would add ~0.6 s to every command.
+# ``openai`` is imported where a run starts, not here: importing this module (to read a
+# store's predictions, say) should not cost openai's ~0.6 s.
 
-DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+# The settings of a run and their defaults live in _options, which the CLI reads at start.
+from steptrace.predictions._options import DEFAULT_API_KEY_ENV, PredictOptions  # noqa: E402,F401
 PLACEHOLDER_API_KEY = "steptrace-no-key"  # local servers need none, the client needs one
 
 PREDICTION_TYPES = {  # the columns of PREDICTIONS_DDL, in its order
@@ -82,40 +83,6 @@ class Task:
     kind: str
     prompt: str
     prompt_style: str | None = None
-
-
-@dataclass(frozen=True)
-class PredictOptions:
-    model: str
-    base_url: str | None = None  # None: the openai client's ($OPENAI_BASE_URL, else OpenAI)
-    api_key_env: str = DEFAULT_API_KEY_ENV
-    samples: int = 1
-    temperature: float = 0.0
-    max_tokens: int | None = 2048
-    top_p: float | None = None        # None: not sent (the server's default)
-    system_prompt: str | None = None  # sent as a system message before each prompt
-    label: str | None = None          # the experiment's name; None: spelled from settings
-    redo: bool = False                # delete the experiment's stored rows of the tasks first
-    concurrency: int = 8
-    timeout_s: float = 120.0
-    max_retries: int = 3
-    flush_rows: int = 50      # commit a batch after this many responses ...
-    flush_every_s: float = 1.0  # ... or this long after its first one
-
-    def __post_init__(self) -> None:
-        """Library callers get the checks the CLI's option types make."""
-        for name, low in (("samples", 1), ("concurrency", 1), ("max_retries", 0),
-                          ("flush_rows", 1)):
-            if getattr(self, name) < low:
-                raise InputError(f"{name} must be at least {low}")
-        if self.timeout_s <= 0 or self.temperature < 0 or self.flush_every_s < 0:
-            raise InputError("timeout_s must be > 0, temperature and flush_every_s >= 0")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise InputError("max_tokens must be at least 1")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise InputError("top_p must be > 0 and <= 1")
-        if self.label is not None:
-            check_label(self.label)
 
 
 @dataclass

@@ -31,12 +31,12 @@ from steptrace.corpus._formats import Job, Program
 from steptrace.errors import StoreError
 from steptrace.predictions._experiments import upgrade as upgrade_experiment_tables
 from steptrace.corpus._text import file_kind
+from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = "3"
 # 3 keyed predictions and scores by experiment (engine/predictions/_experiments.py), 2 added branches
 # and analyses; older versions are read as they are and upgraded on write.
 READABLE_VERSIONS = ("1", "2", "3")
-DEFAULT_DB = "steptrace.duckdb"
 LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
 DEFAULT_LOCK_WAIT_S = 10.0
 

@@ -4,7 +4,7 @@ input, state, next line, ...), with their prompts and answers."""
 from steptrace._lazy import lazy_exports
 
 _EXPORTS = {
-    "KINDS": "_tasks",
+    "KINDS": "_kinds",
     "TaskOptions": "_tasks",
     "TaskSummary": "_tasks",
     "extract_answer": "_answers",

@@ -38,10 +38,8 @@ from steptrace.tracing._analysis import ensure_analysed
 from steptrace.store._store import FINISHED_STATUSES, MEMORY_ADDRESS, StoreError, connect, first_line
 from steptrace.corpus._text import read_utf8, user_file
 from steptrace.errors import InputError
+from steptrace.tasks._kinds import KINDS, STYLES
 
-KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
-         "line_count", "branch", "steps", "trace", "exception")
-STYLES = ("direct", "cot", "cruxeval")
 STEP_KINDS = {"state", "state_any", "next_line", "next_line_any", "coverage", "line_count",
               "trace"}
 STATE_KINDS = {"state", "state_any"}

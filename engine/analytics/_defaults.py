@@ -1,0 +1,7 @@
+"""Defaults of the analytics commands that ``steptrace`` shows when it starts.
+
+A module of its own, importing nothing: _export.py loads DuckDB, which ``steptrace --help``
+and ``steptrace export --help`` should not pay for.
+"""
+
+DEFAULT_RUNS_PER_BUCKET = 10_000  # consecutive run ids per Parquet partition of an export

@@ -1,0 +1,97 @@
+"""The commands of pipeline step 8, analytics: sql, query, export, features, report.
+
+Module-level imports are click and light modules only (see _common.py): DuckDB, polars,
+numba and matplotlib load inside the command that uses them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from steptrace.analytics._defaults import DEFAULT_RUNS_PER_BUCKET
+from steptrace.cli._common import db_option, format_option
+from steptrace.cli._render import render
+
+@click.command()
+@click.argument("sql", required=False)
+@click.option("-f", "--file", "sql_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Read the query from a .sql file (a named query runs with its defaults).")
+@db_option
+@click.option("--parquet", type=click.Path(file_okay=False, path_type=Path),
+              help="Query a Parquet export (steptrace export) instead of --db.")
+@format_option
+def sql(sql: str | None, sql_file: Path | None, db: str, parquet: Path | None, fmt: str) -> None:
+    """Run a SQL query against the store or its Parquet export (read-only)."""
+    from steptrace.analytics._queries import default_params, run_sql
+    from steptrace.corpus._text import read_utf8
+    if (sql is None) == (sql_file is None):
+        raise click.UsageError("give a query or -f FILE (not both)")
+    text = read_utf8(sql_file) if sql_file else sql
+    params = default_params(text, sql_file) if sql_file else {}
+    result = run_sql(text, db=db, parquet=parquet, params=params)
+    click.echo(render(result.columns, result.rows, fmt))
+
+
+@click.command("query")
+@click.argument("name", required=False)
+@click.option("--list", "list_queries", is_flag=True, help="List the named queries.")
+@db_option
+@click.option("--parquet", type=click.Path(file_okay=False, path_type=Path),
+              help="Query a Parquet export (steptrace export) instead of --db.")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="A parameter of the query (repeatable); see --list.")
+@format_option
+def query_command(name: str | None, list_queries: bool, db: str, parquet: Path | None,
+                  params: tuple[str, ...], fmt: str) -> None:
+    """Run the named query NAME (queries/NAME.sql), or --list them."""
+    from steptrace.analytics._queries import list_rows, parse_assignments, run_query
+    if list_queries == (name is not None):
+        raise click.UsageError("give a query NAME or --list (not both)")
+    if list_queries:
+        click.echo(render(*list_rows(), fmt))
+        return
+    result = run_query(name, db=db, parquet=parquet, params=parse_assignments(params))
+    click.echo(render(result.columns, result.rows, fmt))
+
+
+@click.command("export")
+@db_option
+@click.option("--parquet", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory to write (must be empty, or use --force).")
+@click.option("--runs-per-bucket", type=click.IntRange(min=1), default=DEFAULT_RUNS_PER_BUCKET,
+              show_default=True, help="Consecutive run ids per Parquet partition.")
+@click.option("--force", is_flag=True, help="Replace an export already in the directory.")
+@format_option
+def export_command(db: str, parquet: Path, runs_per_bucket: int, force: bool, fmt: str) -> None:
+    """Write every table of the store as Hive-partitioned Parquet (by run_id bucket)."""
+    from steptrace.analytics._export import export_parquet
+    summary = export_parquet(db, parquet, force=force, runs_per_bucket=runs_per_bucket)
+    click.echo(render(["table", "rows", "files", "partition_by"], summary.as_rows(), fmt,
+                      title=f"steptrace export -> {summary.directory}"))
+
+
+@click.command()
+@db_option
+@click.option("--chunk-runs", type=click.IntRange(min=1), default=250_000, show_default=True,
+              help="Runs whose steps are held in memory at once.")
+@format_option
+def features(db: str, chunk_runs: int, fmt: str) -> None:
+    """Compute per-run trace features into the run_features table (replaced each time)."""
+    from steptrace.analytics._features import run_features  # numba and polars load only here
+    summary = run_features(db, chunk_runs=chunk_runs)
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace features"))
+
+
+@click.command("report")
+@db_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="HTML file to write (one self-contained page).")
+@format_option
+def report_command(db: str, out: Path, fmt: str) -> None:
+    """Write an HTML page of plots over the store (statuses, step distributions, tasks,
+    accuracy by kind, difficulty and standard-library method) with the tables behind them."""
+    from steptrace import _api as api  # matplotlib loads only in the report itself
+    summary = api.report(db, out)
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace report"))

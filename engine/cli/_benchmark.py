@@ -1,0 +1,219 @@
+"""The commands that build a benchmark: generate, filter, dedupe, select, size-check, synth.
+
+Module-level imports are click and light modules only (see _common.py): each command
+imports its steptrace.benchmark module (and with it DuckDB, numpy or openai) when it runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from steptrace.errors import InputError
+
+from steptrace.cli._common import (_echo_summary, _progress_bar, _progress_callback, db_option,
+                                   format_option, request_options, request_settings)
+from steptrace.cli._render import render
+
+GENERATE_TEMPERATURE = 0.8  # candidates should differ from one another
+
+
+@click.command("generate")
+@request_options(temperature=GENERATE_TEMPERATURE)
+@click.option("--n", "count", type=click.IntRange(min=1), required=True,
+              help="Generations (one request each).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Fixes each generation's method and few-shot pair.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Candidates JSONL to write (a corpus for `steptrace trace`).")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Prompts and raw responses, appended [default: OUT with .log.jsonl].")
+@click.option("--methods-file", "methods_files", multiple=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="More methods to prompt with, one a line (e.g. collections.Counter."
+                   "most_common); repeatable.")
+@click.option("--no-builtin-methods", is_flag=True,
+              help="Prompt only with the --methods-file methods, not those of str/list/dict.")
+@click.option("--fewshot", "fewshot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Few-shot pool JSONL (id, method, code, inputs) [default: the bundled one].")
+@click.option("--template", "template_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Prompt template with $examples and $method [default: the bundled one].")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def generate_command(count: int, seed: int, out: Path, log_path: Path | None,
+                     methods_files: tuple[Path, ...], no_builtin_methods: bool,
+                     fewshot_path: Path | None, template_path: Path | None, quiet: bool,
+                     fmt: str, **request) -> None:
+    """Ask a model for candidate benchmark functions, each using one named method, with
+    test inputs; log every prompt and response, and write the parsed candidates. A re-run
+    asks only for generations not logged yet, or logged with an error."""
+    from steptrace.benchmark._generate import GenerateOptions, builtin_methods, generate, read_methods
+    if no_builtin_methods and not methods_files:
+        raise click.UsageError("--no-builtin-methods needs at least one --methods-file")
+    methods = [] if no_builtin_methods else builtin_methods()
+    for path in methods_files:
+        methods += [m for m in read_methods(path) if m not in methods]
+    options = GenerateOptions(n=count, seed=seed, methods=tuple(methods),
+                              fewshot_path=fewshot_path, template_path=template_path,
+                              log_path=log_path)
+    settings = request_settings(**request)
+    with _progress_bar("generate", quiet) as progress:
+        summary = generate(out, options, settings,
+                           progress=_progress_callback(progress, "requests"))
+    _echo_summary(summary, fmt, "steptrace generate")
+
+
+def _range_option(ctx: click.Context, param: click.Parameter, value: str | None):
+    """``MIN:MAX`` (a side may be empty) → steptrace.benchmark._filters.Range."""
+    from steptrace.benchmark._filters import parse_range
+    try:
+        return None if value is None else parse_range(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+@click.command("filter")
+@db_option
+@click.option("--rule", "rules", multiple=True, metavar="NAME",
+              help="Apply only these rules (repeatable): a rule name or a group (all, default, "
+                   "static, dynamic, determinism). Default: every rule.")
+@click.option("--no-rule", "without", multiple=True, metavar="NAME",
+              help="Switch a rule or group off (repeatable).")
+@click.option("--where", help="Extra rule: a SQL condition over runs, e.g. "
+                              "\"line_steps BETWEEN 5 AND 100\" (read-only).")
+@click.option("--length", default="75:300", show_default=True, callback=_range_option,
+              metavar="MIN:MAX", help="Bounds of the length rule, in characters of code.")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=2.0,
+              show_default=True, help="The time rule's limit on the traced call.")
+@click.option("--line-steps", default=":", callback=_range_option, metavar="MIN:MAX",
+              help="Bounds of the steps rule on line steps (default: none).")
+@click.option("--instruction-steps", default=":", callback=_range_option, metavar="MIN:MAX",
+              help="Bounds of the steps rule on instruction steps (default: none).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the kept runs as corpus JSONL (id, code, input, output).")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes for the analysis run, when one is needed.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def filter_command(db: str, rules: tuple[str, ...], without: tuple[str, ...], where: str | None,
+                   length, max_seconds: float, line_steps, instruction_steps, out: Path | None,
+                   workers: int | None, quiet: bool, fmt: str) -> None:
+    """CRUXEval-style construction filters: which runs each rule removes, and which every
+    rule keeps. Analyses the store first if a rule needs it (see `analyse`)."""
+    from steptrace.benchmark._filters import FilterOptions, FilterReport, filter_runs, write_kept
+    from steptrace.store._store import require_store
+    require_store(db)
+    options = FilterOptions(rules=rules or None, without=without, where=where, length=length,
+                            max_seconds=max_seconds, line_steps=line_steps,
+                            instruction_steps=instruction_steps, workers=workers)
+    with _progress_bar("analyse", quiet) as progress:
+        report = filter_runs(db, options, progress=_progress_callback(progress))
+    if out is not None:
+        written = write_kept(db, report.kept, out)
+        click.echo(f"wrote {written} runs to {out}", err=True)
+    click.echo(render(FilterReport.COLUMNS, report.rows(), fmt, title="steptrace filter"))
+
+
+@click.command("dedupe")
+@click.argument("records", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="JSONL of the records of the functions kept.")
+@format_option
+def dedupe_command(records: Path, out: Path, fmt: str) -> None:
+    """Drop functions that duplicate an earlier one, exactly or after renaming identifiers
+    and replacing literals (RECORDS: e.g. the output of `steptrace filter --out`)."""
+    from steptrace.benchmark._dedupe import dedupe_file
+    report = dedupe_file(records, out)
+    if fmt == "json":
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    click.echo(render(["stage", "functions", "records"], report.as_rows(), fmt,
+                      title=f"steptrace dedupe -> {out}"))
+
+
+@click.command("select")
+@click.argument("records", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--n", "count", type=click.IntRange(min=1), required=True,
+              help="Samples in the benchmark (one function, one input each).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--candidates", type=click.Path(dir_okay=False, path_type=Path),
+              help="The candidates file of `steptrace generate`, for each function's method "
+                   "(without it every function counts as one method).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Benchmark JSONL in CRUXEval's format (id, code, input, output); the "
+                   "sources (candidate id, method per sample) go beside it.")
+@click.option("--allow-fewer", is_flag=True,
+              help="Write a smaller benchmark when fewer than N functions are eligible.")
+@format_option
+def select_command(records: Path, count: int, seed: int, candidates: Path | None, out: Path,
+                   allow_fewer: bool, fmt: str) -> None:
+    """Sample the benchmark from deduplicated records, balanced over the prompted methods,
+    and print the method distribution."""
+    from steptrace.benchmark._selection import select_file
+    report = select_file(records, out, count, seed, candidates, allow_fewer)
+    if fmt == "json":
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    click.echo(render(["method", "available", "selected"], report.as_rows(), fmt,
+                      title=f"steptrace select: {report.chosen} of {report.requested}"))
+
+
+@click.command("size-check")
+@click.option("--db", type=click.Path(), default=None,
+              help="Store with a scores table (`steptrace score`): per-task pass@1 per model.")
+@click.option("--model", "models", multiple=True, metavar="NAME",
+              help="With --db: the models to compare (default: every scored model).")
+@click.option("--kind", help="With --db: only tasks of this kind (e.g. output).")
+@click.option("--scores", "scores_csv", type=click.Path(dir_okay=False, path_type=Path),
+              help="Instead of --db: a CSV with a header sample_id,<model>,<model>,...")
+@click.option("--sizes", default="100:2000:100", show_default=True, metavar="START:STOP:STEP",
+              help="Benchmark sizes to try (or N,N,...); at most the pool size.")
+@click.option("--level", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=0.05, show_default=True,
+              help="Highest acceptable probability that a pair's order reverses.")
+@click.option("--resamples", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Random benchmarks drawn per size.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@format_option
+def size_check_command(db: str | None, models: tuple[str, ...], kind: str | None,
+                       scores_csv: Path | None, sizes: str, level: float, resamples: int,
+                       seed: int, fmt: str) -> None:
+    """How large a benchmark drawn from the candidate pool must be for every pair of models
+    to keep its pool order (CRUXEval §3.3): the probability of a reversal per size."""
+    from steptrace.benchmark._sizecheck import load_pool_scores, load_scores_csv, parse_sizes, size_check
+    if (db is None) == (scores_csv is None):
+        raise click.UsageError("give exactly one of --db and --scores")
+    if scores_csv is not None and (models or kind):
+        raise click.UsageError("--model and --kind go with --db")
+    pool = (load_scores_csv(scores_csv) if scores_csv is not None
+            else load_pool_scores(db, models, kind))
+    result = size_check(pool.scores, pool.models, parse_sizes(sizes), level, resamples, seed)
+    if fmt == "json":
+        click.echo(json.dumps({**result.as_dict(), "dropped": pool.dropped}, indent=2))
+        return
+    click.echo(render(result.columns(), result.as_rows(), fmt,
+                      title=f"reversal probability, pool of {result.pool}"))
+    if fmt == "table":
+        smallest = result.smallest_n
+        click.echo(f"samples scored for some models only (left out): {pool.dropped}")
+        click.echo(f"smallest n with every reversal below {level:g}: {smallest}" if smallest
+                   else f"no size tried keeps every reversal below {level:g}")
+
+
+@click.command()
+@click.option("--n", "count", type=click.IntRange(min=0), required=True,
+              help="Number of programs.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Random seed: the same seed writes the same bytes.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Corpus JSONL to write (id, code, input).")
+@format_option
+def synth(count: int, seed: int, out: Path, fmt: str) -> None:
+    """Write a deterministic corpus of CRUXEval-like programs with inputs."""
+    from steptrace.benchmark._synth import write_synth  # imported here: no cost for other commands
+    if not out.parent.is_dir():
+        raise InputError(f"cannot write {out}: no directory {out.parent}")
+    summary = write_synth(out, count, seed)
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace synth"))

@@ -1,0 +1,48 @@
+"""The command of pipeline step 5: tasks (prediction questions made from the stored runs).
+
+Module-level imports are click and light modules only (see _common.py): the kinds and
+styles come from steptrace.tasks._kinds; polars and DuckDB load when the command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from steptrace.cli._common import db_option, format_option
+from steptrace.cli._render import render
+from steptrace.tasks._kinds import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
+
+@click.command("tasks")
+@db_option
+@click.option("--kinds", default="all", show_default=True, metavar="KIND,...",
+              help=f"Task kinds, comma-separated: all, or any of {', '.join(TASK_KINDS)}.")
+@click.option("--per-run", type=click.IntRange(min=1), default=3, show_default=True,
+              help="At most this many tasks of each kind per run.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the question selection (per run and kind).")
+@click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default="direct",
+              show_default=True, help="Prompt templates: direct, cot (chain of thought) or "
+                                      "cruxeval (output and input only).")
+@click.option("--template-dir", type=click.Path(path_type=Path),
+              help="Directory of your own <kind>.<style>.txt templates (missing files: "
+                   "the bundled ones).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the tasks as JSONL here and as Parquet next to it (.parquet).")
+@click.option("--max-trace-lines", type=click.IntRange(min=1), default=200, show_default=True,
+              help="No trace task for runs with more line steps than this.")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes for the analysis run that branch tasks need.")
+@format_option
+def tasks_command(db: str, kinds: str, per_run: int, seed: int, prompt_style: str,
+                  template_dir: Path | None, out: Path | None, max_trace_lines: int,
+                  workers: int | None, fmt: str) -> None:
+    """Generate prediction tasks with exact answers from the stored traces, store them in
+    the tasks table, and print how many there are of each kind."""
+    from steptrace import _api as api
+    summary = api.make_tasks(db, kinds, per_run=per_run, seed=seed, prompt_style=prompt_style,
+                             template_dir=template_dir, out=out,
+                             max_trace_lines=max_trace_lines, workers=workers)
+    click.echo(render(["kind", "tasks", "runs"], summary.rows(), fmt, title="steptrace tasks"))
+    click.echo(summary.timing_text(), err=True)

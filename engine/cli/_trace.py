@@ -1,0 +1,168 @@
+"""The commands of the sandbox and the trace (pipeline steps 1-4): build, trace, analyse, show.
+
+Module-level imports are click and light modules only (see _common.py): each command
+imports the library code it calls (wasmtime, DuckDB, ...) inside its function.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from steptrace.cli._common import _progress_bar, _progress_callback, db_option, format_option
+from steptrace.cli._render import render
+from steptrace.sandbox._limits import ISOLATIONS, Limits
+
+if TYPE_CHECKING:
+    from steptrace.tracing._trace import TraceSummary
+
+@click.command()
+@click.option("--force", is_flag=True, help="Rebuild even if the cache is valid.")
+@format_option
+def build(force: bool, fmt: str) -> None:
+    """Build (or verify) the guest component and its compiled cache."""
+    from steptrace.sandbox._build import cache_dir, ensure_component
+    from steptrace.sandbox._runtime import Sandbox
+    found = ensure_component(force=force)
+    with Sandbox(Limits()) as sandbox:
+        modules = sandbox.preloaded_modules()
+    rows = [("cache_dir", str(cache_dir())), ("component", str(found.wasm)),
+            ("component_bytes", found.wasm.stat().st_size),
+            ("preloaded_modules", len(modules["imported"])),
+            ("unavailable", ", ".join(sorted(modules["failed"])) or "-")]
+    click.echo(render(["item", "value"], rows, fmt))
+
+
+def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str, object]]:
+    """``trace``'s table: the summary's counts, then the store's runs by status."""
+    rows: list[tuple[str, object]] = [
+        ("corpus", summary.corpus), ("db", summary.db), ("jobs in corpus", summary.jobs),
+        ("duplicate jobs in corpus", summary.duplicates),
+        ("already stored (skipped)", summary.skipped), ("traced now", summary.traced)]
+    rows += [(f"  status {status}", count) for status, count in sorted(summary.by_status.items())]
+    if summary.with_expected:
+        rows.append(("outputs matching expected", f"{summary.matched} / {summary.with_expected}"))
+    rows += [("line steps", summary.line_steps), ("instruction steps", summary.instruction_steps),
+             ("trace steps", summary.steps), ("seconds", f"{summary.seconds:.2f}"),
+             ("runs/s", f"{summary.runs_per_second:.1f}"),
+             ("corpus records skipped as bad", len(summary.corpus_errors)),
+             ("runs in store", sum(store.values()))]
+    rows += [(f"  store status {status}", count) for status, count in store.items()]
+    return rows
+
+
+@click.command()
+@click.argument("corpus", required=False, type=click.Path(path_type=Path))
+@click.option("--demo", is_flag=True, help="Trace the demo corpus bundled with steptrace.")
+@db_option
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes (default: CPU count; 0 runs in this process, with no "
+                   "watchdog: a job blocked in a sleep or wait ends only when the wait does).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=Limits.timeout_s,
+              show_default=True, help="Seconds per job (wall clock).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=Limits.max_steps,
+              show_default=True, help="Trace steps per job.")
+@click.option("--memory-mb", type=click.IntRange(min=16), default=Limits.memory_mb,
+              show_default=True, help="Guest linear memory per job, MiB.")
+@click.option("--max-repr", type=click.IntRange(min=1), default=Limits.max_repr,
+              show_default=True, help="Characters kept of each variable's repr.")
+@click.option("--isolation", type=click.Choice(ISOLATIONS), default="job", show_default=True,
+              help="job: a fresh interpreter per job; batch: reuse one per chunk (trusted code).")
+@click.option("--force", is_flag=True, help="Trace again jobs already in the store.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout: float,
+          max_steps: int, memory_mb: int, max_repr: int, isolation: str, force: bool,
+          quiet: bool, fmt: str) -> None:
+    """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
+    read once, into a temporary file) into the store."""
+    from steptrace.corpus._formats import demo_corpus_path
+    from steptrace.store._store import status_counts
+    from steptrace import _api as api
+    if demo == (corpus is not None):
+        raise click.UsageError("give a CORPUS path or --demo (not both)")
+    path = demo_corpus_path() if demo else corpus
+    limits = Limits(timeout_s=timeout, max_steps=max_steps, memory_mb=memory_mb, max_repr=max_repr)
+    with _progress_bar("tracing", quiet) as progress:
+        summary = api.trace(path, db, workers=workers, isolation=isolation, limits=limits,
+                            force=force, name="demo" if demo else str(corpus),
+                            progress=_progress_callback(progress))
+    for error in summary.corpus_errors:
+        click.echo(f"warning: {error}", err=True)
+    if fmt == "json":
+        click.echo(json.dumps({**summary.as_dict(), "store": status_counts(db)}, indent=2))
+    else:
+        click.echo(render(["item", "value"], summary_rows(summary, status_counts(db)), fmt,
+                          title="steptrace trace"))
+    if summary.corpus_errors:
+        sys.exit(1)
+
+
+@click.command()
+@db_option
+@click.option("--determinism", is_flag=True,
+              help="Also trace each run again in a separately seeded build of the guest "
+                   "and flag runs whose result or trace differs.")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes (default: one per CPU; 0 = in this process, with no "
+                   "watchdog for jobs blocked in a sleep or wait).")
+@click.option("--timeout", type=click.FloatRange(min=0.01), default=Limits.timeout_s,
+              show_default=True, help="Seconds per job (wall clock).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def analyse(db: str, determinism: bool, workers: int | None, timeout: float, quiet: bool,
+            fmt: str) -> None:
+    """Record condition outcomes and operand checks of every finished run (a second,
+    instrumented run), and with --determinism whether the run is reproducible."""
+    from steptrace.store._store import require_store
+    from steptrace import _api as api
+    require_store(db)
+    with _progress_bar("analyse", quiet) as progress:
+        summary = api.analyse(db, determinism=determinism, workers=workers, timeout_s=timeout,
+                              progress=_progress_callback(progress))
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace analyse"))
+
+
+@click.command()
+@click.argument("run_id", required=False, type=int)
+@click.option("--sample-id", help="Show the run of this sample id instead.")
+@click.option("--input-index", type=int, default=0, show_default=True,
+              help="With --sample-id: which of the sample's inputs.")
+@db_option
+@format_option
+def show(run_id: int | None, sample_id: str | None, input_index: int, db: str, fmt: str) -> None:
+    """Show one run: the program and its trace step by step."""
+    from steptrace.analytics._show import load_run
+    from steptrace.corpus._formats import source_lines
+    if (run_id is None) == (sample_id is None):
+        raise click.UsageError("give a RUN_ID or --sample-id (not both)")
+    view = load_run(db, run_id=run_id, sample_id=sample_id, input_index=input_index)
+    columns = ["step", "event", "func", "line", "depth", "frame", "code", "changed"]
+    rows = [(s.step, s.event, s.func, s.line, s.depth, s.frame,
+             ("  " * s.depth) + s.source, s.changes_text()) for s in view.steps]
+    if fmt == "json":
+        run = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
+               for k, v in view.run.items()}
+        steps = [{**dict(zip(columns[:6], row[:6])), "code": s.source,
+                  "changes": [{"var": n, "value": v, "type": t, "truncated": tr}
+                              for n, v, t, tr in s.changes]}
+                 for row, s in zip(rows, view.steps)]
+        click.echo(json.dumps({"run": run, "code": view.code, "steps": steps}, indent=2,
+                              ensure_ascii=False))
+        return
+    if fmt == "csv":
+        click.echo(render(columns, rows, "csv"))
+        return
+    r = view.run
+    header = [f"run {r['run_id']}  sample {r['sample_id']}  {r['entry']}({r['input']})",
+              f"status {r['status']}" + (f"  output {r['output']}" if r['output'] is not None else "")
+              + (f"  {r['exception_type']}: {r['exception_message']}" if r['exception_message'] else "")
+              + ("" if r["output_matches"] is None else f"  matches expected: {r['output_matches']}"),
+              ""]
+    header += [f"{i:>3}  {line}" for i, line in enumerate(source_lines(view.code), start=1)]
+    click.echo("\n".join(header))
+    click.echo(render(columns, rows, "table"))
