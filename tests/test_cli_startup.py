@@ -88,7 +88,7 @@ def test_python_m_steptrace_cli_is_the_command():
 
 def _errors() -> list[BaseException]:
     """One of each error the CLI listed by class before it named them by their base,
-    SteptraceError (plus ValueError and OSError)."""
+    SteptraceError."""
     from steptrace.corpus._formats import CorpusError
     from steptrace.predictions._predict import PredictError
     from steptrace.sandbox._build import BuildError
@@ -96,8 +96,7 @@ def _errors() -> list[BaseException]:
     from steptrace.store._store import StoreError, StoreLockedError
     return [StoreError("store: bad"), StoreLockedError("store: in use"),
             CorpusError("corpus: bad"), BuildError("build: failed"),
-            PoolError("pool: no worker"), PredictError("predict: unreachable"),
-            ValueError("value: bad"), OSError("os: no space")]
+            PoolError("pool: no worker"), PredictError("predict: unreachable")]
 
 
 @pytest.mark.parametrize("error", _errors(), ids=lambda e: type(e).__name__)
@@ -111,13 +110,17 @@ def test_errors_a_user_can_cause_are_one_line(monkeypatch, tmp_path, error):
     assert isinstance(result.exception, SystemExit)
 
 
-def test_other_errors_keep_their_traceback(monkeypatch, tmp_path):
-    """A bug is not a user's error: it propagates (the real command prints its traceback)."""
+@pytest.mark.parametrize("error", [RuntimeError("a bug"), ValueError("value: bad"),
+                                   OSError("os: no space")], ids=lambda e: type(e).__name__)
+def test_other_errors_keep_their_traceback(monkeypatch, tmp_path, error):
+    """A bug is not a user's error: it propagates (the real command prints its traceback),
+    a ValueError or an OSError from inside the library as much as any other (what a user
+    can cause is raised as a SteptraceError, steptrace.errors)."""
     def fail(*args, **kwargs):
-        raise RuntimeError("a bug")
+        raise error
     monkeypatch.setattr("steptrace.analytics._export.export_parquet", fail)
     result = CliRunner().invoke(main, ["export", "--db", str(tmp_path / "s.duckdb"),
                                        "--parquet", str(tmp_path / "out")])
     assert result.exit_code == 1
-    assert type(result.exception) is RuntimeError and str(result.exception) == "a bug"
+    assert result.exception is error
     assert "Error:" not in result.stderr
