@@ -69,14 +69,10 @@ import pyarrow as pa
 from numba import njit, prange
 
 from steptrace.store._store import StoreError, connect, first_line
+from steptrace.store._tables import RUN_FEATURES
 
-FEATURES_TABLE = "run_features"
-FEATURE_TYPES = {
-    "run_id": "BIGINT", "transitions": "BIGINT", "distinct_transitions": "INTEGER",
-    "loop_depth": "INTEGER", "longest_cycle": "INTEGER", "distinct_lines": "INTEGER",
-    "statement_lines": "INTEGER", "coverage": "DOUBLE", "conditions": "INTEGER",
-    "branch_entropy": "DOUBLE",
-}
+FEATURES_TABLE = RUN_FEATURES.name  # declared, with its columns, in engine/store/_tables.py
+FEATURE_TYPES = {column.name: column.type for column in RUN_FEATURES.columns}
 POLARS_TYPES = {"BIGINT": pl.Int64, "INTEGER": pl.Int32, "DOUBLE": pl.Float64}
 DEFAULT_CHUNK_RUNS = 250_000
 
@@ -721,11 +717,10 @@ def _assemble(run_ids: np.ndarray, run_program: np.ndarray, stmts: StatementLine
 
 def write_features(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> None:
     """Replace ``run_features`` with ``frame`` in one transaction."""
-    columns = ", ".join(f"{name} {kind}" for name, kind in FEATURE_TYPES.items())
     table = frame.to_arrow()
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute(f"CREATE OR REPLACE TABLE {FEATURES_TABLE} ({columns}, PRIMARY KEY (run_id))")
+        con.execute(RUN_FEATURES.ddl(replace=True))
         con.register("incoming_features", table)
         con.execute(f"INSERT INTO {FEATURES_TABLE} SELECT * FROM incoming_features")
         con.unregister("incoming_features")

@@ -51,14 +51,12 @@ from steptrace.predictions._experiments import SCORES_DDL
 from steptrace.scoring._stats import (bootstrap_interval, incremental_consistency, normalised_edit_distances,
                           pass_at_k, probability_a_beats_b)
 from steptrace.store._store import StoreError, connect, first_line
+from steptrace.store._tables import SCORES
 from steptrace.corpus._text import open_utf8
 from steptrace.sandbox._limits import Limits
 from steptrace.errors import InputError
 
-SCORE_TYPES = {"task_id": pa.string(), "model": pa.string(), "label": pa.string(),
-               "sample_index": pa.int32(), "kind": pa.string(), "parsed": pa.bool_(),
-               "correct": pa.bool_(), "distance": pa.float64(), "note": pa.string(),
-               "scored_at": pa.timestamp("us")}
+SCORE_TYPES = SCORES.arrow_types()
 TASK_FIELDS = ("task_id", "kind", "run_id", "sample_id", "answer", "answer_type", "line_steps",
                "loop_nesting", "question")
 # REval's order of a (program, input)'s tasks, easiest first.

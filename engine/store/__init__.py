@@ -3,17 +3,21 @@
 from steptrace._lazy import lazy_exports
 
 _EXPORTS = {
+    "Column": "_tables",
     "DEFAULT_DB": "_store",
     "QueryResult": "_store",
     "SCHEMA_VERSION": "_store",
     "StoreError": "_store",
     "StoreLockedError": "_store",
+    "Table": "_tables",
     "TraceWriter": "_store",
     "TracedRun": "_store",
     "connect": "_store",
     "query": "_store",
     "require_store": "_store",
     "status_counts": "_store",
+    "table": "_tables",
+    "tables": "_tables",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

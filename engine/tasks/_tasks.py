@@ -36,6 +36,7 @@ import pyarrow as pa
 from steptrace.corpus._formats import source_lines
 from steptrace.tracing._analysis import ensure_analysed
 from steptrace.store._store import FINISHED_STATUSES, MEMORY_ADDRESS, StoreError, connect, first_line
+from steptrace.store._tables import TASKS
 from steptrace.corpus._text import read_utf8
 
 KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
@@ -47,38 +48,9 @@ STATE_KINDS = {"state", "state_any"}
 UNBOUND = "unbound"
 _CODE_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 
-TASKS_DDL = """
-CREATE TABLE IF NOT EXISTS tasks (
-    task_id         VARCHAR PRIMARY KEY,
-    kind            VARCHAR NOT NULL,
-    run_id          BIGINT NOT NULL,
-    sample_id       VARCHAR NOT NULL,
-    line            INTEGER,
-    var             VARCHAR,
-    occurrence      INTEGER,
-    question        VARCHAR,
-    answer          VARCHAR NOT NULL,
-    answer_type     VARCHAR NOT NULL,
-    value_type      VARCHAR,
-    line_steps      BIGINT,
-    loop_nesting    INTEGER,
-    distinct_lines  INTEGER,
-    branch_count    BIGINT,
-    prompt_style    VARCHAR NOT NULL,
-    prompt          VARCHAR NOT NULL,
-    seed            BIGINT NOT NULL,
-    created_at      TIMESTAMP NOT NULL
-);
-"""
-TASK_TYPES = {
-    "task_id": pa.string(), "kind": pa.string(), "run_id": pa.int64(), "sample_id": pa.string(),
-    "line": pa.int32(), "var": pa.string(), "occurrence": pa.int32(), "question": pa.string(),
-    "answer": pa.string(), "answer_type": pa.string(), "value_type": pa.string(),
-    "line_steps": pa.int64(), "loop_nesting": pa.int32(), "distinct_lines": pa.int32(),
-    "branch_count": pa.int64(), "prompt_style": pa.string(), "prompt": pa.string(),
-    "seed": pa.int64(), "created_at": pa.timestamp("us"),
-}
-TASK_COLUMNS = tuple(TASK_TYPES)
+TASKS_DDL = TASKS.ddl()  # the table's one declaration is in engine/store/_tables.py
+TASK_TYPES = TASKS.arrow_types()
+TASK_COLUMNS = TASKS.column_names
 
 
 # ====================================================================== options, records
