@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from steptrace.tracing._analysis import AnalysisOptions, analyse_store
 from steptrace.cli._main import main
 from steptrace.analytics._features import (branch_entropy, line_coverage, longest_cycles, loop_depths,
-                             run_features, statement_lines, statement_lines_ast,
-                             transition_counts)
+                             run_features, statement_lines, transition_counts)
+from steptrace.corpus._statements import statement_lines as statement_lines_ast
 from steptrace.benchmark._synth import synth_programs
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 

@@ -30,9 +30,10 @@ call is not a transition. Features, one row per run (every run of the store):
 ``distinct_lines``
     distinct lines with a ``line`` step in the run.
 ``statement_lines``
-    lines of the program on which a statement inside a function body starts (at any
-    depth, nested functions and classes included; docstrings, ``global`` and
-    ``nonlocal`` left out: they never get a line step), plus ``except`` and ``case``
+    the program's statement lines (engine/corpus/_statements.py, the definition the
+    tasks' question lines use too): lines on which a statement inside a function body
+    starts (at any depth, nested functions and classes included; docstrings, ``global``
+    and ``nonlocal`` left out: they never get a line step), plus ``except`` and ``case``
     lines. Defined by ``ast`` on the host; NULL if the host's Python cannot parse the
     program. A fast scanner (``scan_statement_lines``, checked against ``ast`` by the
     tests) computes it for plain programs and leaves anything unusual (classes,
@@ -57,7 +58,6 @@ bench/README.md); later processes load the cache.
 
 from __future__ import annotations
 
-import ast
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +69,7 @@ import pyarrow as pa
 from numba import njit, prange
 
 from steptrace.store._store import StoreError, connect, first_line
+from steptrace.corpus._statements import statement_lines as statement_lines_ast
 from steptrace.store._tables import RUN_FEATURES
 
 FEATURES_TABLE = RUN_FEATURES.name  # declared, with its columns, in engine/store/_tables.py
@@ -233,49 +234,8 @@ def line_coverage(run_offsets, lines, run_program, stmt_offsets, stmt_lines):
 
 
 # ====================================================================== statement lines
-BODY_FIELDS = ("body", "orelse", "finalbody")
-
-
-def statement_lines_ast(code: str) -> list[int] | None:
-    """The definition of ``statement_lines`` (module docstring), from ``ast``; None if
-    the host's Python cannot parse ``code``."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    found: set[int] = set()
-    _visit(tree.body, False, found)
-    return sorted(found)
-
-
-def _visit(statements: list, inside: bool, found: set[int], def_body: bool = False) -> None:
-    for index, node in enumerate(statements):
-        docstring = def_body and index == 0 and _is_string_statement(node)
-        if inside and not docstring and not isinstance(node, (ast.Global, ast.Nonlocal)):
-            found.add(node.lineno)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            _visit(node.body, True, found, def_body=True)
-            continue
-        if isinstance(node, ast.ClassDef):
-            _visit(node.body, inside, found, def_body=True)
-            continue
-        for name in BODY_FIELDS:
-            _visit(getattr(node, name, None) or [], inside, found)
-        for handler in getattr(node, "handlers", None) or []:
-            if inside:
-                found.add(handler.lineno)
-            _visit(handler.body, inside, found)
-        for case in getattr(node, "cases", None) or []:
-            if inside:
-                found.add(case.pattern.lineno)
-            _visit(case.body, inside, found)
-
-
-def _is_string_statement(node: ast.stmt) -> bool:
-    """A docstring when first in a body: compiled to ``__doc__``, it never gets a line
-    step (any other string statement does)."""
-    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str))
+# The definition is engine/corpus/_statements.py's statement_lines, from ast (imported here
+# as statement_lines_ast); the scanner below computes the same for plain programs.
 
 
 # Byte codes the scanner needs (numba freezes module-level arrays as constants).
