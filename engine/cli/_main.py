@@ -22,7 +22,7 @@ from steptrace.predictions._predict import (DEFAULT_API_KEY_ENV, PredictError, P
 from steptrace.analytics._queries import list_rows, parse_assignments, run_query
 from steptrace.analytics._show import load_run
 from steptrace.store._store import DEFAULT_DB, StoreError, require_store, status_counts
-from steptrace.tasks._tasks import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
+from steptrace.tasks import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
 from steptrace.corpus._text import read_utf8
 from steptrace.tracing._trace import TraceOptions, TraceSummary, trace_corpus
 from steptrace.sandbox._build import BuildError, cache_dir, ensure_component
@@ -649,7 +649,7 @@ def tasks_command(db: str, kinds: str, per_run: int, seed: int, prompt_style: st
                   workers: int | None, fmt: str) -> None:
     """Generate prediction tasks with exact answers from the stored traces, store them in
     the tasks table, and print how many there are of each kind."""
-    from steptrace.tasks._tasks import TaskOptions, generate_tasks, parse_kinds
+    from steptrace.tasks import TaskOptions, generate_tasks, parse_kinds
     options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed,
                           prompt_style=prompt_style, template_dir=template_dir, out=out,
                           max_trace_lines=max_trace_lines, workers=workers)

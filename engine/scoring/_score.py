@@ -6,23 +6,10 @@ model asked with two prompt styles or temperatures is two sets of answers: the s
 gives, per experiment and kind, pass@k with the unbiased estimator, a bootstrap interval
 of pass@1, the unparseable rate, accuracy by difficulty bucket, REval's incremental
 consistency, and a paired comparison of every two experiments, whether of two models or
-of one. How each kind is judged:
-
-* ``output``, ``state``: both texts are parsed with ``ast.literal_eval`` and compared as
-  Python compares them (``==``); ``type_strict`` also requires the same types, all the
-  way down; ``float_tolerance`` compares floats with ``math.isclose``. A text that is no
-  literal (an object's repr) is compared as text, whitespace at the ends aside. A state
-  whose answer is ``unbound`` needs the word ``unbound``.
-* ``state_any``, ``next_line_any``: membership (REval): the prediction, one value or a
-  list of them, is right when it names at least one value and every value it names is in
-  the answer set.
-* ``next_line``: a line number, or ``return`` / ``raise``. ``coverage``, ``branch``:
-  true/false (yes/no). ``line_count``, ``steps``: an integer. ``exception``: the type name,
-  or ``none``.
-* ``trace``: exact match of the ``[line, depth]`` list; the normalised edit distance to
-  the true trace is stored too (1.0 for a prediction that is no such list).
-* ``input``: ``f(predicted input)`` runs in the sandbox, untraced, a fresh instance per
-  distinct candidate, and is right when it returns a value equal to the task's output.
+of one. How each kind is judged is the kind's judge (engine/scoring/_judges.py); an
+``input`` prediction is checked by running ``f(predicted input)`` in the sandbox,
+untraced, a fresh instance per distinct candidate: it is right when it returns a value
+equal to the task's output.
 
 The store is open only while predictions are read and while verdicts are written, not
 while input checks run, so ``predict`` can keep committing to it meanwhile (DuckDB lets
@@ -32,10 +19,8 @@ replaced in between (``predict --redo``) is not stored.
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
 import json
-import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -48,10 +33,11 @@ import numpy as np
 import pyarrow as pa
 
 from steptrace.predictions._experiments import SCORES_DDL
-from steptrace.scoring._stats import (bootstrap_interval, incremental_consistency, normalised_edit_distances,
-                          pass_at_k, probability_a_beats_b)
+from steptrace.scoring._stats import (bootstrap_interval, incremental_consistency, pass_at_k,
+                                      probability_a_beats_b)
 from steptrace.store._store import StoreError, connect, first_line
 from steptrace.store._tables import SCORES
+from steptrace.tasks._kinds import task_kind
 from steptrace.corpus._text import open_utf8
 from steptrace.sandbox._limits import Limits
 from steptrace.errors import InputError
@@ -62,7 +48,6 @@ TASK_FIELDS = ("task_id", "kind", "run_id", "sample_id", "answer", "answer_type"
 # REval's order of a (program, input)'s tasks, easiest first.
 CONSISTENCY_KINDS = ("coverage", "state", "next_line", "output")
 STEP_BUCKETS = ((1, 4), (5, 16), (17, 64), (65, 256), (257, None))
-NO_LITERAL = object()
 Progress = Callable[[int, int], None]
 ExperimentKey = tuple[str, str]  # (model, label): what the tables report and compare
 
@@ -102,151 +87,14 @@ class Verdict:
         return self.model, self.label
 
 
-# ====================================================================== judging values
-def literal(text: str) -> Any:
-    """``text`` as a Python literal, or NO_LITERAL."""
-    try:
-        return ast.literal_eval(text.strip())
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return NO_LITERAL
-
-
-def values_equal(a: Any, b: Any, type_strict: bool = False, tolerance: float = 0.0) -> bool:
-    """Python's ``==``, optionally with the same types throughout and floats compared
-    within ``tolerance`` (relative and absolute)."""
-    if type_strict and type(a) is not type(b):
-        return False
-    if tolerance and _is_number(a) and _is_number(b) and (isinstance(a, float) or isinstance(b, float)):
-        return math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
-    if type_strict or tolerance:
-        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-            return len(a) == len(b) and all(values_equal(x, y, type_strict, tolerance)
-                                            for x, y in zip(a, b))
-        if isinstance(a, dict) and isinstance(b, dict):
-            return a.keys() == b.keys() and all(values_equal(a[k], b[k], type_strict, tolerance)
-                                                for k in a)
-    try:
-        return bool(a == b)
-    except Exception:  # a comparison of literals does not raise; be safe anyway
-        return False
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def same_value(answer: str, predicted: str, options: ScoreOptions) -> bool:
-    """Two repr texts: equal as values when both are literals, else equal as text."""
-    a, p = literal(answer), literal(predicted)
-    if a is NO_LITERAL or p is NO_LITERAL:
-        return answer.strip() == predicted.strip()
-    return values_equal(a, p, options.type_strict, options.float_tolerance)
-
-
-def _word(text: str) -> str:
-    return text.strip().strip("'\"`").strip().lower()
-
-
-def _boolean(text: str) -> bool | None:
-    return {"true": True, "yes": True, "false": False, "no": False}.get(_word(text))
-
-
-def _integer(text: str) -> int | None:
-    value = literal(text)
-    return value if type(value) is int else None
-
-
-def _next_line(text: str) -> int | str | None:
-    word = _word(text)
-    if word in ("return", "raise"):
-        return word
-    return _integer(text)
-
-
-def _listed(text: str) -> list | None:
-    """A JSON or Python list (or tuple/set) as a list; None if the text is none of them."""
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            value = parse(text.strip())
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            continue
-        if isinstance(value, (list, tuple, set)):
-            return list(value)
-        return None
-    return None
-
-
-def _members(predicted: str) -> list[str]:
-    """The values a set prediction names, as texts: a list's elements (strings as they
-    are, other elements as their repr), or the prediction itself."""
-    items = _listed(predicted)
-    if items is None:
-        return [predicted]
-    return [item if isinstance(item, str) else repr(item) for item in items]
-
-
-def judge_state_any(answer: str, predicted: str, options: ScoreOptions) -> bool:
-    allowed = json.loads(answer)
-    named = _members(predicted)
-    return bool(named) and all(any(same_value(a, p, options) for a in allowed) for p in named)
-
-
-def judge_next_line_any(answer: str, predicted: str) -> bool:
-    allowed = set(json.loads(answer))
-    items = _listed(predicted)
-    named = [_next_line(str(item)) for item in items] if items is not None else [_next_line(predicted)]
-    return bool(named) and all(item is not None and item in allowed for item in named)
-
-
-def trace_pairs(text: str) -> list[tuple[int, int]] | None:
-    items = _listed(text)
-    if items is None:
-        return None
-    pairs = []
-    for item in items:
-        if (not isinstance(item, (list, tuple)) or len(item) != 2
-                or not all(type(v) is int for v in item)):
-            return None
-        pairs.append((item[0], item[1]))
-    return pairs
-
-
+# ====================================================================== judging
 def judge(task: dict, predicted: str, options: ScoreOptions) -> tuple[bool, float | None]:
-    """(correct, distance) of one parsed answer to a task of any kind but ``input``."""
-    kind, answer = task["kind"], task["answer"]
-    if kind == "output":
-        return same_value(answer, predicted, options), None
-    if kind == "state":
-        if task["answer_type"] == "unbound":
-            return _word(predicted) == "unbound", None
-        return same_value(answer, predicted, options), None
-    if kind == "state_any":
-        return judge_state_any(answer, predicted, options), None
-    if kind == "next_line":
-        return _next_line(predicted) == _next_line(answer), None
-    if kind == "next_line_any":
-        return judge_next_line_any(answer, predicted), None
-    if kind in ("coverage", "branch"):
-        return _boolean(predicted) is not None and _boolean(predicted) == _boolean(answer), None
-    if kind in ("line_count", "steps"):
-        return _integer(predicted) is not None and _integer(predicted) == int(answer), None
-    if kind == "exception":
-        word = _word(predicted)
-        return (word == "none" if answer == "none" else predicted.strip() == answer), None
-    if kind == "trace":
-        return judge_traces([answer], [predicted])[0]
-    raise ScoreError(f"task {task['task_id']}: unknown kind {kind!r}")
-
-
-def judge_traces(answers: list[str], predictions: list[str]) -> list[tuple[bool, float]]:
-    """Exact match and normalised edit distance of each predicted trace (numba kernel)."""
-    actual = [trace_pairs(a) or [] for a in answers]
-    guessed = [trace_pairs(p) for p in predictions]
-    encode = lambda pairs: [line * (1 << 20) + depth for line, depth in pairs]  # noqa: E731
-    distances = normalised_edit_distances([encode(g or []) for g in guessed],
-                                          [encode(a) for a in actual])
-    return [(g is not None and g == a, 1.0 if g is None else float(d))
-            for g, a, d in zip(guessed, actual, distances)]
+    """(correct, distance) of one parsed answer to a task of any kind but ``input``, by
+    the kind's judge (engine/tasks/_kinds.py, engine/scoring/_judges.py)."""
+    kind = task_kind(task["kind"])
+    if kind is None or kind.judge.in_sandbox:
+        raise ScoreError(f"task {task['task_id']}: unknown kind {task['kind']!r}")
+    return kind.judge(task, predicted, options)
 
 
 # ====================================================================== input checks
@@ -560,29 +408,31 @@ def _judge_rows(rows: list[tuple], tasks: dict[str, dict], options: ScoreOptions
                 ) -> tuple[list[Verdict], list[tuple[Verdict, str]], int]:
     verdicts: list[Verdict] = []
     pending: list[tuple[Verdict, str]] = []
-    traces: list[tuple[Verdict, str, str]] = []
+    batches: dict[Callable, list[tuple[Verdict, str, str]]] = {}
     errors = 0
     for task_id, model, label, sample_index, answer, parsed, error, created_at in rows:
         if error is not None:
             errors += 1
             continue
         task = tasks[task_id]
+        kind = task_kind(task["kind"])
         verdict = Verdict(task_id, model, label, sample_index, task["kind"],
                           bool(parsed and answer is not None), False, predicted_at=created_at)
         verdicts.append(verdict)
         if not verdict.parsed:
             verdict.note = "unparseable"
-            if task["kind"] == "trace":
-                verdict.distance = 1.0
-        elif task["kind"] == "input":
+            verdict.distance = kind.judge.unparsed_distance if kind is not None else None
+        elif kind is None:
+            raise ScoreError(f"task {task_id}: unknown kind {task['kind']!r}")
+        elif kind.judge.in_sandbox:
             pending.append((verdict, answer))
-        elif task["kind"] == "trace":
-            traces.append((verdict, task["answer"], answer))
+        elif kind.judge.many is not None:  # judged together: one kernel call per kind
+            batches.setdefault(kind.judge.many, []).append((verdict, task["answer"], answer))
         else:
-            verdict.correct, verdict.distance = judge(task, answer, options)
-    if traces:
-        judged = judge_traces([a for _, a, _ in traces], [p for _, _, p in traces])
-        for (verdict, _, _), (correct, distance) in zip(traces, judged):
+            verdict.correct, verdict.distance = kind.judge(task, answer, options)
+    for many, batch in batches.items():
+        judged = many([a for _, a, _ in batch], [p for _, _, p in batch])
+        for (verdict, _, _), (correct, distance) in zip(batch, judged):
             verdict.correct, verdict.distance = correct, distance
     return verdicts, pending, errors
 

@@ -1,0 +1,119 @@
+"""The task kinds: one :class:`TaskKind` per kind, holding everything that differs between
+kinds, so that nothing else in steptrace dispatches on a kind's name.
+
+A kind says how its questions are made from a run (``build``, and what that needs: the
+program's ast, the run's detail tables), what its prompt templates may and must name
+(``fields``, ``required``), how a model's answer is taken out of a CRUXEval-style
+assertion (``assertion``), and how a prediction is judged (``judge``, from
+engine/scoring/_judges.py). :data:`TASK_KINDS` holds them in the order tasks are listed
+and stored (:data:`KINDS`), as engine/benchmark/_filters.py's ``Rule`` and
+engine/analytics/_report.py's ``Section`` hold filters and report sections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from steptrace.scoring import _judges as judges
+from steptrace.scoring._judges import Judge
+from steptrace.tasks import _candidates as build
+from steptrace.tasks._candidates import Candidate, RunFacts
+
+# Template placeholders (README, "Prompts"): every kind's prompt can show the program
+# and the call; kinds about a line can name it, its text and the function asked about.
+CODE = frozenset({"code", "numbered_code"})
+CALL = frozenset({"input", "call"})
+COMMON_FIELDS = CODE | CALL | {"entry"}
+LINE_FIELDS = frozenset({"line", "line_text", "func", "function"})
+K = frozenset({"k", "kth"})
+LINE = frozenset({"line"})
+VAR = frozenset({"var"})
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """One task kind.
+
+    ``build`` gives every question a run allows (engine/tasks/_candidates.py);
+    ``needs_ast`` kinds ask about lines, so a program the host cannot parse gets none;
+    ``reads`` names the run's detail tables the builder reads (``branches`` also means
+    the store must be analysed first). ``fields`` are the placeholders a template of the
+    kind may use and ``required`` the groups it must use one of each of. ``assertion``
+    is the part of ``assert f(ARGS) == VALUE`` that is the answer (``"value"`` or
+    ``"args"``), None for a kind whose answer never comes as one."""
+
+    name: str
+    build: Callable[[RunFacts], list[Candidate]]
+    fields: frozenset[str]
+    required: tuple[frozenset[str], ...]
+    judge: Judge
+    needs_ast: bool = False
+    reads: frozenset[str] = frozenset()
+    assertion: str | None = None
+
+    def candidates(self, facts: RunFacts) -> list[Candidate]:
+        """Every question of this kind the run allows, unranked."""
+        if self.needs_ast and facts.info is None:
+            return []
+        return self.build(facts)
+
+
+_STEPS = frozenset({"steps"})
+_STATES = frozenset({"steps", "states"})
+
+_DECLARED = (
+    TaskKind("output", build.build_output, COMMON_FIELDS, (CODE, CALL), judges.VALUE,
+             assertion="value"),
+    TaskKind("input", build.build_input, CODE | {"entry", "output"},
+             (CODE, frozenset({"output"})), judges.RUN_IN_SANDBOX, assertion="args"),
+    TaskKind("state", build.build_state, COMMON_FIELDS | LINE_FIELDS | VAR | K,
+             (CODE, CALL, LINE, VAR, K), judges.STATE, needs_ast=True, reads=_STATES),
+    TaskKind("state_any", build.build_state_any, COMMON_FIELDS | LINE_FIELDS | VAR,
+             (CODE, CALL, LINE, VAR), judges.VALUE_SET, needs_ast=True, reads=_STATES),
+    TaskKind("next_line", build.build_next_line, COMMON_FIELDS | LINE_FIELDS | K,
+             (CODE, CALL, LINE, K), judges.LINE, needs_ast=True, reads=_STEPS),
+    TaskKind("next_line_any", build.build_next_line_any, COMMON_FIELDS | LINE_FIELDS,
+             (CODE, CALL, LINE), judges.LINE_SET, needs_ast=True, reads=_STEPS),
+    TaskKind("coverage", build.build_coverage, COMMON_FIELDS | {"line", "line_text"},
+             (CODE, CALL, LINE), judges.TRUTH, needs_ast=True, reads=_STEPS),
+    TaskKind("line_count", build.build_line_count, COMMON_FIELDS | LINE_FIELDS,
+             (CODE, CALL, LINE), judges.COUNT, needs_ast=True, reads=_STEPS),
+    TaskKind("branch", build.build_branch,
+             COMMON_FIELDS | {"line", "line_text", "k", "kth", "condition", "col",
+                              "condition_kind"},
+             (CODE, CALL, LINE, K, frozenset({"condition", "col"})), judges.TRUTH,
+             needs_ast=True, reads=frozenset({"branches"})),
+    TaskKind("steps", build.build_steps, COMMON_FIELDS, (CODE, CALL), judges.COUNT),
+    TaskKind("trace", build.build_trace, COMMON_FIELDS, (CODE, CALL), judges.TRACE,
+             reads=_STEPS),
+    TaskKind("exception", build.build_exception, COMMON_FIELDS, (CODE, CALL),
+             judges.EXCEPTION),
+)
+TASK_KINDS: dict[str, TaskKind] = {kind.name: kind for kind in _DECLARED}
+KINDS: tuple[str, ...] = tuple(TASK_KINDS)
+
+
+def task_kind(name: str) -> TaskKind | None:
+    """The kind called ``name``, or None for a name that is no kind."""
+    return TASK_KINDS.get(name)
+
+
+def parse_kinds(text: str | Iterable[str]) -> tuple[str, ...]:
+    """``"all"`` or a comma-separated list of kinds, in KINDS order, without repeats."""
+    names = [k.strip() for k in (text.split(",") if isinstance(text, str) else text)]
+    names = [k for k in names if k]
+    if not names:
+        raise ValueError(f"no task kinds given; use 'all' or any of {', '.join(KINDS)}")
+    if "all" in names:
+        return KINDS
+    unknown = [k for k in names if k not in KINDS]
+    if unknown:
+        raise ValueError(f"unknown task kind {unknown[0]!r}; use 'all' or any of "
+                         f"{', '.join(KINDS)}")
+    return tuple(k for k in KINDS if k in names)
+
+
+def tables_read(kinds: Iterable[str]) -> frozenset[str]:
+    """The detail tables the questions of ``kinds`` read."""
+    return frozenset().union(*(TASK_KINDS[kind].reads for kind in kinds))
