@@ -11,7 +11,7 @@ import pytest
 from steptrace.corpus import statement_lines
 from steptrace.corpus._statements import parse_program, statements
 from steptrace.scoring import _judges as judges
-from steptrace.scoring._score import ScoreError, ScoreOptions, judge
+from steptrace.scoring._verdicts import ScoreError, ScoreOptions, judge
 from steptrace.tasks import KINDS, TASK_KINDS, extract_answer, parse_kinds, task_kind
 from steptrace.tasks._kinds import tables_read
 from steptrace.tasks._program import program_info

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from steptrace.cli._main import main
 from steptrace.scoring._judges import judge_traces
-from steptrace.scoring._score import ScoreOptions, judge
+from steptrace.scoring._verdicts import ScoreOptions, judge
 from steptrace.scoring._stats import probability_a_beats_b
 from openai_stub import StubServer, answer
 from test_tasks import LOOP  # f([1, 2, 3]) == 3; f([3]) == 3 too

@@ -311,7 +311,7 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
             raise click.UsageError("--cruxeval needs --mode input or --mode output")
         _score_cruxeval(cruxeval, mode, out, data, workers, fmt)
         return
-    from steptrace.scoring._score import ScoreOptions, score_predictions
+    from steptrace.scoring import ScoreOptions, score_predictions
     options = ScoreOptions(models=models, labels=labels, ks=ks, type_strict=type_strict,
                            float_tolerance=float_tolerance, workers=workers,
                            limits=Limits(timeout_s=timeout))
