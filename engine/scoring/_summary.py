@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from steptrace.scoring._buckets import step_bucket
 from steptrace.scoring._stats import (bootstrap_interval, incremental_consistency, pass_at_k,
                                       probability_a_beats_b)
 from steptrace.scoring._verdicts import ExperimentKey, Verdict
 
 # REval's order of a (program, input)'s tasks, easiest first.
 CONSISTENCY_KINDS = ("coverage", "state", "next_line", "output")
-STEP_BUCKETS = ((1, 4), (5, 16), (17, 64), (65, 256), (257, None))
 
 
 @dataclass
@@ -80,6 +80,9 @@ class ScoreSummary:
         return columns, rows
 
     def by_difficulty(self) -> tuple[list[str], list[list]]:
+        """pass@1 per experiment by bucket of the task's run's line steps (the buckets of
+        engine/scoring/_buckets.py, as the accuracy_by_kind query and the report have
+        them) and by the loop nesting around the task's line (0, 1, 2+)."""
         columns = ["model", "label", "feature", "bucket", "tasks", "samples", "pass@1"]
         by_task = self._by_task
         rows = []
@@ -91,8 +94,8 @@ class ScoreSummary:
                 task = self.tasks[task_id]
                 steps = task.get("line_steps")
                 if steps is not None:
-                    order, label = _step_bucket(int(steps))
-                    buckets[("line_steps", label, order)].append(vs)
+                    bucket = step_bucket(int(steps))
+                    buckets[("line_steps", bucket.label, bucket.low)].append(vs)
                 nesting = min(int(task.get("loop_nesting") or 0), 2)
                 buckets[("loop_nesting", "2+" if nesting == 2 else str(nesting), nesting)].append(vs)
             for (feature, label, _), groups in sorted(buckets.items(), key=lambda i: (i[0][0], i[0][2])):
@@ -157,10 +160,3 @@ class ScoreSummary:
 
 def _percent(value: float) -> float:
     return round(100.0 * float(value), 2)
-
-
-def _step_bucket(steps: int) -> tuple[int, str]:
-    for order, (low, high) in enumerate(STEP_BUCKETS):
-        if steps >= low and (high is None or steps <= high):
-            return order, f"{low}+" if high is None else f"{low}-{high}"
-    return -1, "0"
