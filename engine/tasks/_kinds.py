@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 from steptrace.scoring import _judges as judges
 from steptrace.scoring._judges import Judge
-from steptrace.tasks import _candidates as build
+from steptrace.tasks import _candidates as questions
 from steptrace.tasks._candidates import Candidate, RunFacts
 
 # Template placeholders (README, "Prompts"): every kind's prompt can show the program
@@ -63,31 +63,31 @@ _STEPS = frozenset({"steps"})
 _STATES = frozenset({"steps", "states"})
 
 _DECLARED = (
-    TaskKind("output", build.build_output, COMMON_FIELDS, (CODE, CALL), judges.VALUE,
+    TaskKind("output", questions.build_output, COMMON_FIELDS, (CODE, CALL), judges.VALUE,
              assertion="value"),
-    TaskKind("input", build.build_input, CODE | {"entry", "output"},
+    TaskKind("input", questions.build_input, CODE | {"entry", "output"},
              (CODE, frozenset({"output"})), judges.RUN_IN_SANDBOX, assertion="args"),
-    TaskKind("state", build.build_state, COMMON_FIELDS | LINE_FIELDS | VAR | K,
+    TaskKind("state", questions.build_state, COMMON_FIELDS | LINE_FIELDS | VAR | K,
              (CODE, CALL, LINE, VAR, K), judges.STATE, needs_ast=True, reads=_STATES),
-    TaskKind("state_any", build.build_state_any, COMMON_FIELDS | LINE_FIELDS | VAR,
+    TaskKind("state_any", questions.build_state_any, COMMON_FIELDS | LINE_FIELDS | VAR,
              (CODE, CALL, LINE, VAR), judges.VALUE_SET, needs_ast=True, reads=_STATES),
-    TaskKind("next_line", build.build_next_line, COMMON_FIELDS | LINE_FIELDS | K,
+    TaskKind("next_line", questions.build_next_line, COMMON_FIELDS | LINE_FIELDS | K,
              (CODE, CALL, LINE, K), judges.LINE, needs_ast=True, reads=_STEPS),
-    TaskKind("next_line_any", build.build_next_line_any, COMMON_FIELDS | LINE_FIELDS,
+    TaskKind("next_line_any", questions.build_next_line_any, COMMON_FIELDS | LINE_FIELDS,
              (CODE, CALL, LINE), judges.LINE_SET, needs_ast=True, reads=_STEPS),
-    TaskKind("coverage", build.build_coverage, COMMON_FIELDS | {"line", "line_text"},
+    TaskKind("coverage", questions.build_coverage, COMMON_FIELDS | {"line", "line_text"},
              (CODE, CALL, LINE), judges.TRUTH, needs_ast=True, reads=_STEPS),
-    TaskKind("line_count", build.build_line_count, COMMON_FIELDS | LINE_FIELDS,
+    TaskKind("line_count", questions.build_line_count, COMMON_FIELDS | LINE_FIELDS,
              (CODE, CALL, LINE), judges.COUNT, needs_ast=True, reads=_STEPS),
-    TaskKind("branch", build.build_branch,
+    TaskKind("branch", questions.build_branch,
              COMMON_FIELDS | {"line", "line_text", "k", "kth", "condition", "col",
                               "condition_kind"},
              (CODE, CALL, LINE, K, frozenset({"condition", "col"})), judges.TRUTH,
              needs_ast=True, reads=frozenset({"branches"})),
-    TaskKind("steps", build.build_steps, COMMON_FIELDS, (CODE, CALL), judges.COUNT),
-    TaskKind("trace", build.build_trace, COMMON_FIELDS, (CODE, CALL), judges.TRACE,
+    TaskKind("steps", questions.build_steps, COMMON_FIELDS, (CODE, CALL), judges.COUNT),
+    TaskKind("trace", questions.build_trace, COMMON_FIELDS, (CODE, CALL), judges.TRACE,
              reads=_STEPS),
-    TaskKind("exception", build.build_exception, COMMON_FIELDS, (CODE, CALL),
+    TaskKind("exception", questions.build_exception, COMMON_FIELDS, (CODE, CALL),
              judges.EXCEPTION),
 )
 TASK_KINDS: dict[str, TaskKind] = {kind.name: kind for kind in _DECLARED}
