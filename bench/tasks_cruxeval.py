@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from steptrace.tracing._analysis import AnalysisOptions, analyse_store  # noqa: E402
-from steptrace.tasks._tasks import KINDS, TaskOptions, generate_tasks  # noqa: E402
+from steptrace.tasks import KINDS, TaskOptions, generate_tasks  # noqa: E402
 from steptrace.tracing._trace import TraceOptions, trace_corpus  # noqa: E402
 
 CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"

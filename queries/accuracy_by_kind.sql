@@ -7,7 +7,9 @@
 -- requires: scores(task_id, model, label, sample_index, correct): run steptrace score first
 -- Reads predictions, tasks and scores as accuracy_by_method does, a row set per
 -- experiment (model and label: steptrace predict --label). The row of a kind with
--- bucket_from and bucket_to NULL is that kind over all buckets; it comes first.
+-- bucket_from and bucket_to NULL is that kind over all buckets; it comes first. The
+-- buckets are [bucket_from, bucket_to), those of steptrace score's "by difficulty" table
+-- (engine/scoring/_buckets.py).
 WITH per_task AS (
     SELECT p.model, p.label, p.task_id, count(*) AS predictions,
            count(*) FILTER (WHERE NOT p.parsed) AS unparseable,
@@ -19,6 +21,7 @@ WITH per_task AS (
 ),
 bucketed AS (
     SELECT pt.*, t.kind,
+           -- step_bucket(line_steps).low: engine/scoring/_buckets.py bucket_from_sql
            CASE WHEN r.line_steps IS NULL THEN NULL
                 WHEN $width > 0 THEN (r.line_steps // $width) * $width
                 WHEN r.line_steps < 1 THEN 0
@@ -31,6 +34,7 @@ SELECT model,
        label,
        kind,
        bucket_from,
+       -- engine/scoring/_buckets.py bucket_to_sql
        CASE WHEN bucket_from IS NULL THEN NULL
             WHEN $width > 0 THEN bucket_from + $width
             WHEN bucket_from = 0 THEN 1

@@ -10,14 +10,18 @@ WITH counts AS (
 ),
 bucketed AS (
     SELECT measure,
-           CASE WHEN $width > 0 THEN (n // $width) * $width
+           -- step_bucket(n).low: engine/scoring/_buckets.py bucket_from_sql
+           CASE WHEN n IS NULL THEN NULL
+                WHEN $width > 0 THEN (n // $width) * $width
                 WHEN n < 1 THEN 0
                 ELSE 1::BIGINT << floor(log2(n))::INTEGER END AS bucket_from
     FROM counts
 )
 SELECT measure,
        bucket_from,
-       CASE WHEN $width > 0 THEN bucket_from + $width
+       -- engine/scoring/_buckets.py bucket_to_sql
+       CASE WHEN bucket_from IS NULL THEN NULL
+            WHEN $width > 0 THEN bucket_from + $width
             WHEN bucket_from = 0 THEN 1
             ELSE 2 * bucket_from END AS bucket_to,
        count(*) AS runs

@@ -21,9 +21,11 @@ from hypothesis import strategies as st
 
 from steptrace.tracing._analysis import AnalysisOptions, analyse_store
 from steptrace.cli._main import main
-from steptrace.analytics._features import (branch_entropy, line_coverage, longest_cycles, loop_depths,
-                             run_features, statement_lines, statement_lines_ast,
-                             transition_counts)
+from steptrace.analytics._features import branch_entropy, run_features
+from steptrace.analytics._statement_scan import statement_lines
+from steptrace.analytics._step_kernels import (line_coverage, longest_cycles, loop_depths,
+                                               transition_counts)
+from steptrace.corpus._statements import statement_lines as statement_lines_ast
 from steptrace.benchmark._synth import synth_programs
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 

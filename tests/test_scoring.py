@@ -19,7 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from steptrace.cli._main import main
-from steptrace.scoring._score import ScoreOptions, judge, judge_traces
+from steptrace.scoring._judges import judge_traces
+from steptrace.scoring._verdicts import ScoreOptions, judge
 from steptrace.scoring._stats import probability_a_beats_b
 from openai_stub import StubServer, answer
 from test_tasks import LOOP  # f([1, 2, 3]) == 3; f([3]) == 3 too
@@ -221,9 +222,10 @@ def test_consistency_and_comparison(scored):
 def test_by_difficulty(scored):
     _, _, result = scored
     steps = [r for r in result["by_difficulty"] if r["feature"] == "line_steps"]
-    assert steps == [{"model": "m1", "label": LABEL, "feature": "line_steps", "bucket": "5-16",
+    # f([1, 2, 3]) takes 12 line steps: the doubling bucket 8-15 (engine/scoring/_buckets.py)
+    assert steps == [{"model": "m1", "label": LABEL, "feature": "line_steps", "bucket": "8-15",
                       "tasks": 6, "samples": 18, "pass@1": 55.56},
-                     {"model": "m2", "label": LABEL, "feature": "line_steps", "bucket": "5-16",
+                     {"model": "m2", "label": LABEL, "feature": "line_steps", "bucket": "8-15",
                       "tasks": 6, "samples": 18, "pass@1": 16.67}]
     nesting = [r for r in result["by_difficulty"] if r["feature"] == "loop_nesting"]
     assert sum(r["tasks"] for r in nesting if r["model"] == "m1") == 6

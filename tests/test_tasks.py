@@ -25,8 +25,9 @@ from click.testing import CliRunner
 
 from steptrace.cli._main import main
 from steptrace.store._store import StoreError, connect
-from steptrace.tasks._tasks import (KINDS, TaskOptions, generate_tasks, load_templates, numbered,
-                          ordinal, parse_kinds)
+from steptrace.tasks._kinds import KINDS, parse_kinds
+from steptrace.tasks._tasks import TaskOptions, generate_tasks
+from steptrace.tasks._templates import load_templates, numbered, ordinal
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 
 LOOP = """\

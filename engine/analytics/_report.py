@@ -24,6 +24,7 @@ from matplotlib.ticker import MaxNLocator
 
 from steptrace.predictions._experiments import experiment_name
 from steptrace.analytics._queries import run_query
+from steptrace.scoring._buckets import Bucket
 from steptrace.store._store import QueryResult, StoreError, connect, first_line
 from steptrace.errors import InputError
 from steptrace.corpus._text import user_file
@@ -122,8 +123,9 @@ def _status(result: QueryResult) -> Figure | None:
     return _bars([r["status"] for r in rows], {"runs": [r["runs"] for r in rows]}, "runs")
 
 
-def _bucket(low, high) -> str:
-    return f"{low}" if high == low + 1 else f"{low}-{high - 1}"
+def _bucket(low: int, high: int) -> str:
+    """A query row's bucket [low, high) as score's table labels it: ``8-15``."""
+    return Bucket(low, high).label
 
 
 def _steps(result: QueryResult) -> Figure | None:

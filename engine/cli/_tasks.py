@@ -1,7 +1,7 @@
 """The command of pipeline step 5: tasks (prediction questions made from the stored runs).
 
 Module-level imports are click and light modules only (see _common.py): the kinds and
-styles come from steptrace.tasks._kinds; polars and DuckDB load when the command runs.
+styles come from steptrace.tasks._names; polars and DuckDB load when the command runs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import click
 
 from steptrace.cli._common import db_option, format_option
 from steptrace.cli._render import render
-from steptrace.tasks._kinds import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
+from steptrace.tasks._names import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
 
 @click.command("tasks")
 @db_option

@@ -19,6 +19,8 @@ _EXPORTS = {
     "open_utf8": "_text",
     "read_utf8": "_text",
     "source_lines": "_formats",
+    "statement_lines": "_statements",
+    "statements": "_statements",
     "utf8_lines": "_text",
 }
 __all__ = sorted(_EXPORTS)

@@ -16,7 +16,7 @@ which template made its prompt. Each prediction stores the SHA-256 of its prompt
 same label with another prompt: a changed template can never be taken for the old one.
 
 This module is imported by :func:`steptrace.store._store.connect` (to upgrade older stores), so it
-keeps to the standard library and duckdb.
+keeps to the standard library, duckdb and the table declarations (engine/store/_tables.py).
 """
 
 from __future__ import annotations
@@ -27,59 +27,15 @@ from dataclasses import dataclass
 
 import duckdb
 from steptrace.errors import InputError
+from steptrace.store._tables import EXPERIMENTS, PREDICTIONS, SCORES
 
 LEGACY_LABEL = "legacy"  # predictions stored before experiments were recorded (schema 2)
 MAX_LABEL_CHARS = 100
 
-EXPERIMENTS_DDL = """
-CREATE TABLE IF NOT EXISTS experiments (
-    model          VARCHAR NOT NULL,
-    label          VARCHAR NOT NULL,
-    prompt_style   VARCHAR,
-    system_prompt  VARCHAR,
-    temperature    DOUBLE,
-    top_p          DOUBLE,
-    max_tokens     INTEGER,
-    created_at     TIMESTAMP NOT NULL,
-    PRIMARY KEY (model, label)
-)
-"""
-PREDICTIONS_DDL = """
-CREATE TABLE IF NOT EXISTS predictions (
-    task_id            VARCHAR NOT NULL,
-    model              VARCHAR NOT NULL,
-    label              VARCHAR NOT NULL,
-    sample_index       INTEGER NOT NULL,
-    kind               VARCHAR NOT NULL,
-    prompt_style       VARCHAR,
-    prompt_sha256      VARCHAR,
-    raw_text           VARCHAR,
-    answer             VARCHAR,
-    parsed             BOOLEAN NOT NULL,
-    prompt_tokens      BIGINT,
-    completion_tokens  BIGINT,
-    latency_ms         DOUBLE,
-    error              VARCHAR,
-    finish_reason      VARCHAR,
-    created_at         TIMESTAMP,
-    PRIMARY KEY (task_id, model, label, sample_index)
-)
-"""
-SCORES_DDL = """
-CREATE TABLE IF NOT EXISTS scores (
-    task_id       VARCHAR NOT NULL,
-    model         VARCHAR NOT NULL,
-    label         VARCHAR NOT NULL,
-    sample_index  INTEGER NOT NULL,
-    kind          VARCHAR NOT NULL,
-    parsed        BOOLEAN NOT NULL,
-    correct       BOOLEAN NOT NULL,
-    distance      DOUBLE,
-    note          VARCHAR,
-    scored_at     TIMESTAMP NOT NULL,
-    PRIMARY KEY (task_id, model, label, sample_index)
-)
-"""
+# The tables' one declaration is in engine/store/_tables.py.
+EXPERIMENTS_DDL = EXPERIMENTS.ddl()
+PREDICTIONS_DDL = PREDICTIONS.ddl()
+SCORES_DDL = SCORES.ddl()
 # The layouts of schema 2, which upgrade() recognises (and nothing else).
 V2_PREDICTION_COLUMNS = ("task_id", "model", "sample_index", "kind", "raw_text", "answer",
                          "parsed", "prompt_tokens", "completion_tokens", "latency_ms", "error",

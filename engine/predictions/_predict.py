@@ -44,6 +44,7 @@ from steptrace.tasks._answers import extract_answer
 from steptrace.predictions._experiments import (PREDICTIONS_DDL, SCORES_DDL, Experiment, ExperimentError,
                                 check_label, default_label, prompt_styles, register, sha256)
 from steptrace.store._store import StoreError, StoreLockedError, connect, first_line
+from steptrace.store._tables import PREDICTIONS
 from steptrace.corpus._text import open_utf8
 from steptrace.tasks._source import TasksLike, in_memory_tasks, is_tasks_file, tasks_name
 from steptrace.errors import InputError, PredictError
@@ -57,15 +58,8 @@ if TYPE_CHECKING:
 from steptrace.predictions._options import DEFAULT_API_KEY_ENV, PredictOptions  # noqa: E402,F401
 PLACEHOLDER_API_KEY = "steptrace-no-key"  # local servers need none, the client needs one
 
-PREDICTION_TYPES = {  # the columns of PREDICTIONS_DDL, in its order
-    "task_id": pa.string(), "model": pa.string(), "label": pa.string(),
-    "sample_index": pa.int32(), "kind": pa.string(), "prompt_style": pa.string(),
-    "prompt_sha256": pa.string(), "raw_text": pa.string(), "answer": pa.string(),
-    "parsed": pa.bool_(), "prompt_tokens": pa.int64(), "completion_tokens": pa.int64(),
-    "latency_ms": pa.float64(), "error": pa.string(), "finish_reason": pa.string(),
-    "created_at": pa.timestamp("us"),
-}
-PREDICTION_COLUMNS = tuple(PREDICTION_TYPES)
+PREDICTION_TYPES = PREDICTIONS.arrow_types()  # the table's columns, in its order
+PREDICTION_COLUMNS = PREDICTIONS.column_names
 
 Progress = Callable[[int, int], None]
 

@@ -4,9 +4,11 @@ comparisons; the official CRUXEval scoring."""
 from steptrace._lazy import lazy_exports
 
 _EXPORTS = {
-    "ScoreError": "_score",
-    "ScoreOptions": "_score",
-    "ScoreSummary": "_score",
+    "ScoreError": "_verdicts",
+    "ScoreOptions": "_verdicts",
+    "ScoreSummary": "_summary",
+    "Verdict": "_verdicts",
+    "judge": "_verdicts",
     "score_cruxeval": "_cruxeval",
     "score_predictions": "_score",
 }

@@ -4,6 +4,7 @@
 from steptrace._lazy import lazy_exports
 
 _EXPORTS = {
+    "Column": "_tables",
     "DEFAULT_DB": "_store",
     "QueryResult": "_store",
     "Run": "_runs",
@@ -13,6 +14,7 @@ _EXPORTS = {
     "Store": "_reader",
     "StoreError": "_store",
     "StoreLockedError": "_store",
+    "Table": "_tables",
     "TraceWriter": "_store",
     "TracedRun": "_store",
     "connect": "_store",
@@ -21,6 +23,8 @@ _EXPORTS = {
     "require_store": "_store",
     "run_rows": "_store",
     "status_counts": "_store",
+    "table": "_tables",
+    "tables": "_tables",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

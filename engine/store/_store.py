@@ -32,6 +32,8 @@ from steptrace.errors import StoreError
 from steptrace.predictions._experiments import upgrade as upgrade_experiment_tables
 from steptrace.corpus._text import file_kind
 from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
+from steptrace.store._tables import (ANALYSES, BRANCHES, CONNECT_TABLES, PROGRAMS, RUN_FEATURES,
+                                     RUNS, STATES, STEPS, TASKS)
 
 SCHEMA_VERSION = "3"
 # 3 keyed predictions and scores by experiment (engine/predictions/_experiments.py), 2 added branches
@@ -40,108 +42,17 @@ READABLE_VERSIONS = ("1", "2", "3")
 LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
 DEFAULT_LOCK_WAIT_S = 10.0
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
-CREATE TABLE IF NOT EXISTS programs (
-    program_id   BIGINT PRIMARY KEY,
-    source       VARCHAR NOT NULL,
-    sample_id    VARCHAR NOT NULL,
-    code         VARCHAR NOT NULL,
-    entry        VARCHAR NOT NULL,
-    code_sha256  VARCHAR NOT NULL,
-    program_key  VARCHAR NOT NULL UNIQUE
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id             BIGINT PRIMARY KEY,
-    program_id         BIGINT NOT NULL,
-    sample_id          VARCHAR NOT NULL,
-    input_index        INTEGER NOT NULL,
-    input              VARCHAR NOT NULL,
-    status             VARCHAR NOT NULL,
-    output             VARCHAR,
-    output_type        VARCHAR,
-    output_truncated   BOOLEAN,
-    exception_type     VARCHAR,
-    exception_message  VARCHAR,
-    expected           VARCHAR,
-    output_matches     BOOLEAN,
-    note               VARCHAR,
-    stdout             VARCHAR,
-    line_steps         BIGINT,
-    instruction_steps  BIGINT,
-    calls              BIGINT,
-    max_depth          INTEGER,
-    n_steps            BIGINT,
-    duration_us        BIGINT,
-    call_us            BIGINT,
-    isolation          VARCHAR,
-    run_key            VARCHAR NOT NULL UNIQUE,
-    traced_at          TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS steps (
-    run_id  BIGINT NOT NULL,
-    step    INTEGER NOT NULL,
-    event   VARCHAR NOT NULL,
-    func    VARCHAR NOT NULL,
-    line    INTEGER NOT NULL,
-    depth   INTEGER NOT NULL,
-    frame   INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS states (
-    run_id     BIGINT NOT NULL,
-    step       INTEGER NOT NULL,
-    var        VARCHAR NOT NULL,
-    value      VARCHAR,
-    type       VARCHAR,
-    truncated  BOOLEAN NOT NULL
-);
-CREATE TABLE IF NOT EXISTS analyses (
-    run_id            BIGINT PRIMARY KEY,
-    status            VARCHAR NOT NULL,
-    agrees            BOOLEAN,
-    disagreement      VARCHAR,
-    int_ops           BIGINT,
-    int_ops_large     BIGINT,
-    seq_ops           BIGINT,
-    seq_ops_long      BIGINT,
-    float_ops         BIGINT,
-    true_divisions    BIGINT,
-    evaluations       BIGINT,
-    deterministic     BOOLEAN,
-    determinism_note  VARCHAR,
-    note              VARCHAR,
-    analysed_at       TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS branches (
-    run_id      BIGINT NOT NULL,
-    line        INTEGER NOT NULL,
-    col         INTEGER NOT NULL,
-    kind        VARCHAR NOT NULL,
-    evaluation  INTEGER NOT NULL,
-    taken       BOOLEAN NOT NULL
-);
-"""
-
-RUN_COLUMNS = (
-    "run_id", "program_id", "sample_id", "input_index", "input", "status", "output",
-    "output_type", "output_truncated", "exception_type", "exception_message", "expected",
-    "output_matches", "note", "stdout", "line_steps", "instruction_steps", "calls",
-    "max_depth", "n_steps", "duration_us", "call_us", "isolation", "run_key", "traced_at",
-)
-STEP_COLUMNS = ("run_id", "step", "event", "func", "line", "depth", "frame")
-STATE_COLUMNS = ("run_id", "step", "var", "value", "type", "truncated")
-ANALYSIS_COLUMNS = (
-    "run_id", "status", "agrees", "disagreement", "int_ops", "int_ops_large", "seq_ops",
-    "seq_ops_long", "float_ops", "true_divisions", "evaluations", "deterministic",
-    "determinism_note", "note", "analysed_at",
-)
-BRANCH_COLUMNS = ("run_id", "line", "col", "kind", "evaluation", "taken")
+# Every table is declared once, in engine/store/_tables.py; these are derived from them.
+SCHEMA = "".join(t.ddl() for t in CONNECT_TABLES)
+RUN_COLUMNS = RUNS.column_names
+STEP_COLUMNS = STEPS.column_names
+STATE_COLUMNS = STATES.column_names
+RUN_TYPES = RUNS.arrow_types()
+PROGRAM_TYPES = PROGRAMS.arrow_types()
 # Tables keyed by run_id that describe a run: replaced with it (trace --force).
-RUN_DETAIL_TABLES = ("steps", "states", "analyses", "branches")
+RUN_DETAIL_TABLES = tuple(t.name for t in (STEPS, STATES, ANALYSES, BRANCHES))
 # Made from a run by later commands, when they have been run: stale once it is replaced.
-DERIVED_RUN_TABLES = ("tasks", "run_features")
-
-
+DERIVED_RUN_TABLES = (TASKS.name, RUN_FEATURES.name)
 
 
 @dataclass
@@ -154,13 +65,10 @@ class TracedRun:
     isolation: str
 
 
-EXPECTED_COLUMNS = {
-    "programs": ("program_id", "source", "sample_id", "code", "entry", "code_sha256", "program_key"),
-    "runs": RUN_COLUMNS,
-    "steps": STEP_COLUMNS,
-    "states": STATE_COLUMNS,
-}
-ADDED_IN_2 = {"analyses": ANALYSIS_COLUMNS, "branches": BRANCH_COLUMNS}
+# What a file must hold to be a store: the tables of schema version 1, exactly; those
+# version 2 added are checked when present (connect creates them in an older store).
+EXPECTED_COLUMNS = {t.name: t.column_names for t in (PROGRAMS, RUNS, STEPS, STATES)}
+ADDED_IN_2 = {t.name: t.column_names for t in (ANALYSES, BRANCHES)}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -634,9 +542,10 @@ class _StepRows(_Rows):
         self.added(count)
 
     def arrays(self) -> list[pa.Array]:
-        return [pa.array(self.run_id, pa.int64()), pa.array(self.step, pa.int32()),
-                self.event.array(), self.func.array(), pa.array(self.line, pa.int32()),
-                pa.array(self.depth, pa.int32()), pa.array(self.frame, pa.int32())]
+        types = _STEP_TYPES  # event and func: dictionary-encoded names (DuckDB: VARCHAR)
+        return [pa.array(self.run_id, types["run_id"]), pa.array(self.step, types["step"]),
+                self.event.array(), self.func.array(), pa.array(self.line, types["line"]),
+                pa.array(self.depth, types["depth"]), pa.array(self.frame, types["frame"])]
 
 
 class _StateRows(_Rows):
@@ -665,25 +574,14 @@ class _StateRows(_Rows):
         self.added(count)
 
     def arrays(self) -> list[pa.Array]:
-        return [pa.array(self.run_id, pa.int64()), pa.array(self.step, pa.int32()),
+        types = _STATE_TYPES  # var and type: dictionary-encoded names (DuckDB: VARCHAR)
+        return [pa.array(self.run_id, types["run_id"]), pa.array(self.step, types["step"]),
                 self.var.array(), _strings(self.value), self.type.array(),
-                pa.array(self.truncated, pa.bool_())]
+                pa.array(self.truncated, types["truncated"])]
 
 
-RUN_TYPES = {
-    "run_id": pa.int64(), "program_id": pa.int64(), "sample_id": pa.string(),
-    "input_index": pa.int32(), "input": pa.string(), "status": pa.string(),
-    "output": pa.string(), "output_type": pa.string(), "output_truncated": pa.bool_(),
-    "exception_type": pa.string(), "exception_message": pa.string(),
-    "expected": pa.string(), "output_matches": pa.bool_(), "note": pa.string(),
-    "stdout": pa.string(), "line_steps": pa.int64(), "instruction_steps": pa.int64(),
-    "calls": pa.int64(), "max_depth": pa.int32(), "n_steps": pa.int64(),
-    "duration_us": pa.int64(), "call_us": pa.int64(), "isolation": pa.string(),
-    "run_key": pa.string(), "traced_at": pa.timestamp("us"),
-}
-PROGRAM_TYPES = {"program_id": pa.int64(), "source": pa.string(), "sample_id": pa.string(),
-                 "code": pa.string(), "entry": pa.string(), "code_sha256": pa.string(),
-                 "program_key": pa.string()}
+_STEP_TYPES = STEPS.arrow_types()
+_STATE_TYPES = STATES.arrow_types()
 
 
 def _arrow(columns: dict, types: dict) -> pa.Table:

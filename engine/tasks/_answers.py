@@ -15,11 +15,12 @@ import re
 import tokenize
 from dataclasses import dataclass
 
+from steptrace.tasks._kinds import task_kind
+
 OPEN_TAG = re.compile(r"\[\s*ANSWER\s*\]", re.IGNORECASE)
 CLOSE_TAG = re.compile(r"\[\s*/\s*ANSWER\s*\]", re.IGNORECASE)
 FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[ \t]*$", re.MULTILINE)
 ASSERT_WORD = re.compile(r"\bassert\b")
-CALL_KINDS = ("output", "input")  # kinds whose answer can come as `assert f(...) == ...`
 MAX_ASSERT_LINES = 50  # how far an assertion may continue over lines
 
 
@@ -33,7 +34,8 @@ def extract_answer(text: str | None, kind: str, prompt_style: str | None = None)
        end). Its content is taken as it is, except that a fenced code block inside it is
        unwrapped and, for ``output``/``input`` tasks, an assertion inside it is reduced
        as in 2.
-    2. **CRUXEval-style assertion** (``output`` and ``input`` tasks only): the last
+    2. **CRUXEval-style assertion** (``output`` and ``input`` tasks only: the kinds with
+       an ``assertion`` part, engine/tasks/_kinds.py): the last
        ``assert CALL == X`` (or ``X == CALL``) anywhere in the text, where CALL calls a
        plain name. ``output`` takes ``X``; ``input`` takes the argument text inside the
        call's parentheses, exactly as written (``assert f('a', k=1) == 3`` gives
@@ -51,41 +53,43 @@ def extract_answer(text: str | None, kind: str, prompt_style: str | None = None)
     """
     if not text or not text.strip():
         return None
+    known = task_kind(kind)
+    part = known.assertion if known is not None else None
     for finder in (_from_answer_block, _from_assertion, _from_fence, _from_bare_text):
-        answer = finder(text, kind, prompt_style)
+        answer = finder(text, part, prompt_style)
         if answer:
             return answer
     return None
 
 
 # ------------------------------------------------------------------ the four sources
-def _from_answer_block(text: str, kind: str, style: str | None) -> str | None:
+def _from_answer_block(text: str, part: str | None, style: str | None) -> str | None:
     for content in reversed(_answer_blocks(text)):
-        answer = _reduce(content, kind, style)
+        answer = _reduce(content, part, style)
         if answer:
             return answer
     return None
 
 
-def _from_assertion(text: str, kind: str, style: str | None) -> str | None:
-    if kind not in CALL_KINDS:
+def _from_assertion(text: str, part: str | None, style: str | None) -> str | None:
+    if part is None:
         return None
     for match in reversed(list(ASSERT_WORD.finditer(text))):
-        answer = _assertion_at(text[match.start():], kind)
+        answer = _assertion_at(text[match.start():], part)
         if answer:
             return answer
     return None
 
 
-def _from_fence(text: str, kind: str, style: str | None) -> str | None:
+def _from_fence(text: str, part: str | None, style: str | None) -> str | None:
     content = _last_fence(text)
-    return None if content is None else _reduce(content, kind, style)
+    return None if content is None else _reduce(content, part, style)
 
 
-def _from_bare_text(text: str, kind: str, style: str | None) -> str | None:
+def _from_bare_text(text: str, part: str | None, style: str | None) -> str | None:
     stripped = text.strip()
-    if kind in CALL_KINDS:
-        reduced = _reduce_expression(stripped, kind, style)
+    if part is not None:
+        reduced = _reduce_expression(stripped, part, style)
         if reduced:
             return reduced
     if keyword.iskeyword(stripped) or _is_expression(stripped):
@@ -123,7 +127,7 @@ def _last_fence(text: str) -> str | None:
     return text[opening.end():closing.start() if closing else len(text)]
 
 
-def _reduce(content: str, kind: str, style: str | None) -> str | None:
+def _reduce(content: str, part: str | None, style: str | None) -> str | None:
     """The answer inside a block's or fence's content."""
     fenced = _last_fence(content)
     if fenced is not None and fenced.strip():
@@ -131,12 +135,12 @@ def _reduce(content: str, kind: str, style: str | None) -> str | None:
     content = content.strip()
     if not content:
         return None
-    if kind in CALL_KINDS:
+    if part is not None:
         if ASSERT_WORD.match(content):
-            reduced = _assertion_at(content, kind)
+            reduced = _assertion_at(content, part)
             if reduced:
                 return reduced
-        reduced = _reduce_expression(content, kind, style)
+        reduced = _reduce_expression(content, part, style)
         if reduced:
             return reduced
     return content
@@ -150,14 +154,15 @@ class _Split:
     args: str
     value: str
 
-    def part(self, kind: str) -> str | None:
-        text = (self.args if kind == "input" else self.value).strip()
-        if kind == "input":
+    def take(self, part: str) -> str | None:
+        """The ``"args"`` or the ``"value"`` of the assertion, if it parses."""
+        text = (self.args if part == "args" else self.value).strip()
+        if part == "args":
             return text if _is_expression(f"_({text})") else None
         return text if _is_expression(text) else None
 
 
-def _assertion_at(text: str, kind: str) -> str | None:
+def _assertion_at(text: str, part: str) -> str | None:
     """The wanted part of the assertion that starts ``text``: parsed with ``ast`` over a
     growing number of lines; a token scan of its first line when it never parses."""
     lines = text.splitlines()
@@ -165,9 +170,9 @@ def _assertion_at(text: str, kind: str) -> str | None:
         source = "\n".join(lines[:end])
         split = _split_parsed(source)
         if split is not None:
-            return split.part(kind)
+            return split.take(part)
     split = _split_scanned(lines[0] if lines else "")
-    return split.part(kind) if split else None
+    return split.take(part) if split else None
 
 
 def _split_parsed(source: str) -> _Split | None:
@@ -180,7 +185,7 @@ def _split_parsed(source: str) -> _Split | None:
     return _split_compare(source, module.body[0].test)
 
 
-def _reduce_expression(text: str, kind: str, style: str | None) -> str | None:
+def _reduce_expression(text: str, part: str | None, style: str | None) -> str | None:
     """``CALL == X`` written without ``assert``; for a cruxeval input, a bare ``f(ARGS)``."""
     try:
         node = ast.parse(text, mode="eval").body
@@ -188,8 +193,8 @@ def _reduce_expression(text: str, kind: str, style: str | None) -> str | None:
         return None
     split = _split_compare(text, node)
     if split is not None:
-        return split.part(kind)
-    if kind == "input" and style == "cruxeval" and _is_named_call(node, "f"):
+        return split.take(part)
+    if part == "args" and style == "cruxeval" and _is_named_call(node, "f"):
         return _call_args(text, node)
     return None
 

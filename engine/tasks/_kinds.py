@@ -1,10 +1,122 @@
-"""The task kinds and prompt styles: the names ``steptrace tasks`` offers.
+"""The task kinds: one :class:`TaskKind` per kind, holding everything that differs between
+kinds, so that nothing else in steptrace dispatches on a kind's name.
 
-A module of its own, importing nothing: ``steptrace tasks --help`` lists them, and
-_tasks.py, which makes the tasks, loads DuckDB and polars (~0.15 s) that a help text
-should not pay for.
+A kind says how its questions are made from a run (``build``, and what that needs: the
+program's ast, the run's detail tables), what its prompt templates may and must name
+(``fields``, ``required``), how a model's answer is taken out of a CRUXEval-style
+assertion (``assertion``), and how a prediction is judged (``judge``, from
+engine/scoring/_judges.py). :data:`TASK_KINDS` holds them in the order tasks are listed
+and stored (:data:`KINDS`), as engine/benchmark/_filters.py's ``Rule`` and
+engine/analytics/_report.py's ``Section`` hold filters and report sections.
 """
 
-KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
-         "line_count", "branch", "steps", "trace", "exception")
-STYLES = ("direct", "cot", "cruxeval")
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from steptrace.errors import InputError
+from steptrace.scoring import _judges as judges
+from steptrace.scoring._judges import Judge
+from steptrace.tasks import _candidates as questions
+from steptrace.tasks._candidates import Candidate, RunFacts
+from steptrace.tasks._names import KINDS
+
+# Template placeholders (README, "Prompts"): every kind's prompt can show the program
+# and the call; kinds about a line can name it, its text and the function asked about.
+CODE = frozenset({"code", "numbered_code"})
+CALL = frozenset({"input", "call"})
+COMMON_FIELDS = CODE | CALL | {"entry"}
+LINE_FIELDS = frozenset({"line", "line_text", "func", "function"})
+K = frozenset({"k", "kth"})
+LINE = frozenset({"line"})
+VAR = frozenset({"var"})
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """One task kind.
+
+    ``build`` gives every question a run allows (engine/tasks/_candidates.py);
+    ``needs_ast`` kinds ask about lines, so a program the host cannot parse gets none;
+    ``reads`` names the run's detail tables the builder reads (``branches`` also means
+    the store must be analysed first). ``fields`` are the placeholders a template of the
+    kind may use and ``required`` the groups it must use one of each of. ``assertion``
+    is the part of ``assert f(ARGS) == VALUE`` that is the answer (``"value"`` or
+    ``"args"``), None for a kind whose answer never comes as one."""
+
+    name: str
+    build: Callable[[RunFacts], list[Candidate]]
+    fields: frozenset[str]
+    required: tuple[frozenset[str], ...]
+    judge: Judge
+    needs_ast: bool = False
+    reads: frozenset[str] = frozenset()
+    assertion: str | None = None
+
+    def candidates(self, facts: RunFacts) -> list[Candidate]:
+        """Every question of this kind the run allows, unranked."""
+        if self.needs_ast and facts.info is None:
+            return []
+        return self.build(facts)
+
+
+_STEPS = frozenset({"steps"})
+_STATES = frozenset({"steps", "states"})
+
+_DECLARED = (
+    TaskKind("output", questions.build_output, COMMON_FIELDS, (CODE, CALL), judges.VALUE,
+             assertion="value"),
+    TaskKind("input", questions.build_input, CODE | {"entry", "output"},
+             (CODE, frozenset({"output"})), judges.RUN_IN_SANDBOX, assertion="args"),
+    TaskKind("state", questions.build_state, COMMON_FIELDS | LINE_FIELDS | VAR | K,
+             (CODE, CALL, LINE, VAR, K), judges.STATE, needs_ast=True, reads=_STATES),
+    TaskKind("state_any", questions.build_state_any, COMMON_FIELDS | LINE_FIELDS | VAR,
+             (CODE, CALL, LINE, VAR), judges.VALUE_SET, needs_ast=True, reads=_STATES),
+    TaskKind("next_line", questions.build_next_line, COMMON_FIELDS | LINE_FIELDS | K,
+             (CODE, CALL, LINE, K), judges.LINE, needs_ast=True, reads=_STEPS),
+    TaskKind("next_line_any", questions.build_next_line_any, COMMON_FIELDS | LINE_FIELDS,
+             (CODE, CALL, LINE), judges.LINE_SET, needs_ast=True, reads=_STEPS),
+    TaskKind("coverage", questions.build_coverage, COMMON_FIELDS | {"line", "line_text"},
+             (CODE, CALL, LINE), judges.TRUTH, needs_ast=True, reads=_STEPS),
+    TaskKind("line_count", questions.build_line_count, COMMON_FIELDS | LINE_FIELDS,
+             (CODE, CALL, LINE), judges.COUNT, needs_ast=True, reads=_STEPS),
+    TaskKind("branch", questions.build_branch,
+             COMMON_FIELDS | {"line", "line_text", "k", "kth", "condition", "col",
+                              "condition_kind"},
+             (CODE, CALL, LINE, K, frozenset({"condition", "col"})), judges.TRUTH,
+             needs_ast=True, reads=frozenset({"branches"})),
+    TaskKind("steps", questions.build_steps, COMMON_FIELDS, (CODE, CALL), judges.COUNT),
+    TaskKind("trace", questions.build_trace, COMMON_FIELDS, (CODE, CALL), judges.TRACE,
+             reads=_STEPS),
+    TaskKind("exception", questions.build_exception, COMMON_FIELDS, (CODE, CALL),
+             judges.EXCEPTION),
+)
+TASK_KINDS: dict[str, TaskKind] = {kind.name: kind for kind in _DECLARED}
+if tuple(TASK_KINDS) != KINDS:  # the names are declared once, in _names.py
+    raise AssertionError(f"the registry's kinds {tuple(TASK_KINDS)} are not {KINDS}")
+
+
+def task_kind(name: str) -> TaskKind | None:
+    """The kind called ``name``, or None for a name that is no kind."""
+    return TASK_KINDS.get(name)
+
+
+def parse_kinds(text: str | Iterable[str]) -> tuple[str, ...]:
+    """``"all"`` or a comma-separated list of kinds, in KINDS order, without repeats."""
+    names = [k.strip() for k in (text.split(",") if isinstance(text, str) else text)]
+    names = [k for k in names if k]
+    if not names:
+        raise InputError(f"no task kinds given; use 'all' or any of {', '.join(KINDS)}")
+    if "all" in names:
+        return KINDS
+    unknown = [k for k in names if k not in KINDS]
+    if unknown:
+        raise InputError(f"unknown task kind {unknown[0]!r}; use 'all' or any of "
+                         f"{', '.join(KINDS)}")
+    return tuple(k for k in KINDS if k in names)
+
+
+def tables_read(kinds: Iterable[str]) -> frozenset[str]:
+    """The detail tables the questions of ``kinds`` read."""
+    return frozenset().union(*(TASK_KINDS[kind].reads for kind in kinds))

@@ -28,8 +28,9 @@ from typing import Callable, Iterator
 import duckdb
 import pyarrow as pa
 
-from steptrace.store._store import (ANALYSIS_COLUMNS, BRANCH_COLUMNS, FINISHED_STATUSES, MEMORY_ADDRESS,
-                          StoreError, analysis_missing, connect, first_line)
+from steptrace.store._store import (FINISHED_STATUSES, MEMORY_ADDRESS, StoreError,
+                                    analysis_missing, connect, first_line)
+from steptrace.store._tables import ANALYSES, BRANCHES
 from steptrace.sandbox._runner import run_chunks
 from steptrace.sandbox._build import BuildError, ensure_component
 from steptrace.sandbox._limits import Limits
@@ -212,8 +213,8 @@ def disagreement(run: StoredRun, result: dict) -> str | None:
 def _store_analyses(con, db, runs: list[StoredRun], results: list[dict],
                     summary: AnalysisSummary) -> None:
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    rows = {name: [] for name in ANALYSIS_COLUMNS}
-    branches = {name: [] for name in BRANCH_COLUMNS}
+    rows = {name: [] for name in ANALYSES.column_names}
+    branches = {name: [] for name in BRANCHES.column_names}
     for run, result in zip(runs, results):
         report = result.get("analysis") or {}
         differs = disagreement(run, result)
@@ -230,7 +231,7 @@ def _store_analyses(con, db, runs: list[StoredRun], results: list[dict],
                      if result.get("status") not in FINISHED_STATUSES else None),
             "analysed_at": now,
         }
-        for name in ANALYSIS_COLUMNS:
+        for name in ANALYSES.column_names:
             rows[name].append(values[name])
         summary.analysed += 1
         summary.agreed += differs is None
@@ -324,15 +325,8 @@ def _store_determinism(con, db, runs: list[StoredRun], results: list[dict],
 
 
 # ---------------------------------------------------------------- writing
-_ANALYSIS_TYPES = {
-    "run_id": pa.int64(), "status": pa.string(), "agrees": pa.bool_(),
-    "disagreement": pa.string(), "int_ops": pa.int64(), "int_ops_large": pa.int64(),
-    "seq_ops": pa.int64(), "seq_ops_long": pa.int64(), "float_ops": pa.int64(),
-    "true_divisions": pa.int64(), "evaluations": pa.int64(), "deterministic": pa.bool_(),
-    "determinism_note": pa.string(), "note": pa.string(), "analysed_at": pa.timestamp("us"),
-}
-_BRANCH_TYPES = {"run_id": pa.int64(), "line": pa.int32(), "col": pa.int32(),
-                 "kind": pa.string(), "evaluation": pa.int32(), "taken": pa.bool_()}
+_ANALYSIS_TYPES = ANALYSES.arrow_types()
+_BRANCH_TYPES = BRANCHES.arrow_types()
 
 
 def _commit(con, db, tables: list[tuple[str, dict, dict]]) -> None:

@@ -1,0 +1,55 @@
+"""Input predictions checked in the sandbox: ``f(predicted input)`` runs untraced, in a
+fresh instance per distinct candidate, and is right when it returns a value equal to the
+task's output (any input that gives the output is right)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from steptrace.scoring._verdicts import Progress, ScoreOptions
+
+
+def input_requests(tasks: dict[str, dict], pending: list[tuple[dict, str]],
+                   programs: dict[int, tuple[str, str]]) -> tuple[list[dict], list[int]]:
+    """Distinct guest requests (mode ``run``) for the (task, predicted input) pairs, and for
+    each pair the index of its request."""
+    index: dict[tuple, int] = {}
+    requests: list[dict] = []
+    order = []
+    for task, predicted in pending:
+        code, entry = programs[task["run_id"]]
+        output = json.loads(task["question"])["output"]
+        key = (code, entry, predicted, output)
+        if key not in index:
+            index[key] = len(requests)
+            requests.append({"code": code, "entry": entry, "input": predicted,
+                             "expected": output, "mode": "run"})
+        order.append(index[key])
+    return requests, order
+
+
+def run_input_checks(requests: list[dict], options: ScoreOptions,
+                     progress: Progress | None = None, chunk_size: int = 8) -> list[dict]:
+    """Each request in a fresh sandbox instance; the guest's results in order."""
+    from steptrace.sandbox._runner import run_chunks  # the sandbox loads only when inputs are checked
+    results: list[dict] = [{} for _ in requests]
+    chunks = [requests[i:i + chunk_size] for i in range(0, len(requests), chunk_size)]
+    workers = options.workers if options.workers is not None else (os.cpu_count() or 1)
+    done = 0
+    for index, outcomes in run_chunks(chunks, workers, options.limits, isolation="job"):
+        for offset, outcome in enumerate(outcomes):
+            results[index * chunk_size + offset] = outcome.result
+        done += len(outcomes)
+        if progress:
+            progress(done, len(requests))
+    return results
+
+
+def input_verdict(result: dict) -> tuple[bool, str | None]:
+    status = result.get("status")
+    if status == "ok":
+        matches = result.get("output_matches") is True
+        return matches, None if matches else f"returned {str(result.get('output'))[:200]}"
+    detail = result.get("exception_type") or result.get("exception_message") or ""
+    return False, f"{status}: {detail}"[:300]

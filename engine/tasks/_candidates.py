@@ -1,0 +1,307 @@
+"""The questions a finished run allows, per task kind, and which of them are asked.
+
+Each kind's builder (``build_<kind>``, registered in engine/tasks/_kinds.py) turns the
+facts of one run (its line executions replayed from the trace, the program's ast facts)
+into every :class:`Candidate` question with its answer and a score; :func:`select` picks
+the ones asked (README, "Selection").
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from steptrace.store._store import MEMORY_ADDRESS
+from steptrace.tasks._program import ANONYMOUS, ProgramInfo
+from steptrace.tasks._runs import LineExec, RunData, replay
+
+if TYPE_CHECKING:
+    from steptrace.tasks._tasks import TaskOptions
+
+UNBOUND = "unbound"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One possible question and its answer; ``score`` ranks informativeness (< 0: trivial,
+    used only when nothing better exists) and ``group`` spreads choices over lines/vars."""
+    score: int
+    group: tuple
+    answer: str
+    answer_type: str
+    line: int | None = None
+    var: str | None = None
+    occurrence: int | None = None
+    question: tuple[tuple[str, object], ...] = ()   # extra question fields (JSON object)
+    value_type: str | None = None
+
+
+@dataclass
+class RunFacts:
+    """Derived once per run, shared by the kinds' candidate builders."""
+    run: RunData
+    info: ProgramInfo | None
+    execs: list[LineExec]
+    by_line: dict[int, list[LineExec]]              # every function's executions of a line
+    by_func_line: dict[tuple[int, str], list[LineExec]]  # (line, func) -> its executions
+    arguments: set[tuple[str | None, str | None]]   # (repr, type) of the entry's arguments
+    options: TaskOptions
+
+
+def run_facts(run: RunData, info: ProgramInfo | None, options: TaskOptions) -> RunFacts:
+    execs = replay(run) if run.steps else []
+    by_line: dict[int, list[LineExec]] = {}
+    by_func_line: dict[tuple[int, str], list[LineExec]] = {}
+    for item in execs:
+        by_line.setdefault(item.line, []).append(item)
+        by_func_line.setdefault((item.line, item.func), []).append(item)
+    first = run.steps[0][0] if run.steps else None
+    arguments = {(value, type_) for step, var, value, type_, _ in run.states
+                 if step == first and not var.startswith("<")}
+    return RunFacts(run, info, execs, by_line, by_func_line, arguments, options)
+
+
+def _bound(value: tuple) -> bool:
+    """A deleted name is recorded with value and type NULL."""
+    return value[1] is not None
+
+
+def _answerable(value: tuple) -> bool:
+    """A value a model could write exactly: bound, kept whole, free of memory addresses."""
+    return _bound(value) and not value[2] and not MEMORY_ADDRESS.search(value[0] or "")
+
+
+def _plain_var(name: str) -> bool:
+    return not name.startswith("<") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _asked(facts: RunFacts, execs: list[LineExec]) -> list[LineExec]:
+    """The executions a k-th question may name: the first ``max_occurrence`` and the last."""
+    limit = facts.options.max_occurrence
+    return [e for e in execs if e.k <= limit or e is execs[-1]]
+
+
+def build_state(facts: RunFacts) -> list[Candidate]:
+    found = []
+    for line, func, execs in _line_groups(facts, anonymous=True):
+        if any(e.after is None for e in execs):
+            continue  # a yield line (not finished) or a frame that never went on
+        values: dict[str, set] = {}
+        for e in execs:
+            for var, value in e.after.items():
+                values.setdefault(var, set()).add(value[:2])
+        for e in _asked(facts, execs):
+            for var, value in sorted(e.after.items()):
+                bound = _bound(value)
+                if not _plain_var(var) or (bound and not _answerable(value)):
+                    continue
+                if value[:2] in facts.arguments:
+                    continue  # the prompt's own input gives it away
+                score = (2 * (var in e.changed) + (len(execs) > 1)
+                         + (len(values[var]) > 1))
+                found.append(Candidate(
+                    score, (line, func, var), value[0] if bound else UNBOUND,
+                    "repr" if bound else UNBOUND, line, var, e.k, (("func", func),),
+                    value[1] if bound else None))
+    return found
+
+
+def build_state_any(facts: RunFacts) -> list[Candidate]:
+    found = []
+    for line, func, execs in _line_groups(facts, anonymous=True):
+        if len(execs) < 2 or any(e.after is None for e in execs):
+            continue
+        names = set.intersection(*(set(e.after) for e in execs))
+        for var in sorted(filter(_plain_var, names)):
+            values = [e.after[var] for e in execs]
+            if not all(_answerable(v) for v in values):
+                continue  # unbound after some execution, cut, or an address
+            reprs = sorted({v[0] for v in values})
+            if {v[:2] for v in values} <= facts.arguments:
+                continue
+            score = 2 * (len(reprs) > 1) + any(var in e.changed for e in execs)
+            found.append(Candidate(score, (line, func), json.dumps(reprs, ensure_ascii=False),
+                                   "set", line, var, None, (("func", func),)))
+    return found
+
+
+def _askable_next(facts: RunFacts, answer: int | str | None) -> bool:
+    """A next line the trace knows (the frame went on) and a prompt can name: ``return``,
+    ``raise`` or a statement line (not the middle of a multi-line statement)."""
+    return answer is not None and (isinstance(answer, str)
+                                   or answer in facts.info.question_lines)
+
+
+def build_next_line(facts: RunFacts) -> list[Candidate]:
+    found = []
+    for line, func, execs in _line_groups(facts, anonymous=False):
+        answers = [e.next_line for e in execs if _askable_next(facts, e.next_line)]
+        if not answers or _returns_trivially(facts, line, answers):
+            continue
+        common = Counter(answers).most_common(1)[0][0]
+        for e in _asked(facts, execs):
+            if not _askable_next(facts, e.next_line):
+                continue
+            if len(execs) == 1:  # once, on to the line below it: the prompt gives it away
+                score = -1 if e.next_line == _line_below(facts, line) else 1
+            else:
+                score = 1 + 2 * (len(set(answers)) > 1) + (e.next_line != common)
+            found.append(Candidate(score, (line, func), str(e.next_line), "line", line, None,
+                                   e.k, (("func", func),)))
+    return found
+
+
+def _line_below(facts: RunFacts, line: int) -> int | None:
+    """The first statement line after ``line`` in the text (where control falls through)."""
+    return min((other for other in facts.info.question_lines if other > line), default=None)
+
+
+def build_next_line_any(facts: RunFacts) -> list[Candidate]:
+    found = []
+    for line, func, execs in _line_groups(facts, anonymous=False):
+        answers = [e.next_line for e in execs]
+        if (len(execs) < 2 or not all(_askable_next(facts, a) for a in answers)
+                or _returns_trivially(facts, line, answers)):
+            continue
+        unique = sorted(set(answers), key=lambda a: (isinstance(a, str), a))
+        found.append(Candidate(2 * (len(unique) > 1), (line, func), json.dumps(unique), "set",
+                               line, None, None, (("func", func),)))
+    return found
+
+
+def _returns_trivially(facts: RunFacts, line: int, answers: list) -> bool:
+    return line in facts.info.return_lines and set(answers) == {"return"}
+
+
+def _line_groups(facts: RunFacts, anonymous: bool) -> list[tuple[int, str, list[LineExec]]]:
+    """(line, function, its executions of the line) for each question line and each
+    function that ran it, in line order: a question names one function and counts only
+    its executions. A lambda or generator expression (``anonymous``: state kinds only)
+    is named by its kind and line, so only when the line holds one of its kind; the
+    next-line kinds never ask about one (its code is one expression on the line: the next
+    line is that line again or ``return``)."""
+    lines = facts.info.question_lines
+    return [(line, func, execs) for (line, func), execs in sorted(facts.by_func_line.items())
+            if line in lines and function_words(func, line, facts.info) is not None
+            and (anonymous or not anonymous_tag(func))]
+
+
+def anonymous_tag(func: str) -> str | None:
+    """``<lambda>``, ``<genexpr>``, ...: the last part of an anonymous function's qualified
+    name; None for a function with a name (a def, or a class body)."""
+    last = func.rsplit(".", 1)[-1]
+    return last if last.startswith("<") else None
+
+
+def function_words(func: str, line: int, info: ProgramInfo) -> str | None:
+    """How a prompt names ``func``: a named function by its qualified name in backticks
+    (`` `f` ``, `` `f.<locals>.helper` ``), an anonymous one by its kind and line ("the
+    lambda on line 3"), None when that would not say which (the line holds two lambdas,
+    or the host's ``ast`` does not see the syntax the trace names)."""
+    tag = anonymous_tag(func)
+    if tag is None:
+        return f"`{func}`"
+    if tag not in ANONYMOUS or info.anonymous.get(line, Counter())[tag] != 1:
+        return None
+    return f"the {ANONYMOUS[tag][1]} on line {line}"
+
+
+def build_coverage(facts: RunFacts) -> list[Candidate]:
+    found = []
+    for line in sorted(facts.info.question_lines):
+        ran = line in facts.by_line
+        score = 2 if not ran else (-1 if line in facts.info.unconditional else 1)
+        found.append(Candidate(score, (ran,), json.dumps(ran), "bool", line))
+    return found
+
+
+def build_line_count(facts: RunFacts) -> list[Candidate]:
+    """How often the line's own function (``info.owners``) runs it; executions by a
+    lambda or generator expression on the line are that function's, not the line's
+    owner's, and do not count."""
+    found = []
+    for line in sorted(facts.info.question_lines):
+        owner = facts.info.owners.get(line)
+        count = len(facts.by_func_line.get((line, owner), ()))
+        if owner is None or (count == 0 and line in facts.by_line):
+            continue  # ran, but never under the name the host's ast gives its function
+        score = 2 + (count > 2) if count > 1 else (1 if count == 0 else -1)
+        found.append(Candidate(score, (line,), str(count), "int", line))
+    return found
+
+
+def build_branch(facts: RunFacts) -> list[Candidate]:
+    if facts.run.agrees is False:
+        return []  # the analysis run went another way than the trace
+    conditions: dict[tuple[int, int], list[tuple]] = {}
+    for line, col, kind, evaluation, taken in facts.run.branches:
+        conditions.setdefault((line, col), []).append((kind, evaluation, taken))
+    texts = Counter((line, text) for (line, _), text in facts.info.conditions.items())
+    found = []
+    for (line, col), evaluations in sorted(conditions.items()):
+        text = facts.info.conditions.get((line, col))
+        if text is None or texts[(line, text)] > 1:
+            continue  # the prompt could not say which condition it means
+        outcomes = Counter(taken for _, _, taken in evaluations)
+        last = evaluations[-1][1]
+        for kind, k, taken in evaluations:
+            if k > facts.options.max_occurrence and k != last:
+                continue
+            score = 2 * (len(outcomes) > 1) + (outcomes[taken] < outcomes[not taken])
+            found.append(Candidate(score, (line, col), json.dumps(taken), "bool", line, None, k,
+                                   (("col", col), ("condition", text),
+                                    ("condition_kind", kind))))
+    return found
+
+
+def build_output(facts: RunFacts) -> list[Candidate]:
+    run = facts.run
+    if run.status != "ok" or run.output_truncated or MEMORY_ADDRESS.search(run.output or ""):
+        return []
+    return [Candidate(0, (), run.output, "repr", question=(("input", run.input),),
+                      value_type=run.output_type)]
+
+
+def build_input(facts: RunFacts) -> list[Candidate]:
+    return ([Candidate(0, (), facts.run.input, "input", question=(("output", facts.run.output),))]
+            if build_output(facts) else [])
+
+
+def build_steps(facts: RunFacts) -> list[Candidate]:
+    return [Candidate(0, (), str(facts.run.line_steps), "int")]
+
+
+def build_trace(facts: RunFacts) -> list[Candidate]:
+    lines = [[line, depth] for _, event, _, line, depth, _ in facts.run.steps if event == "line"]
+    if not lines or len(lines) > facts.options.max_trace_lines:
+        return []
+    return [Candidate(0, (), json.dumps(lines), "trace")]
+
+
+def build_exception(facts: RunFacts) -> list[Candidate]:
+    return [Candidate(0, (), facts.run.exception_type or "none", "exception")]
+
+
+def select(found: list[Candidate], limit: int, rng: random.Random) -> list[Candidate]:
+    """Up to ``limit`` candidates: highest score first (ties in ``rng`` order), one per
+    group before any group gets a second. Trivial ones (score < 0: a line that runs once
+    and goes on to the next, a line that runs whenever the call does) are never asked:
+    the prompt gives their answer away."""
+    pool = [c for c in found if c.score >= 0]
+    rng.shuffle(pool)
+    pool.sort(key=lambda c: -c.score)
+    chosen: list[Candidate] = []
+    groups: set[tuple] = set()
+    for candidate in pool:
+        if len(chosen) < limit and candidate.group not in groups:
+            chosen.append(candidate)
+            groups.add(candidate.group)
+    for candidate in pool:
+        if len(chosen) >= limit:
+            break
+        if not any(candidate is c for c in chosen):
+            chosen.append(candidate)
+    return chosen

@@ -1,0 +1,11 @@
+"""The names of the task kinds and prompt styles, and nothing else.
+
+A module of its own, importing nothing: ``steptrace tasks --help`` lists them, and the
+registry (_kinds.py), which holds each kind's builder and judge, loads the code that makes
+and scores tasks (DuckDB, polars, numba), which a help text should not pay for. The
+registry declares its kinds in this order and checks that it does.
+"""
+
+KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
+         "line_count", "branch", "steps", "trace", "exception")
+STYLES = ("direct", "cot", "cruxeval")

@@ -1,0 +1,133 @@
+"""Finished runs in memory: loaded in a few bulk queries (one per table), and replayed
+into line executions with the state and next line that follow each."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import duckdb
+
+from steptrace.store._store import FINISHED_STATUSES
+
+# The detail tables a kind's questions may read, besides the run's own row.
+DETAIL_TABLES = ("steps", "states", "branches")
+
+
+@dataclass
+class LineExec:
+    """One ``line`` step: its occurrence k (per function and line, whole run, step order:
+    a lambda on the line counts its own executions, not its caller's) and what the trace
+    says happened right after it in its frame."""
+    k: int
+    line: int
+    frame: int
+    func: str
+    after: dict[str, tuple] | None = None    # frame locals at the frame's next step
+    changed: frozenset[str] = frozenset()    # names changed at that step
+    next_line: int | str | None = None       # next line/return/raise of the frame
+
+
+@dataclass
+class RunData:
+    run_id: int
+    sample_id: str
+    run_key: str
+    status: str
+    input: str
+    output: str | None
+    output_type: str | None
+    output_truncated: bool | None
+    exception_type: str | None
+    line_steps: int
+    code: str
+    entry: str
+    distinct_lines: int
+    branch_count: int | None
+    agrees: bool | None
+    steps: list[tuple] = field(default_factory=list)    # (step, event, func, line, depth, frame)
+    states: list[tuple] = field(default_factory=list)   # (step, var, value, type, truncated)
+    branches: list[tuple] = field(default_factory=list)  # (line, col, kind, evaluation, taken)
+
+
+_RUNS_SQL = """
+SELECT r.run_id, r.sample_id, r.run_key, r.status, r.input, r.output, r.output_type,
+       r.output_truncated, r.exception_type, r.line_steps, p.code, p.entry,
+       coalesce(d.distinct_lines, 0), b.branch_count, a.agrees
+FROM runs r JOIN programs p USING (program_id)
+LEFT JOIN (SELECT run_id, count(DISTINCT line) AS distinct_lines FROM steps
+           WHERE event = 'line' GROUP BY run_id) d USING (run_id)
+LEFT JOIN (SELECT run_id, count(*) AS branch_count FROM branches GROUP BY run_id) b USING (run_id)
+LEFT JOIN analyses a USING (run_id)
+WHERE r.status IN ('ok', 'exception')
+ORDER BY r.run_id
+"""
+_FINISHED = ("run_id IN (SELECT run_id FROM runs WHERE status IN ("
+             + ", ".join(f"'{status}'" for status in FINISHED_STATUSES) + "))")
+_DETAIL_SQL = {
+    "steps": "SELECT run_id, step, event, func, line, depth, frame FROM steps "
+             f"WHERE {_FINISHED} ORDER BY run_id, step",
+    "states": "SELECT run_id, step, var, value, type, truncated FROM states "
+              f"WHERE {_FINISHED} ORDER BY run_id, step, rowid",
+    "branches": "SELECT run_id, line, col, kind, evaluation, taken FROM branches "
+                f"WHERE {_FINISHED} ORDER BY run_id, line, col, evaluation",
+}
+
+
+def load_runs(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> list[RunData]:
+    """Every finished run with the detail rows of ``tables`` (of DETAIL_TABLES), in one
+    query per table."""
+    runs = [RunData(*row) for row in con.execute(_RUNS_SQL).fetchall()]
+    by_id = {run.run_id: run for run in runs}
+    for name in DETAIL_TABLES:
+        if name in tables:
+            _attach(by_id, con, _DETAIL_SQL[name], name)
+    return runs
+
+
+def _attach(by_id: dict[int, RunData], con, sql: str, name: str) -> None:
+    frame = con.sql(sql).pl()
+    if frame.is_empty():
+        return
+    for (run_id,), part in frame.partition_by("run_id", as_dict=True,
+                                              maintain_order=True).items():
+        setattr(by_id[run_id], name, part.drop("run_id").rows())
+
+
+def replay(run: RunData) -> list[LineExec]:
+    """The run's line steps with the state and next line that follow each in its frame.
+
+    A frame's locals are its state deltas applied in step order; the state "after" a line
+    is the one at the frame's next step (none when that step is a ``yield``: the line has
+    not finished). The next line skips ``yield``/``resume``/``raise``/``throw`` steps and
+    is ``return``/``raise`` when the frame's next such step is ``return``/``unwind``.
+    ``k`` counts per (function, line): a question names one function, and a line can
+    hold code of several (a lambda or generator expression runs in a frame of its own)."""
+    deltas: dict[int, list[tuple]] = {}
+    for step, var, value, type_, truncated in run.states:
+        deltas.setdefault(step, []).append((var, value, type_, truncated))
+    frames: dict[int, dict[str, tuple]] = {}
+    waiting_state: dict[int, LineExec] = {}
+    waiting_next: dict[int, LineExec] = {}
+    counts: Counter = Counter()
+    execs: list[LineExec] = []
+    for step, event, func, line, _depth, frame in run.steps:
+        local = frames.setdefault(frame, {})
+        changes = deltas.get(step, ())
+        for var, value, type_, truncated in changes:
+            local[var] = (value, type_, truncated)
+        previous = waiting_state.pop(frame, None)
+        if previous is not None and event != "yield":
+            previous.after = dict(local)
+            previous.changed = frozenset(change[0] for change in changes)
+        if event in ("line", "return", "unwind"):
+            previous = waiting_next.pop(frame, None)
+            if previous is not None:
+                previous.next_line = line if event == "line" else (
+                    "return" if event == "return" else "raise")
+        if event == "line":
+            counts[(func, line)] += 1
+            execs.append(LineExec(counts[(func, line)], line, frame, func))
+            waiting_state[frame] = waiting_next[frame] = execs[-1]
+    return execs

@@ -1,0 +1,92 @@
+"""Prompt templates: ``<kind>.<style>.txt`` files (bundled, or a user's ``--template-dir``),
+checked against the kind's placeholders, and rendered for one question (README,
+"Prompts")."""
+
+from __future__ import annotations
+
+import string
+from importlib import resources
+from pathlib import Path
+from typing import Iterable
+
+from steptrace.corpus._formats import source_lines
+from steptrace.corpus._text import read_utf8
+from steptrace.errors import InputError
+from steptrace.tasks._candidates import Candidate, RunFacts, function_words
+from steptrace.tasks._kinds import TASK_KINDS
+from steptrace.tasks._names import STYLES
+
+
+def bundled_template_dir() -> Path:
+    return Path(str(resources.files("steptrace.tasks") / "prompts"))
+
+
+def load_templates(kinds: Iterable[str], style: str,
+                   template_dir: Path | None = None) -> dict[str, string.Template]:
+    """``<kind>.<style>.txt`` for each kind, from ``template_dir`` if it has the file,
+    else the bundled one; each checked for unknown and missing placeholders."""
+    if style not in STYLES:
+        raise InputError(f"unknown prompt style {style!r}; use one of {', '.join(STYLES)}")
+    if template_dir is not None and not Path(template_dir).is_dir():
+        raise InputError(f"template directory not found: {template_dir}")
+    templates = {}
+    for kind in kinds:
+        name = f"{kind}.{style}.txt"
+        path = Path(template_dir) / name if template_dir is not None else None
+        if path is None or not path.is_file():
+            path = bundled_template_dir() / name
+        if not path.is_file():
+            raise InputError(f"no {style} prompt template for kind {kind!r} "
+                             f"(no {name}); the cruxeval style exists for output and input")
+        templates[kind] = _checked(path, kind)
+    return templates
+
+
+def _checked(path: Path, kind: str) -> string.Template:
+    template = string.Template(read_utf8(path))
+    if not template.is_valid():
+        raise InputError(f"template {path}: a '$' that is not a placeholder (write $$ for '$')")
+    used = set(template.get_identifiers())
+    fields = TASK_KINDS[kind].fields
+    unknown = sorted(used - fields)
+    if unknown:
+        raise InputError(f"template {path}: unknown placeholder ${unknown[0]} for kind {kind} "
+                         f"(known: {', '.join('$' + f for f in sorted(fields))})")
+    for group in TASK_KINDS[kind].required:
+        if not used & group:
+            raise InputError(f"template {path}: missing placeholder "
+                             f"{' or '.join('$' + f for f in sorted(group))}")
+    return template
+
+
+def numbered(code: str) -> str:
+    lines = source_lines(code)
+    width = len(str(len(lines)))
+    return "\n".join(f"{i:>{width}} | {text}".rstrip() for i, text in enumerate(lines, start=1))
+
+
+def ordinal(k: int) -> str:
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
+def render(template: string.Template, facts: RunFacts, candidate: Candidate) -> str:
+    run = facts.run
+    values = {"code": run.code, "numbered_code": numbered(run.code), "entry": run.entry,
+              "input": run.input, "call": f"{run.entry}({run.input})",
+              "output": run.output or ""}
+    if candidate.line is not None:
+        values.update(line=candidate.line,
+                      line_text=facts.info.text(candidate.line) if facts.info else "")
+    if candidate.var is not None:
+        values["var"] = candidate.var
+    if candidate.occurrence is not None:
+        values.update(k=candidate.occurrence, kth=ordinal(candidate.occurrence))
+    values.update(dict(candidate.question))
+    if candidate.line is not None and facts.info is not None:
+        # the function whose executions are counted: the question's (state and next-line
+        # kinds), else the line's own (line_count; its question and id stay without it)
+        func = values.get("func") or facts.info.owners.get(candidate.line)
+        if func is not None:
+            values.update(func=func, function=function_words(func, candidate.line, facts.info))
+    return template.substitute(values)
