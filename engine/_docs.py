@@ -164,78 +164,55 @@ def _cell(text: str) -> str:
 
 
 # ====================================================================== the schema
-# Every table a store can hold, in pipeline order: what it is and which command makes it.
-# schema_page() refuses a table missing here (or listed here but not made), so a new
-# table cannot go undocumented.
-TABLES: dict[str, tuple[str, str]] = {
-    "meta": ("`trace` (any command that writes)", "the store's `schema_version`"),
-    "programs": ("`trace`", "one row per program of a corpus"),
-    "runs": ("`trace`", "one row per (program, input): status, output, counts"),
-    "steps": ("`trace`", "one row per trace step of a run"),
-    "states": ("`trace`", "the locals each step changed (delta-encoded)"),
-    "analyses": ("`analyse` (and `tasks`, `filter` when they need it)",
-                 "one row per analysed run: agreement, operand counts, determinism"),
-    "branches": ("`analyse`", "one row per evaluation of a condition"),
-    "tasks": ("`tasks`", "one row per prediction task, with its canonical answer"),
-    "experiments": ("`predict`", "one row per (model, label): the settings asked with"),
-    "predictions": ("`predict`", "one row per (task, model, label, sample)"),
-    "scores": ("`score` (`predict --redo` deletes from it)", "one verdict per prediction"),
-    "run_features": ("`features` (replaced each time)", "per-run trace features"),
-}
-
-
 def schema_page() -> str:
-    """docs/reference/schema.md: every table a store can hold, with its columns, types,
-    NULL-ability and keys, as DuckDB describes them in an empty store made by the code
-    the commands run (see ``_empty_store``)."""
+    """docs/reference/schema.md: every table a store can hold, from its one declaration
+    (steptrace.store.tables(): engine/store/_tables.py), with each column's type,
+    NULL-ability, keys and what it holds. The page is checked against an empty store made
+    from the same declarations (``_empty_store``), so what it says is what DuckDB makes."""
+    from steptrace.store import tables
     from steptrace.store._store import SCHEMA_VERSION
+    declared = tables()
     with _empty_store() as con:
-        tables = [row[0] for row in con.execute(
+        made = {row[0] for row in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
-        ).fetchall()]
-        missing, unknown = set(TABLES) - set(tables), set(tables) - set(TABLES)
-        if missing or unknown:
-            raise RuntimeError(f"steptrace._docs.TABLES is out of date: made but not listed "
-                               f"{sorted(unknown)}, listed but not made {sorted(missing)}")
-        described = {table: _describe(con, table) for table in TABLES}
-    lines = [GENERATED_NOTE.format(source="an empty store made by the code"), "",
-             "# Store schema", "",
+        ).fetchall()}
+        described = {table.name: _describe(con, table.name) for table in declared}
+    if made != {table.name for table in declared}:
+        raise RuntimeError(f"the store's tables {sorted(made)} are not the declared ones")
+    lines = [GENERATED_NOTE.format(source="the table declarations, engine/store/_tables.py"),
+             "", "# Store schema", "",
              f"A store is one DuckDB file; its schema is a public contract, version "
              f"`{SCHEMA_VERSION}` (`SELECT value FROM meta WHERE key = 'schema_version'`). "
              "`trace` creates a store; the other tables appear when the command that makes "
-             "them first runs. What the columns mean: [What a run records]"
+             "them first runs. More on what runs record: [What a run records]"
              "(../guides/runs.md), [Tasks](../guides/tasks.md), [Predictions and scoring]"
              "(../guides/predictions-and-scoring.md), [Analytics](../guides/analytics.md).",
-             "", "| table | made by | holds |", "|---|---|---|"]
-    lines += [f"| [`{table}`](#{table}) | {made_by} | {holds} |"
-              for table, (made_by, holds) in TABLES.items()]
-    for table, (made_by, holds) in TABLES.items():
-        keys, columns = described[table]
-        lines += ["", f"## {table}", "", f"{holds[0].upper()}{holds[1:]}; made by {made_by}."]
+             "", "| table | made by | one row is |", "|---|---|---|"]
+    lines += [f"| [`{table.name}`](#{table.name}) | `{table.made_by}` | {_cell(table.doc)} |"
+              for table in declared]
+    for table in declared:
+        keys, columns = described[table.name]
+        nullable = {name: null for name, _kind, null in columns}
+        lines += ["", f"## {table.name}", "",
+                  f"{table.doc[0].upper()}{table.doc[1:]}; made by `{table.made_by}`."]
         lines += [f"{kind.capitalize()}: ({', '.join(cols)})." for kind, cols in keys]
-        lines += ["", "| column | type | nullable |", "|---|---|---|"]
-        lines += [f"| `{name}` | {kind} | {'yes' if nullable else 'no'} |"
-                  for name, kind, nullable in columns]
+        lines += ["", "| column | type | nullable | holds |", "|---|---|---|---|"]
+        lines += [f"| `{name}` | {kind} | {'yes' if nullable[name] else 'no'} | {_cell(doc)} |"
+                  for name, kind, doc in table.doc_rows()]
     return "\n".join(lines) + "\n"
 
 
 @contextmanager
 def _empty_store() -> Iterator[duckdb.DuckDBPyConnection]:
-    """A new, empty store with every table a command can make, each made by the
-    statement that command runs (tables later commands add are created on first use)."""
-    import polars as pl
-
-    from steptrace.analytics._features import FEATURE_TYPES, POLARS_TYPES, write_features
-    from steptrace.predictions._experiments import EXPERIMENTS_DDL, PREDICTIONS_DDL, SCORES_DDL
+    """A new, empty store holding every declared table, each made by its declaration's
+    DDL (the statement the commands run)."""
+    from steptrace.store import tables
     from steptrace.store._store import connect
-    from steptrace.tasks._tasks import TASKS_DDL
     with tempfile.TemporaryDirectory(prefix="steptrace-docs-") as directory:
         con = connect(Path(directory) / "empty.duckdb")
         try:
-            for ddl in (TASKS_DDL, EXPERIMENTS_DDL, PREDICTIONS_DDL, SCORES_DDL):
-                con.execute(ddl)
-            write_features(con, pl.DataFrame(
-                schema={name: POLARS_TYPES[kind] for name, kind in FEATURE_TYPES.items()}))
+            for table in tables():
+                con.execute(table.ddl())
             yield con
         finally:
             con.close()

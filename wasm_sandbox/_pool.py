@@ -40,7 +40,6 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
 from steptrace.sandbox._build import GuestArtifacts, ensure_component, is_verified

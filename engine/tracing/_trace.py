@@ -25,10 +25,9 @@ from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled
                                        spool)
 from steptrace.store._store import TracedRun, TraceWriter, connect
 from steptrace.sandbox._limits import Limits
-from steptrace.sandbox._pool import WorkerPool, prepare
+from steptrace.sandbox._pool import WorkerPool
 from steptrace.sandbox._result_schema import STATUSES  # noqa: F401  (re-exported: the run statuses)
 from steptrace.sandbox._runner import run_chunks
-from steptrace.sandbox._runtime import JobOutcome
 
 
 
