@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.steptrace-installed
 DB     ?= steptrace.duckdb
 
-.PHONY: demo test bench docs clean chromium
+.PHONY: demo test test-fast bench docs clean chromium
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "steptrace needs Python 3.11+ (set PYTHON=...)")'
@@ -29,7 +29,12 @@ demo: $(STAMP)
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
 
-# The report test (tests/test_report.py) loads the page in Debian's headless Chromium.
+# The inner loop: everything but the tests marked slow (the whole CRUXEval corpus, the
+# adversarial and fault suites, builds, Chromium). What CI runs is `make test`.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# The report test (tests/analytics/test_report.py) loads the page in Debian's headless Chromium.
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  command -v apt-get >/dev/null 2>&1 || { echo "chromium is missing and there is no apt-get: install Chromium as 'chromium' on PATH"; exit 1; }; \

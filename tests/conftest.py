@@ -34,6 +34,7 @@ def pytest_configure(config) -> None:
     source = build.cache_dir()
     private = Path(tempfile.mkdtemp(prefix="steptrace-test-cache-"))
     config._steptrace_cache = private
+    config._steptrace_cache_source = source
     key = build.cache_key()
     if source.is_dir():
         for path in source.glob(f"guest-{key}*"):
@@ -42,10 +43,34 @@ def pytest_configure(config) -> None:
     os.environ[build.CACHE_ENV] = str(private)
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests that trace the whole CRUXEval corpus (its fixtures) are slow, whatever their
+    module: ``make test-fast`` leaves them out (``make test`` runs everything)."""
+    for item in items:
+        if {"cruxeval_db", "cruxeval_path"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_unconfigure(config) -> None:
+    """The session's cache goes; what it built that the user's cache lacks (a first
+    build, the determinism variant) is kept there first, so the next session need not
+    build it again. Each file arrives whole (a temporary name, then a rename), as the
+    build writes it: a process reading the user's cache meanwhile sees it or not."""
     private = getattr(config, "_steptrace_cache", None)
-    if private is not None:
-        shutil.rmtree(private, ignore_errors=True)
+    if private is None:
+        return
+    source = config._steptrace_cache_source
+    try:
+        source.mkdir(parents=True, exist_ok=True)
+        for path in sorted(private.glob("guest-*")):
+            if path.name.endswith(".checked") or (source / path.name).exists():
+                continue
+            partial = source / f".{path.name}.{os.getpid()}.partial"
+            shutil.copy2(path, partial)
+            os.replace(partial, source / path.name)
+    except OSError:
+        pass  # a read-only or full cache: the next session builds again
+    shutil.rmtree(private, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -64,20 +89,6 @@ def run(sandbox):
                    "options": options}
         return sandbox.run(request, isolation).result
     return _run
-
-
-def steps_of(result: dict) -> list[tuple]:
-    """The step sequence as (event, func, line, depth, frame) tuples."""
-    s = result["steps"]
-    names, funcs = result["events"], result["funcs"]
-    return [(names[e], funcs[f], line, depth, frame)
-            for e, f, line, depth, frame in zip(s["event"], s["func"], s["line"], s["depth"], s["frame"])]
-
-
-def states_of(result: dict) -> list[tuple]:
-    """State deltas as (step, var, value, type) tuples, in recorded order."""
-    s = result["states"]
-    return list(zip(s["step"], s["var"], s["value"], s["type"]))
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """The library API (``import steptrace as st``) with real components: the sandbox, DuckDB
 files, the CLI through click's CliRunner, and an OpenAI-compatible server on 127.0.0.1
-(tests/openai_stub.py).
+(tests/helpers/openai_stub.py).
 
 * ``trace_one`` decodes one run exactly, and equals the same job traced by the CLI (in a
   worker process) and read back from the store;
@@ -29,9 +29,9 @@ from click.testing import CliRunner
 import steptrace as st
 from steptrace.cli._main import main
 from steptrace.corpus import load_corpus
-from openai_stub import StubServer, answer
-from sample_corpus import RECORDS
-from test_tasks import LOOP  # test_scoring's program: f([1, 2, 3]) == 3, and f([3]) == 3
+from helpers.openai_stub import StubServer, answer
+from helpers.sample_corpus import RECORDS
+from helpers.programs import LOOP  # test_scoring's program: f([1, 2, 3]) == 3, and f([3]) == 3
 
 SUM = "def f(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n"
 KEY_ERROR = "def f(x):\n    print('hi')\n    return {}[x]\n"
@@ -335,7 +335,7 @@ def replies_m2(task: dict) -> list:
 def test_notebook_loop_trace_tasks_predict_score(tmp_path):
     """trace -> make_tasks -> predict (a real server on 127.0.0.1) -> score with nothing
     but the library: records in memory, tasks in memory, exact figures. (The program
-    and replies are tests/test_scoring.py's, so the figures are the CLI's there.)"""
+    and replies are tests/scoring/test_scoring.py's, so the figures are the CLI's there.)"""
     db = tmp_path / "nb.duckdb"
     store = st.open_store(db)
     traced = st.trace([{"id": "loop", "code": LOOP, "input": "[1, 2, 3]"}], store,

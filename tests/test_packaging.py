@@ -7,6 +7,9 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+import pytest
+
+pytestmark = pytest.mark.slow  # seconds to minutes: left out by make test-fast
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,7 @@ of a summary, and the options of a run of requests to a model (predict, generate
 them imports at its top more than click and light modules (the option defaults come from
 modules that import nothing heavy, e.g. steptrace.store._defaults). DuckDB, pyarrow,
 polars, numba, matplotlib, openai, wasmtime and rich are imported inside the commands that
-use them (tests/test_cli_startup.py checks it; bench/startup.py times it).
+use them (tests/cli/test_cli_startup.py checks it; bench/startup.py times it).
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Helpers shared by the test modules (the modules never import one another)."""

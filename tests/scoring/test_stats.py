@@ -1,0 +1,132 @@
+"""engine/scoring/_stats.py: exact pass@k values, and every numba kernel against a plain-Python
+twin on random inputs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from steptrace.scoring._stats import (_bootstrap_means, bootstrap_interval, incremental_consistency,
+                          normalised_edit_distances, pass_at_k, pass_at_k_many,
+                          probability_a_beats_b)
+from helpers.splitmix import python_splitmix64  # noqa: F401
+
+MASK = (1 << 64) - 1
+
+
+def comb_pass_at_k(n: int, c: int, k: int) -> float:
+    """The estimator as written: 1 − C(n−c, k) / C(n, k)."""
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def test_pass_at_k_exact_values():
+    assert pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert pass_at_k(5, 2, 5) == 1.0
+    assert pass_at_k(10, 3, 5) == pytest.approx(1 - 21 / 252)
+    assert pass_at_k(10, 0, 5) == 0.0
+    assert pass_at_k(1, 1, 1) == 1.0
+    with pytest.raises(ValueError, match="at least 5 samples"):
+        pass_at_k(3, 1, 5)
+    with pytest.raises(ValueError, match="0 <= c <= n"):
+        pass_at_k(3, 4, 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 60), st.integers(0, 60)), min_size=1, max_size=30),
+       st.integers(1, 10))
+def test_pass_at_k_kernel_matches_the_combinatorial_formula(pairs, k):
+    n = np.array([max(a, k) for a, _ in pairs])
+    c = np.array([min(b, m) for (_, b), m in zip(pairs, n)])
+    expected = [comb_pass_at_k(int(a), int(b), k) for a, b in zip(n, c)]
+    assert pass_at_k_many(n, c, k) == pytest.approx(expected, abs=1e-12)
+    assert [pass_at_k(int(a), int(b), k) for a, b in zip(n, c)] == pytest.approx(expected, abs=1e-12)
+
+
+def levenshtein(a: list[int], b: list[int]) -> int:
+    """Textbook full-table dynamic programming."""
+    table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(len(a) + 1):
+        table[i][0] = i
+    for j in range(len(b) + 1):
+        table[0][j] = j
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1,
+                              table[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+    return table[len(a)][len(b)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(1, 6), max_size=25),
+                          st.lists(st.integers(1, 6), max_size=25)), min_size=1, max_size=20))
+def test_edit_distance_kernel_matches_textbook_dp(pairs):
+    predicted, actual = [p for p, _ in pairs], [a for _, a in pairs]
+    expected = [levenshtein(p, a) / max(len(p), len(a)) if (p or a) else 0.0
+                for p, a in pairs]
+    assert normalised_edit_distances(predicted, actual).tolist() == pytest.approx(expected)
+
+
+def test_edit_distance_exact_values():
+    assert normalised_edit_distances([[1, 2, 3], [], [4, 4], [1, 2]],
+                                     [[1, 2, 3], [], [5, 5], [2, 1, 2]]).tolist() == [
+        0.0, 0.0, 1.0, pytest.approx(1 / 3)]
+
+
+def python_bootstrap_means(scores: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """The same resampling with splitmix64 in plain Python integers."""
+    state = seed
+    n, models = scores.shape
+    out = np.empty((resamples, models))
+    for r in range(resamples):
+        total = [0.0] * models
+        for _ in range(n):
+            state, bits = python_splitmix64(state)
+            row = bits % n
+            for m in range(models):
+                total[m] += scores[row, m]
+        out[r] = [t / n for t in total]
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=1, max_size=40),
+       st.integers(0, 2**32), st.integers(1, 50))
+def test_bootstrap_kernel_matches_python_twin(rows, seed, resamples):
+    scores = np.array(rows, np.float64)
+    assert _bootstrap_means(scores, resamples, seed) == pytest.approx(
+        python_bootstrap_means(scores, resamples, seed))
+
+
+def test_bootstrap_interval_and_paired_comparison():
+    constant = bootstrap_interval(np.full(50, 0.5))
+    assert (constant.mean, constant.low, constant.high) == (0.5, 0.5, 0.5)
+    scores = np.array([1.0] * 30 + [0.0] * 70)
+    interval = bootstrap_interval(scores, resamples=2000, seed=7)
+    assert interval.mean == 0.3 and interval.low < 0.3 < interval.high
+    assert bootstrap_interval(scores, resamples=2000, seed=7) == interval  # seeded
+    better = scores.copy()
+    better[50] = 1.0  # A is never worse than B on any sample, better on one
+    twin = python_bootstrap_means(np.stack([better, scores], axis=1), 2000, 0)
+    wins, ties = (twin[:, 0] > twin[:, 1]).sum(), (twin[:, 0] == twin[:, 1]).sum()
+    assert ties > 0 and wins > 0  # tied exactly when sample 50 is not drawn
+    assert probability_a_beats_b(better, scores, resamples=2000) == (wins + ties / 2) / 2000
+    assert probability_a_beats_b(scores, scores, resamples=500) == 0.5  # always tied
+    with pytest.raises(ValueError, match="one length"):
+        probability_a_beats_b(scores, scores[:-1])
+
+
+@pytest.mark.parametrize("correct, score", [
+    ([True, True, True, True], 1.0),
+    ([True, True, True, False], 0.5),
+    ([True, True, False, False], 0.25),
+    ([True, False, False, False], 0.125),
+    ([False, False, False, False], 0.0),
+    ([True, False, True, False], 0.0),
+    ([False, True, True, True], 0.0),
+])
+def test_incremental_consistency(correct, score):
+    assert incremental_consistency(correct) == score
