@@ -15,7 +15,8 @@ is checked by running it in the sandbox (``input``).
   the answer set.
 * ``next_line``: a line number, or ``return`` / ``raise``. ``coverage``, ``branch``:
   true/false (yes/no). ``line_count``, ``steps``: an integer. ``exception``: the type name,
-  or ``none``.
+  or ``none``. ``type``: the type's name (``int``, ``Node``; ``<class 'int'>`` and a
+  module prefix are accepted). ``alias``: true/false.
 * ``trace``: exact match of the ``[line, depth]`` list; the normalised edit distance to
   the true trace is stored too (1.0 for a prediction that is no such list).
 * ``input``: ``f(predicted input)`` runs in the sandbox (engine/scoring/_inputs.py).
@@ -206,7 +207,7 @@ def judge_line_set(task: dict, predicted: str, options: Comparison) -> tuple[boo
 
 
 def judge_truth(task: dict, predicted: str, options: Comparison) -> tuple[bool, None]:
-    """``coverage``, ``branch``: the same truth value (true/false, yes/no)."""
+    """``coverage``, ``branch``, ``alias``: the same truth value (true/false, yes/no)."""
     said = _boolean(predicted)
     return said is not None and said == _boolean(task["answer"]), None
 
@@ -221,6 +222,22 @@ def judge_exception(task: dict, predicted: str, options: Comparison) -> tuple[bo
     """``exception``: the same type name, or ``none``."""
     answer = task["answer"]
     return (_word(predicted) == "none" if answer == "none" else predicted.strip() == answer), None
+
+
+def type_word(text: str) -> str:
+    """A type name as a model may write it: ``int``, `` `int` ``, ``<class 'int'>``,
+    ``builtins.int``, ``__main__.Node``, ``type: Node`` -> ``int`` / ``Node``."""
+    word = text.strip().strip("`").strip()
+    if word.startswith("<class ") and word.endswith(">"):
+        word = word[len("<class "):-1].strip()
+    word = word.strip("'\"").strip()
+    return word.rpartition(".")[2] if "." in word else word
+
+
+def judge_type(task: dict, predicted: str, options: Comparison) -> tuple[bool, None]:
+    """``type``: the same type name (its ``__name__``; a module prefix or ``<class
+    '...'>`` around it is ignored, case counts)."""
+    return type_word(predicted) == task["answer"], None
 
 
 def judge_traces(answers: list[str], predictions: list[str]) -> list[tuple[bool, float]]:
@@ -243,5 +260,6 @@ LINE_SET = Judge(judge_line_set)
 TRUTH = Judge(judge_truth)
 COUNT = Judge(judge_count)
 EXCEPTION = Judge(judge_exception)
+TYPE = Judge(judge_type)
 TRACE = Judge(many=judge_traces, unparsed_distance=1.0)
 RUN_IN_SANDBOX = Judge(in_sandbox=True)

@@ -59,7 +59,7 @@ def run_facts(run: RunData, info: ProgramInfo | None, options: TaskOptions) -> R
         by_line.setdefault(item.line, []).append(item)
         by_func_line.setdefault((item.line, item.func), []).append(item)
     first = run.steps[0][0] if run.steps else None
-    arguments = {(value, type_) for step, var, value, type_, _ in run.states
+    arguments = {(value, type_) for step, var, value, type_, *_ in run.states
                  if step == first and not var.startswith("<")}
     return RunFacts(run, info, execs, by_line, by_func_line, arguments, options)
 
@@ -126,6 +126,63 @@ def build_state_any(facts: RunFacts) -> list[Candidate]:
             found.append(Candidate(score, (line, func), json.dumps(reprs, ensure_ascii=False),
                                    "set", line, var, None, (("func", func),)))
     return found
+
+
+def build_type(facts: RunFacts) -> list[Candidate]:
+    """The type of a local (or attribute path) right after the k-th execution of a line;
+    asked where the name's type is not the same after every execution of the line, or
+    is a program-defined class, or the value is cut (its repr would not say)."""
+    found = []
+    for line, func, execs in _line_groups(facts, anonymous=True):
+        if any(e.after is None for e in execs):
+            continue
+        kinds: dict[str, set] = {}
+        for e in execs:
+            for var, value in e.after.items():
+                kinds.setdefault(var, set()).add(value[1])
+        for e in _asked(facts, execs):
+            for var, value in sorted(e.after.items()):
+                if not _plain_var(var) or not _bound(value):
+                    continue
+                type_name = value[1]
+                varies = len(kinds[var]) > 1
+                score = 2 * varies + (var in e.changed) - (type_name in _OBVIOUS_TYPES
+                                                            and not varies)
+                found.append(Candidate(score, (line, func, var), type_name, "type", line, var,
+                                       e.k, (("func", func),), type_name))
+    return found
+
+
+# Types a repr shows at a glance: asked only where the type varies over the executions.
+_OBVIOUS_TYPES = frozenset({"int", "str", "list", "dict", "bool", "NoneType", "tuple"})
+
+
+def build_alias(facts: RunFacts) -> list[Candidate]:
+    """Whether two names (locals or attribute paths) refer to the same object right after
+    the k-th execution of a line: pairs of names bound to tracked objects (docs/guides/
+    runs.md, "Objects"). Asked first where the answer is not visible in the values: the
+    same object under two names, or two objects with equal values."""
+    found = []
+    for line, func, execs in _line_groups(facts, anonymous=True):
+        if any(e.after is None for e in execs):
+            continue
+        for e in _asked(facts, execs):
+            named = sorted((var, value) for var, value in e.after.items()
+                           if _plain_var(var) and _bound(value) and value[3] is not None)
+            for index, (first, a) in enumerate(named[:_MAX_ALIAS_NAMES]):
+                for second, b in named[index + 1:_MAX_ALIAS_NAMES]:
+                    same = a[3] == b[3]
+                    equal_text = a[0] == b[0] and a[1] == b[1] and not a[2]
+                    score = (3 if equal_text and not same else 2 if same else
+                             0 if a[1] == b[1] else -1)
+                    score += first in e.changed or second in e.changed
+                    found.append(Candidate(score, (line, func, first, second),
+                                           json.dumps(same), "bool", line, first, e.k,
+                                           (("func", func), ("other", second))))
+    return found
+
+
+_MAX_ALIAS_NAMES = 12  # names considered per execution: at most 66 pairs
 
 
 def _askable_next(facts: RunFacts, answer: int | str | None) -> bool:

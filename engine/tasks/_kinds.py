@@ -30,7 +30,8 @@ COMMON_FIELDS = CODE | CALL | {"entry"}
 LINE_FIELDS = frozenset({"line", "line_text", "func", "function"})
 K = frozenset({"k", "kth"})
 LINE = frozenset({"line"})
-VAR = frozenset({"var"})
+VAR = frozenset({"var", "what"})
+OTHER = frozenset({"other"})
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class TaskKind:
 
 
 _STEPS = frozenset({"steps"})
-_STATES = frozenset({"steps", "states"})
+_STATES = frozenset({"steps", "states", "attributes"})
 
 _DECLARED = (
     TaskKind("output", questions.build_output, COMMON_FIELDS, (CODE, CALL), judges.VALUE,
@@ -91,6 +92,10 @@ _DECLARED = (
              reads=_STEPS),
     TaskKind("exception", questions.build_exception, COMMON_FIELDS, (CODE, CALL),
              judges.EXCEPTION),
+    TaskKind("type", questions.build_type, COMMON_FIELDS | LINE_FIELDS | VAR | K,
+             (CODE, CALL, LINE, VAR, K), judges.TYPE, needs_ast=True, reads=_STATES),
+    TaskKind("alias", questions.build_alias, COMMON_FIELDS | LINE_FIELDS | VAR | K | OTHER,
+             (CODE, CALL, LINE, VAR, K, OTHER), judges.TRUTH, needs_ast=True, reads=_STATES),
 )
 TASK_KINDS: dict[str, TaskKind] = {kind.name: kind for kind in _DECLARED}
 if tuple(TASK_KINDS) != KINDS:  # the names are declared once, in _names.py

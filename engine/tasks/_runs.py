@@ -1,5 +1,10 @@
 """Finished runs in memory: loaded in a few bulk queries (one per table), and replayed
-into line executions with the state and next line that follow each."""
+into line executions with the state and next line that follow each.
+
+The state after a line holds the frame's locals and, for a local bound to an instance of
+a program-defined class, its attributes by path (``self.total``, ``node.next.val``): the
+``attributes`` rows replayed in step order, followed through ``ref_id`` from each local's
+``object_id`` (see docs/guides/runs.md, "Objects")."""
 
 from __future__ import annotations
 
@@ -12,7 +17,11 @@ import duckdb
 from steptrace.store._store import FINISHED_STATUSES
 
 # The detail tables a kind's questions may read, besides the run's own row.
-DETAIL_TABLES = ("steps", "states", "branches")
+DETAIL_TABLES = ("steps", "states", "attributes", "branches")
+# How far a state question follows attributes from a local (``node.next.next.val`` is
+# three hops), and how many attribute paths one frame's state holds at most.
+MAX_PATH_HOPS = 3
+MAX_PATHS = 64
 
 
 @dataclass
@@ -24,8 +33,10 @@ class LineExec:
     line: int
     frame: int
     func: str
-    after: dict[str, tuple] | None = None    # frame locals at the frame's next step
-    changed: frozenset[str] = frozenset()    # names changed at that step
+    # frame locals (and attribute paths) at the frame's next step: name ->
+    # (value, type, truncated, object_id)
+    after: dict[str, tuple] | None = None
+    changed: frozenset[str] = frozenset()    # names (and paths) changed at that step
     next_line: int | str | None = None       # next line/return/raise of the frame
 
 
@@ -47,7 +58,10 @@ class RunData:
     branch_count: int | None
     agrees: bool | None
     steps: list[tuple] = field(default_factory=list)    # (step, event, func, line, depth, frame)
-    states: list[tuple] = field(default_factory=list)   # (step, var, value, type, truncated)
+    # (step, var, value, type, truncated, object_id)
+    states: list[tuple] = field(default_factory=list)
+    # (step, object_id, attr, value, type, truncated, ref_id)
+    attributes: list[tuple] = field(default_factory=list)
     branches: list[tuple] = field(default_factory=list)  # (line, col, kind, evaluation, taken)
 
 
@@ -68,8 +82,10 @@ _FINISHED = ("run_id IN (SELECT run_id FROM runs WHERE status IN ("
 _DETAIL_SQL = {
     "steps": "SELECT run_id, step, event, func, line, depth, frame FROM steps "
              f"WHERE {_FINISHED} ORDER BY run_id, step",
-    "states": "SELECT run_id, step, var, value, type, truncated FROM states "
+    "states": "SELECT run_id, step, var, value, type, truncated, object_id FROM states "
               f"WHERE {_FINISHED} ORDER BY run_id, step, rowid",
+    "attributes": "SELECT run_id, step, object_id, attr, value, type, truncated, ref_id "
+                  f"FROM attributes WHERE {_FINISHED} ORDER BY run_id, step, rowid",
     "branches": "SELECT run_id, line, col, kind, evaluation, taken FROM branches "
                 f"WHERE {_FINISHED} ORDER BY run_id, line, col, evaluation",
 }
@@ -100,13 +116,20 @@ def replay(run: RunData) -> list[LineExec]:
 
     A frame's locals are its state deltas applied in step order; the state "after" a line
     is the one at the frame's next step (none when that step is a ``yield``: the line has
-    not finished). The next line skips ``yield``/``resume``/``raise``/``throw`` steps and
-    is ``return``/``raise`` when the frame's next such step is ``return``/``unwind``.
-    ``k`` counts per (function, line): a question names one function, and a line can
-    hold code of several (a lambda or generator expression runs in a frame of its own)."""
+    not finished), with the attribute paths reached from those locals at that step (see
+    ``attribute_paths``). The next line skips ``yield``/``resume``/``raise``/``throw``
+    steps and is ``return``/``raise`` when the frame's next such step is
+    ``return``/``unwind``. ``k`` counts per (function, line): a question names one
+    function, and a line can hold code of several (a lambda or generator expression runs
+    in a frame of its own)."""
     deltas: dict[int, list[tuple]] = {}
-    for step, var, value, type_, truncated in run.states:
-        deltas.setdefault(step, []).append((var, value, type_, truncated))
+    for step, var, value, type_, truncated, object_id in run.states:
+        deltas.setdefault(step, []).append((var, value, type_, truncated, object_id))
+    attribute_rows: dict[int, list[tuple]] = {}
+    for step, object_id, attr, value, type_, truncated, ref_id in run.attributes:
+        attribute_rows.setdefault(step, []).append((object_id, attr, value, type_, truncated,
+                                                    ref_id))
+    heap: dict[int, dict[str, tuple]] = {}   # object id -> attr -> (value, type, cut, ref)
     frames: dict[int, dict[str, tuple]] = {}
     waiting_state: dict[int, LineExec] = {}
     waiting_next: dict[int, LineExec] = {}
@@ -115,12 +138,21 @@ def replay(run: RunData) -> list[LineExec]:
     for step, event, func, line, _depth, frame in run.steps:
         local = frames.setdefault(frame, {})
         changes = deltas.get(step, ())
-        for var, value, type_, truncated in changes:
-            local[var] = (value, type_, truncated)
+        for var, value, type_, truncated, object_id in changes:
+            local[var] = (value, type_, truncated, object_id)
+        touched = attribute_rows.get(step, ())
+        for object_id, attr, value, type_, truncated, ref_id in touched:
+            attrs = heap.setdefault(object_id, {})
+            if value is None and type_ is None:
+                attrs.pop(attr, None)  # deleted
+            else:
+                attrs[attr] = (value, type_, truncated, ref_id)
         previous = waiting_state.pop(frame, None)
         if previous is not None and event != "yield":
-            previous.after = dict(local)
-            previous.changed = frozenset(change[0] for change in changes)
+            changed_attrs = {(object_id, attr) for object_id, attr, *_ in touched}
+            paths, changed_paths = attribute_paths(local, heap, changed_attrs)
+            previous.after = {**local, **paths}
+            previous.changed = frozenset([change[0] for change in changes] + changed_paths)
         if event in ("line", "return", "unwind"):
             previous = waiting_next.pop(frame, None)
             if previous is not None:
@@ -131,3 +163,34 @@ def replay(run: RunData) -> list[LineExec]:
             execs.append(LineExec(counts[(func, line)], line, frame, func))
             waiting_state[frame] = waiting_next[frame] = execs[-1]
     return execs
+
+
+def attribute_paths(local: dict[str, tuple], heap: dict[int, dict[str, tuple]],
+                    changed: set[tuple[int, str]] = frozenset()
+                    ) -> tuple[dict[str, tuple], list[str]]:
+    """The attributes reachable from a frame's locals: ``{"self.total": (value, type,
+    truncated, object_id)}`` (object_id: the attribute value's own object, if tracked),
+    breadth first, in local then attribute order, at most ``MAX_PATH_HOPS`` attributes
+    deep and ``MAX_PATHS`` paths; a path that would revisit an object is not followed (a
+    cycle, or an alias of a shorter path). Also the paths whose attribute is in
+    ``changed`` ((object id, attribute) pairs)."""
+    paths: dict[str, tuple] = {}
+    changed_paths: list[str] = []
+    frontier = [(var, value[3]) for var, value in local.items()
+                if value[3] is not None and value[3] in heap and not var.startswith("<")]
+    seen = {object_id for _, object_id in frontier}
+    for _hop in range(MAX_PATH_HOPS):
+        following = []
+        for prefix, object_id in frontier:
+            for attr, (value, type_, truncated, ref_id) in heap[object_id].items():
+                if len(paths) >= MAX_PATHS:
+                    return paths, changed_paths
+                path = f"{prefix}.{attr}"
+                paths[path] = (value, type_, truncated, ref_id)
+                if (object_id, attr) in changed:
+                    changed_paths.append(path)
+                if ref_id is not None and ref_id in heap and ref_id not in seen:
+                    seen.add(ref_id)
+                    following.append((path, ref_id))
+        frontier = following
+    return paths, changed_paths

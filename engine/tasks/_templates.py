@@ -89,4 +89,16 @@ def render(template: string.Template, facts: RunFacts, candidate: Candidate) -> 
         func = values.get("func") or facts.info.owners.get(candidate.line)
         if func is not None:
             values.update(func=func, function=function_words(func, candidate.line, facts.info))
+    if candidate.var is not None:
+        values["what"] = what_words(candidate.var, values.get("function") or "the function")
     return template.substitute(values)
+
+
+def what_words(var: str, function: str) -> str:
+    """How a prompt names what a state question asks about: "the local variable `x` of
+    `f`", or for an attribute path "`self.total` (where `self` is the local variable of
+    `Acc.add`)"."""
+    root, dot, _ = var.partition(".")
+    if not dot:
+        return f"the local variable `{var}` of {function}"
+    return f"`{var}` (where `{root}` is the local variable of {function})"

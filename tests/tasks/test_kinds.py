@@ -17,13 +17,13 @@ from steptrace.tasks._kinds import tables_read
 from steptrace.tasks._program import program_info
 from steptrace.tasks._templates import STYLES, bundled_template_dir, load_templates
 
-STEPS, STATES, BRANCHES = "steps", "states", "branches"
+STEPS, STATES, BRANCHES, ATTRIBUTES = "steps", "states", "branches", "attributes"
 # name: (needs the program's ast, detail tables read, assertion part, judge)
 REGISTRY = {
     "output": (False, set(), "value", judges.VALUE),
     "input": (False, set(), "args", judges.RUN_IN_SANDBOX),
-    "state": (True, {STEPS, STATES}, None, judges.STATE),
-    "state_any": (True, {STEPS, STATES}, None, judges.VALUE_SET),
+    "state": (True, {STEPS, STATES, ATTRIBUTES}, None, judges.STATE),
+    "state_any": (True, {STEPS, STATES, ATTRIBUTES}, None, judges.VALUE_SET),
     "next_line": (True, {STEPS}, None, judges.LINE),
     "next_line_any": (True, {STEPS}, None, judges.LINE_SET),
     "coverage": (True, {STEPS}, None, judges.TRUTH),
@@ -32,6 +32,8 @@ REGISTRY = {
     "steps": (False, set(), None, judges.COUNT),
     "trace": (False, {STEPS}, None, judges.TRACE),
     "exception": (False, set(), None, judges.EXCEPTION),
+    "type": (True, {STEPS, STATES, ATTRIBUTES}, None, judges.TYPE),
+    "alias": (True, {STEPS, STATES, ATTRIBUTES}, None, judges.TRUTH),
 }
 
 
@@ -51,7 +53,7 @@ def test_one_registered_kind_per_kind_in_order():
 def test_the_tables_a_set_of_kinds_reads():
     assert tables_read(["output", "steps"]) == frozenset()
     assert tables_read(["next_line", "trace"]) == {STEPS}
-    assert tables_read(parse_kinds("state,branch")) == {STEPS, STATES, BRANCHES}
+    assert tables_read(parse_kinds("state,branch")) == {STEPS, STATES, ATTRIBUTES, BRANCHES}
     assert parse_kinds("trace, output,trace") == ("output", "trace")
 
 
