@@ -103,6 +103,8 @@ stop_status = None        # ... and its status and message (never read from the 
 stop_message = None
 recursion_limit = 1000    # the program's recursion limit (sys.setrecursionlimit, job.py)
 base_frame = None         # the runner's frame that calls the entry function
+top_levels = 1            # frames the base frame stands for: a script's top level (1);
+                          # 0 when the traced code is the module itself (a script)
 callbacks: dict = {}      # sys.monitoring event -> callback, as registered
 max_steps = max_repr = trace_chars_left = 0
 count_instructions = True
@@ -138,8 +140,9 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
     global step_events, step_lines, step_depths, step_frames, step_funcs
     global states, snapshots, funcs, code_index, offset_lines
     global frame_ids, frame_depths, prev, stack, next_frame, line_steps, instructions
-    global calls, max_depth, quiet, active
+    global calls, max_depth, quiet, active, top_levels
     max_steps, max_repr, trace_chars_left = steps_limit, repr_limit, trace_chars
+    top_levels = 1
     count_instructions, full_locals = instructions_on, locals_on
     step_events, step_lines, step_depths, step_frames, step_funcs = [], [], [], [], []
     states, snapshots, funcs = [], [], []
@@ -358,8 +361,9 @@ def line_of(code, offset: int, default: int | None = -1) -> int | None:
 
 def _check_depth(frame, enforce: bool = True) -> None:
     """Raise RecursionError where plain CPython would: the entry function stands for a
-    function called from a script's top level (depth 2), and every Python frame between
-    counts, program or not. A resumed generator is not checked: CPython refuses to resume
+    function called from a script's top level (depth 2; a script's module frame is its
+    top level, depth 1: ``top_levels``), and every Python frame between counts, program
+    or not. A resumed generator is not checked: CPython refuses to resume
     it in the caller, which a callback (already inside the generator's frame) cannot
     reproduce; it may run one level deeper instead."""
     depth = 0
@@ -374,7 +378,7 @@ def _check_depth(frame, enforce: bool = True) -> None:
         depth += 1
         current = current.f_back
     frame_depths[frame] = depth
-    if enforce and depth + 1 > recursion_limit:
+    if enforce and depth + top_levels > recursion_limit:
         del frame_depths[frame]
         raise RecursionError("maximum recursion depth exceeded")
 
