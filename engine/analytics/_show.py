@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 
 from steptrace.corpus._formats import source_lines
-from steptrace.store._store import StoreError, first_line, connect
+from steptrace.store._store import StoreError, first_line, connect, shape_columns
 from steptrace.errors import InputError
 
 
@@ -66,8 +66,9 @@ def load_run(db: str | Path, run_id: int | None = None, sample_id: str | None = 
 
 def _read_run(con, run_id: int | None, sample_id: str | None, input_index: int) -> RunView:
     rid = find_run_id(con, run_id, sample_id, input_index)
-    cursor = con.execute("SELECT r.*, p.code, p.entry, p.source FROM runs r "
-                         "JOIN programs p USING (program_id) WHERE run_id = ?", [rid])
+    cursor = con.execute(f"SELECT r.*, p.code, p.entry, p.source, {shape_columns(con)} "
+                         "FROM runs r JOIN programs p USING (program_id) WHERE run_id = ?",
+                         [rid])
     names = [d[0] for d in cursor.description]
     run = dict(zip(names, cursor.fetchone()))
     steps = con.execute("SELECT step, event, func, line, depth, frame FROM steps "

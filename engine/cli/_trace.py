@@ -157,8 +157,10 @@ def show(run_id: int | None, sample_id: str | None, input_index: int, db: str, f
     if fmt == "csv":
         click.echo(render(columns, rows, "csv"))
         return
+    from steptrace.store._runs import call_text
     r = view.run
-    header = [f"run {r['run_id']}  sample {r['sample_id']}  {r['entry']}({r['input']})",
+    called = call_text(r["entry"], r["input"], r.get("shape") or "call", r.get("chain"))
+    header = [f"run {r['run_id']}  sample {r['sample_id']}  {called}",
               f"status {r['status']}" + (f"  output {r['output']}" if r['output'] is not None else "")
               + (f"  {r['exception_type']}: {r['exception_message']}" if r['exception_message'] else "")
               + ("" if r["output_matches"] is None else f"  matches expected: {r['output_matches']}"),

@@ -22,7 +22,7 @@ import duckdb
 from steptrace.errors import StoreError
 from steptrace.store._runs import Run
 from steptrace.store._store import (STATE_COLUMNS, STEP_COLUMNS, check_database_file, connect,
-                                    first_line, has_table)
+                                    first_line, has_table, shape_columns)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -120,7 +120,7 @@ class Store:
         states): equal to the ``steptrace.trace_one`` of the same job. StoreError when
         there is no such run."""
         with self._reading() as con:
-            cursor = con.execute("SELECT r.*, p.code, p.entry FROM runs r "
+            cursor = con.execute(f"SELECT r.*, p.code, p.entry, {shape_columns(con)} FROM runs r "
                                  "JOIN programs p USING (program_id) WHERE r.run_id = ?", [run_id])
             row = cursor.fetchone()
             if row is None:

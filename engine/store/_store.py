@@ -27,7 +27,7 @@ from typing import Iterable
 import duckdb
 import pyarrow as pa
 
-from steptrace.corpus._formats import Job, Program
+from steptrace.corpus._formats import Job, Program, stdout_matches
 from steptrace.errors import StoreError
 from steptrace.predictions._experiments import upgrade as upgrade_experiment_tables
 from steptrace.corpus._text import file_kind
@@ -35,10 +35,11 @@ from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
 from steptrace.store._tables import (ANALYSES, BRANCHES, CONNECT_TABLES, PROGRAMS, RUN_FEATURES,
                                      RUNS, STATES, STEPS, TASKS)
 
-SCHEMA_VERSION = "3"
-# 3 keyed predictions and scores by experiment (engine/predictions/_experiments.py), 2 added branches
-# and analyses; older versions are read as they are and upgraded on write.
-READABLE_VERSIONS = ("1", "2", "3")
+SCHEMA_VERSION = "4"
+# 4 added program shapes (programs.shape, programs.test, runs.chain, runs.stdin), 3 keyed
+# predictions and scores by experiment (engine/predictions/_experiments.py), 2 added
+# branches and analyses; older versions are read as they are and upgraded on write.
+READABLE_VERSIONS = ("1", "2", "3", "4")
 LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
 DEFAULT_LOCK_WAIT_S = 10.0
 
@@ -65,10 +66,18 @@ class TracedRun:
     isolation: str
 
 
-# What a file must hold to be a store: the tables of schema version 1, exactly; those
-# version 2 added are checked when present (connect creates them in an older store).
+# What a file must hold to be a store: the tables of schema version 1, exactly (programs
+# and runs with or without the columns version 4 added at their end); those version 2
+# added are checked when present (connect creates them in an older store).
 EXPECTED_COLUMNS = {t.name: t.column_names for t in (PROGRAMS, RUNS, STEPS, STATES)}
 ADDED_IN_2 = {t.name: t.column_names for t in (ANALYSES, BRANCHES)}
+# Version 4's columns, added at the end of their tables (``ALTER TABLE ... ADD COLUMN``):
+# (table, column, value of the rows stored before).
+ADDED_IN_4 = ((PROGRAMS, "shape", "'call'"), (PROGRAMS, "test", None),
+              (RUNS, "chain", None), (RUNS, "stdin", None))
+BEFORE_4 = {table.name: tuple(c for c in table.column_names
+                              if (table, c) not in {(t, n) for t, n, _ in ADDED_IN_4})
+            for table in (PROGRAMS, RUNS)}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -93,6 +102,7 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
             _check_schema(con, path, allow_missing=True)
             con.execute(SCHEMA)  # creates what is missing: a new file, or version 1's upgrade
             upgrade_experiment_tables(con)  # version 2's predictions and scores
+            upgrade_shapes(con)  # version 3's programs and runs
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
         else:
             _check_schema(con, path, allow_missing=False)
@@ -103,6 +113,39 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
         con.close()
         raise
     return con
+
+
+def upgrade_shapes(con: duckdb.DuckDBPyConnection) -> None:
+    """A store made before schema 4: add programs.shape (``call`` for the programs it
+    holds) and programs.test, runs.chain and runs.stdin (NULL), at the end of their
+    tables as the declarations put them."""
+    for table, column, before in ADDED_IN_4:
+        present = con.execute("SELECT count(*) FROM information_schema.columns WHERE "
+                              "table_schema = 'main' AND table_name = ? AND column_name = ?",
+                              [table.name, column]).fetchall()[0][0]
+        if present:
+            continue
+        declared = table.column(column)
+        if before is None:
+            con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {declared.type}")
+            continue
+        con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {declared.type} "
+                    f"DEFAULT {before}")
+        con.execute(f"ALTER TABLE {table.name} ALTER COLUMN {column} DROP DEFAULT")
+        if not declared.nullable:
+            con.execute(f"ALTER TABLE {table.name} ALTER COLUMN {column} SET NOT NULL")
+
+
+def shape_columns(con: duckdb.DuckDBPyConnection, alias: str = "p") -> str:
+    """``{alias}.shape, {alias}.test`` for a query joining programs as ``alias``; in a
+    store made before schema 4 (read without upgrading it) their values: ``'call'`` and
+    NULL."""
+    present = con.execute("SELECT count(*) FROM information_schema.columns WHERE "
+                          "table_schema = 'main' AND table_name = 'programs' AND "
+                          "column_name = 'shape'").fetchall()[0][0]
+    if present:
+        return f"{alias}.shape, {alias}.test"
+    return "'call' AS shape, CAST(NULL AS VARCHAR) AS test"
 
 
 class StoreLockedError(StoreError):
@@ -212,7 +255,7 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: boo
             if allow_missing and not any(t in found for t in EXPECTED_COLUMNS):
                 continue
             raise StoreError(f"{path} is not a steptrace store (no table {table})")
-        if tuple(found[table]) != tuple(columns):
+        if tuple(found[table]) not in (tuple(columns), BEFORE_4.get(table)):
             raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
     for table, columns in ADDED_IN_2.items():
         if table in found and tuple(found[table]) != tuple(columns):
@@ -374,7 +417,8 @@ class TraceWriter:
             for name, value in (("program_id", pid), ("source", program.source),
                                 ("sample_id", program.sample_id), ("code", program.code),
                                 ("entry", program.entry), ("code_sha256", program.code_sha256),
-                                ("program_key", key)):
+                                ("program_key", key), ("shape", program.shape),
+                                ("test", program.test)):
                 new[name].append(value)
         return pid
 
@@ -430,20 +474,26 @@ def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now
         "output": r.get("output"), "output_type": r.get("output_type"),
         "output_truncated": r.get("output_truncated"), "exception_type": r.get("exception_type"),
         "exception_message": r.get("exception_message"), "expected": job.expected,
-        "output_matches": _matches(r, job), "note": r.get("note"), "stdout": r.get("stdout"),
+        "output_matches": run_matches(r, job), "note": r.get("note"), "stdout": r.get("stdout"),
         "line_steps": r.get("line_steps"), "instruction_steps": r.get("instruction_steps"),
         "calls": r.get("calls"), "max_depth": r.get("max_depth"), "n_steps": n_steps,
         "duration_us": traced.duration_us, "call_us": r.get("call_us"),
         "isolation": traced.isolation, "run_key": job.key, "traced_at": now,
+        "chain": job.calls_json, "stdin": job.stdin,
     }
     for name in RUN_COLUMNS:
         runs[name].append(values[name])
 
 
-def _matches(result: dict, job: Job) -> bool | None:
-    """NULL without an expected output; False for every run that did not return."""
+def run_matches(result: dict, job: Job) -> bool | None:
+    """NULL without an expected output; False for every run that did not return. A
+    script's stdout is compared here (``stdout_matches``), the guest compares a call's
+    return value."""
     if job.expected is None:
         return None
+    if job.program.shape == "script":
+        return result.get("status") == "ok" and stdout_matches(result.get("stdout"),
+                                                                job.expected)
     return bool(result.get("output_matches"))
 
 
