@@ -266,6 +266,10 @@ def build_output(facts: RunFacts) -> list[Candidate]:
 
 
 def build_input(facts: RunFacts) -> list[Candidate]:
+    """The call's input from its output: not asked of a method chain (its input is the
+    constructor's, and a predicted one could not be checked by calling the entry)."""
+    if facts.run.chain is not None:
+        return []
     return ([Candidate(0, (), facts.run.input, "input", question=(("output", facts.run.output),))]
             if build_output(facts) else [])
 

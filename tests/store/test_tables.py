@@ -28,19 +28,20 @@ from steptrace.tasks._tasks import TaskOptions, generate_tasks
 from steptrace.tracing._analysis import AnalysisOptions, analyse_store
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 
-# The schema as the README documents it (schema version 3): table -> (column, type, NOT
+# The schema as the README documents it (schema version 4): table -> (column, type, NOT
 # NULL) in column order, and the key. "!" marks NOT NULL (a key column is NOT NULL).
 CONTRACT = {
     "meta": ("key VARCHAR!, value VARCHAR", ("key",)),
     "programs": ("program_id BIGINT!, source VARCHAR!, sample_id VARCHAR!, code VARCHAR!, "
-                 "entry VARCHAR!, code_sha256 VARCHAR!, program_key VARCHAR!", ("program_id",)),
+                 "entry VARCHAR!, code_sha256 VARCHAR!, program_key VARCHAR!, shape VARCHAR!, "
+                 "test VARCHAR", ("program_id",)),
     "runs": ("run_id BIGINT!, program_id BIGINT!, sample_id VARCHAR!, input_index INTEGER!, "
              "input VARCHAR!, status VARCHAR!, output VARCHAR, output_type VARCHAR, "
              "output_truncated BOOLEAN, exception_type VARCHAR, exception_message VARCHAR, "
              "expected VARCHAR, output_matches BOOLEAN, note VARCHAR, stdout VARCHAR, "
              "line_steps BIGINT, instruction_steps BIGINT, calls BIGINT, max_depth INTEGER, "
              "n_steps BIGINT, duration_us BIGINT, call_us BIGINT, isolation VARCHAR, "
-             "run_key VARCHAR!, traced_at TIMESTAMP", ("run_id",)),
+             "run_key VARCHAR!, traced_at TIMESTAMP, chain VARCHAR, stdin VARCHAR", ("run_id",)),
     "steps": ("run_id BIGINT!, step INTEGER!, event VARCHAR!, func VARCHAR!, line INTEGER!, "
               "depth INTEGER!, frame INTEGER!", ()),
     "states": ("run_id BIGINT!, step INTEGER!, var VARCHAR!, value VARCHAR, type VARCHAR, "
@@ -108,7 +109,7 @@ def test_every_column_is_documented_for_the_schema_page():
     assert table("scores").doc_rows()[:2] == [
         ("task_id", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions"),
         ("model", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions")]
-    assert table("runs").doc_rows()[-2][2] == ("unique; unique identity of the job; resume "
+    assert table("runs").doc_rows()[-4][2] == ("unique; unique identity of the job; resume "
                                                "skips stored keys")
 
 
