@@ -260,13 +260,14 @@ def test_dotted_entry(sandbox):
     ([{"method": "push", "input": "undefined_name"}],
      "calls[0] (push): input does not evaluate: NameError: name 'undefined_name' is not "
      "defined"),
-    ([{"method": "push"}] * 1001, "'calls' has more than 1,000 methods"),
+    ([{"method": "push"}] * 10_000, "'calls' has more than 1,000 methods"),
     ([{"method": "push()", "input": ""}],
      "'calls' entries must be {\"method\": name, \"input\": arguments}"),
 ])
 def test_a_bad_chain_is_invalid(sandbox, calls, message):
-    result = job(sandbox, code=STACK, entry="Stack", calls=calls)
+    result = job(sandbox, "batch", code=STACK, entry="Stack", calls=calls)
     assert outcome(result) == ("invalid", None, message, None, "")
+    assert_next_job_exact(sandbox, "batch")
 
 
 HOSTILE_GETATTR = """\
@@ -432,6 +433,18 @@ def test_asyncio_two_coroutines(sandbox):
         (20, "<return>", "'b'", "str"), (24, "<return>", "'aa'", "str"),
         (26, "<exception>", "StopIteration(['aa', 'b'])", "StopIteration"),
         (27, "<return>", "['aa', 'b']", "list"), (28, "<return>", "['aa', 'b']", "list")]
+
+
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+def test_asyncio_leaves_the_next_job_exact(sandbox, isolation):
+    """A job that leaves an event loop set and running state behind: the next job finds
+    no current loop, runs asyncio again the same way, and is exact."""
+    code = ("import asyncio\nasync def m():\n    return 1\ndef f():\n"
+            "    loop = asyncio.new_event_loop()\n    asyncio.set_event_loop(loop)\n"
+            "    asyncio.events._set_running_loop(loop)\n    return 1\n")
+    assert outcome(job(sandbox, isolation, code=code)) == ("ok", None, None, "1", "")
+    assert outcome(job(sandbox, isolation, code=ASYNC)) == ("ok", None, None, "['aa', 'b']", "")
+    assert_next_job_exact(sandbox, isolation)
 
 
 @pytest.mark.parametrize("code, want", [
