@@ -136,16 +136,20 @@ def upgrade_shapes(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"ALTER TABLE {table.name} ALTER COLUMN {column} SET NOT NULL")
 
 
-def shape_columns(con: duckdb.DuckDBPyConnection, alias: str = "p") -> str:
-    """``{alias}.shape, {alias}.test`` for a query joining programs as ``alias``; in a
-    store made before schema 4 (read without upgrading it) their values: ``'call'`` and
-    NULL."""
+def shape_columns(con: duckdb.DuckDBPyConnection, alias: str = "p",
+                  runs: str | None = None) -> str:
+    """``{alias}.shape, {alias}.test`` for a query joining programs as ``alias`` (and
+    ``{runs}.chain, {runs}.stdin`` with ``runs``, the alias of runs); in a store made
+    before schema 4 (read without upgrading it) their values: ``'call'`` and NULLs."""
     present = con.execute("SELECT count(*) FROM information_schema.columns WHERE "
                           "table_schema = 'main' AND table_name = 'programs' AND "
                           "column_name = 'shape'").fetchall()[0][0]
     if present:
-        return f"{alias}.shape, {alias}.test"
-    return "'call' AS shape, CAST(NULL AS VARCHAR) AS test"
+        columns = f"{alias}.shape, {alias}.test"
+        return columns + (f", {runs}.chain, {runs}.stdin" if runs else "")
+    columns = "'call' AS shape, CAST(NULL AS VARCHAR) AS test"
+    return columns + (", CAST(NULL AS VARCHAR) AS chain, CAST(NULL AS VARCHAR) AS stdin"
+                      if runs else "")
 
 
 class StoreLockedError(StoreError):

@@ -187,3 +187,23 @@ def test_a_schema_3_store_is_read_as_it_is_and_upgraded_on_write(tmp_path):
     with pytest.raises(duckdb.ConstraintException):
         with duckdb.connect(str(db)) as raw:  # shape is NOT NULL, as declared
             raw.execute("UPDATE programs SET shape = NULL")
+
+
+def test_kept_runs_are_written_back_as_the_records_they_came_from(traced, tmp_path):
+    """benchmark's write_kept gives every shape's keys back: tracing what it wrote makes
+    the same jobs (the expected outputs now the runs' own)."""
+    from steptrace.benchmark._filters import write_kept
+    _, db, _ = traced
+    out = tmp_path / "kept.jsonl"
+    assert write_kept(db, [1, 3, 4, 5], out) == 4
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records == [
+        {"id": "script", "shape": "script", "code": SCRIPT, "input": "3\n", "output": "6\n"},
+        {"id": "chain", "code": STACK, "input": "", "output": "1", "entry": "Stack",
+         "calls": [{"method": "push", "input": "1"}, {"method": "pop", "input": ""}]},
+        {"id": "test", "code": CALC, "input": "", "output": "None", "entry": "T.test_add",
+         "test": CALC_TEST},
+        {"id": "stdin", "code": RECORDS[3]["code"], "input": "", "output": "'hi\\n'",
+         "stdin": "hi\n"}]
+    again = trace_corpus(out, tmp_path / "again.duckdb", TraceOptions(workers=0))
+    assert (again.traced, again.matched, dict(again.by_status)) == (4, 4, {"ok": 4})
