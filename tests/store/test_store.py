@@ -74,7 +74,7 @@ def test_programs_rows(traced):
         (4, "small.jsonl", "neg", NEG, "f", sha(NEG), keys["neg"]),
         (5, "small.jsonl", "loop", LOOP, "f", sha(LOOP), keys["loop"]),
     ]
-    assert rows(db, "SELECT * FROM meta") == [("schema_version", "3")]
+    assert rows(db, "SELECT * FROM meta") == [("schema_version", "4")]
 
 
 def test_runs_rows(traced):
@@ -123,10 +123,10 @@ def test_steps_and_states_of_a_small_program(traced):
         (1, 3, "return", "f", 3, 0, 0),
     ]
     assert rows(db, "SELECT * FROM states WHERE run_id = 1 ORDER BY step, rowid") == [
-        (1, 0, "a", "1", "int", False),
-        (1, 0, "b", "2", "int", False),
-        (1, 2, "c", "3", "int", False),
-        (1, 3, "<return>", "3", "int", False),
+        (1, 0, "a", "1", "int", False, None),
+        (1, 0, "b", "2", "int", False, None),
+        (1, 2, "c", "3", "int", False, None),
+        (1, 3, "<return>", "3", "int", False, None),
     ]
 
 
