@@ -213,4 +213,4 @@ def test_connect_creates_the_store_tables_from_their_declarations(tmp_path):
         con.close()
     assert names == sorted(["meta", "programs", "runs", "steps", "states", "objects",
                             "attributes", "global_states", "analyses", "branches"])
-    assert SCHEMA == "".join(t.ddl() for t in tables()[:7])
+    assert SCHEMA == "".join(t.ddl() for t in tables()[:10])
