@@ -713,6 +713,10 @@ def status_counts(db: str | Path) -> dict[str, int]:
 FINISHED_STATUSES = ("ok", "exception")
 # A memory address in a repr (``<object at 0x7f…>``): differs between runs by nature.
 MEMORY_ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)
+# What such a repr looks like since schema 4, which leaves the address out (``<function
+# f>``, ``<generator object g>``, ``<__main__.D object>``): it names an object, not a
+# value one could write down.
+OPAQUE_REPR = re.compile(r"<(?:function |bound method |built-in |method-wrapper |[\w.]+ object\b)")
 
 
 def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
