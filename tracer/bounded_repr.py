@@ -75,11 +75,12 @@ _JOIN = "".join
 _layouts: dict = {}
 
 
-def reset() -> None:
-    """Forget the previous job's classes."""
+def reset(job: bool = True) -> None:
+    """Forget the classes seen (and, for a new ``job``, the count of cut instances)."""
     global attributes_cut
     _layouts.clear()
-    attributes_cut = 0
+    if job:
+        attributes_cut = 0
 
 
 def layout(kind):

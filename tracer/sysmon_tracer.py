@@ -206,18 +206,24 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
     active = True
 
 
+_CO_OPTIMIZED = 1  # a function's code (not a module's or a class body's)
+
+
 def _code_names(code) -> tuple:
-    """The global names a module's code objects use (their ``co_names``, nested code
-    included), dunders left out, sorted (a set's order would follow the hash secret)."""
+    """The global names the program's functions use (the ``co_names`` of every function
+    code object in the module, nested ones included; the module's and class bodies' own
+    code ran before the call), dunders left out, sorted (a set's order would follow the
+    hash secret)."""
     names: set = set()
     pending = [code] if code is not None else []
     while pending:
         current = pending.pop()
         if type(current) is not CodeType:
             continue
-        for name in current.co_names:
-            if type(name) is str and not (name[:2] == "__" and name[-2:] == "__"):
-                names.add(name)
+        if current.co_flags & _CO_OPTIMIZED:
+            for name in current.co_names:
+                if type(name) is str and not (name[:2] == "__" and name[-2:] == "__"):
+                    names.add(name)
         pending.extend(current.co_consts)
     return tuple(sorted(names))
 
@@ -250,7 +256,7 @@ def finish() -> None:
     attr_prev.clear()
     global_prev.clear()
     watched.clear()
-    _br.reset()
+    _br.reset(job=False)
 
 
 # ------------------------------------------------------------------ lifecycle
