@@ -490,3 +490,140 @@ def test_no_memory_address_anywhere_in_a_trace(run):
     assert states_of(text)[1:] == [
         (2, "t", "['x at 0x1f', <built-in function len>]", "list", False, 1),
         (3, "<return>", "'x at 0x1f'", "str", False, None)]
+
+
+# ---------------------------------------------------------------- adversarial
+HOSTILE = """\
+class Meta(type):
+    def __getattribute__(cls, name):
+        raise RuntimeError("meta " + name)
+
+
+class Loud:
+    def __getattribute__(self, name):
+        raise RuntimeError("getattribute " + name)
+
+    def __getattr__(self, name):
+        raise RuntimeError("getattr " + name)
+
+
+class DictProp:
+    @property
+    def __dict__(self):
+        raise RuntimeError("dict")
+
+
+class SlotLie:
+    __slots__ = ("a",)
+
+
+SlotLie.a = property(lambda self: 1 / 0)
+
+
+class Liar:
+    @property
+    def __class__(self):
+        raise RuntimeError("class")
+
+
+class M(metaclass=Meta):
+    pass
+
+
+class Huge:
+    pass
+
+
+def f(n):
+    loud = Loud()
+    object.__setattr__(loud, "x", 1)
+    dp = DictProp()
+    object.__setattr__(dp, "y", 2)
+    sl = SlotLie()
+    liar = Liar()
+    liar.z = 3
+    m = M()
+    h = Huge()
+    for i in range(n):
+        object.__setattr__(h, "a" + str(i), i)
+    ring = Huge()
+    ring.me = ring
+    ring.pair = [ring, {"r": ring}]
+    return len(object.__getattribute__(h, "__dict__"))
+"""
+CLEAN = "class C:\n    pass\n\ndef f(x):\n    c = C()\n    c.v = x\n    return c\n"
+
+
+def assert_clean(result: dict, x: int) -> None:
+    assert (result["status"], result["output"], result["note"]) == ("ok", f"C(v={x})", None)
+    assert states_of(result) == [
+        (0, "x", str(x), "int", False, None), (2, "c", "C()", "C", False, 1),
+        (3, "c", f"C(v={x})", "C", False, 1), (4, "<return>", f"C(v={x})", "C", False, 1)]
+    assert objects_of(result) == [(1, "C", 2)]
+    assert attributes_of(result) == [(3, 1, "v", str(x), "int", False, None)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+def test_hostile_classes_run_no_code_and_stay_bounded(run, isolation):
+    """Reading objects runs none of the program's code: not ``__getattribute__``/
+    ``__getattr__``, a metaclass's ``__getattribute__``, a ``__dict__`` property (its
+    instance is shown by its own repr, without attributes), a property put where a slot
+    was, a lying ``__class__``. 120 attributes: 100 are read, and the note says so; a
+    self-referencing graph renders with ``...``. Only ``f`` is traced, and the next job
+    is exact."""
+    result = run(HOSTILE, "120", isolation=isolation)
+    assert (result["status"], result["output"], result["funcs"]) == ("ok", "120", ["f"])
+    assert result["note"] == ("objects beyond the tracer's bounds (depth 6, 200 objects a "
+                              "step, 1000 items a container, 100 attributes an instance) "
+                              "are not recorded")
+    rows = states_of(result)
+    first = {}
+    for row in rows:
+        first.setdefault(row[1], []).append(row)
+    assert first["loud"] == [(2, "loud", "Loud()", "Loud", False, 1),
+                             (3, "loud", "Loud(x=1)", "Loud", False, 1)]
+    assert first["dp"] == [(4, "dp", "<__main__.DictProp object>", "DictProp", False, 2)]
+    assert first["sl"] == [(6, "sl", "SlotLie()", "SlotLie", False, 3)]
+    assert first["liar"] == [(7, "liar", "Liar()", "Liar", False, 4),
+                             (8, "liar", "Liar(z=3)", "Liar", False, 4)]
+    assert first["m"] == [(9, "m", "M()", "M", False, 5)]
+    huge = first["h"][-1]
+    assert huge[2] == "Huge(" + ", ".join(f"a{i}={i}" for i in range(100)) + ")"
+    assert first["ring"][-1][2:] == ("Huge(me=Huge(...), pair=[Huge(...), {'r': Huge(...)}])",
+                                     "Huge", False, 7)
+    assert objects_of(result) == [(1, "Loud", 2), (2, "DictProp", 4), (3, "SlotLie", 6),
+                                  (4, "Liar", 7), (5, "M", 9), (6, "Huge", 10),
+                                  (7, "Huge", 252), (8, "list", 254), (9, "dict", 254)]
+    attributes = attributes_of(result)
+    assert [row for row in attributes if row[1] != 6] == [
+        (3, 1, "x", "1", "int", False, None),
+        (8, 4, "z", "3", "int", False, None),
+        (253, 7, "me", "Huge(me=Huge(...))", "Huge", False, 7),
+        (254, 7, "me", "Huge(me=Huge(...), pair=[Huge(...), {'r': Huge(...)}])", "Huge",
+         False, 7),
+        (254, 7, "pair", "[Huge(me=Huge(...), pair=[...]), {'r': Huge(me=Huge(...), "
+         "pair=[...])}]", "list", False, 8),
+    ]
+    assert [(row[2], row[3]) for row in attributes if row[1] == 6] == [
+        (f"a{i}", str(i)) for i in range(100)]
+    assert no_addresses(result)
+    assert_clean(run(CLEAN, "5", isolation=isolation), 5)
+
+
+@pytest.mark.slow
+def test_a_class_body_that_raises_in_a_key_comparison_does_not_break_the_tracer(run):
+    """A class dict whose key is a str subclass with a raising ``__eq__`` and the hash of
+    ``"__repr__"``: looking up ``__repr__`` runs it (quietly, untraced); the class is then
+    treated as not the program's and its instances are shown by their own repr (which
+    cannot find the module through that dict either)."""
+    code = ("class K(str):\n    def __hash__(self):\n        return hash('__repr__')\n"
+            "    def __eq__(self, other):\n        raise RuntimeError('eq')\n\n"
+            "Odd = type('Odd', (), {K('x'): 1})\n\n"
+            "def f():\n    o = Odd()\n    o.v = 1\n    return 2\n")
+    result = run(code, "")
+    assert (result["status"], result["output"], result["funcs"]) == ("ok", "2", ["f"])
+    assert states_of(result) == [(2, "o", "<Odd object>", "Odd", False, None),
+                                 (4, "<return>", "2", "int", False, None)]
+    assert objects_of(result) == attributes_of(result) == []
+    assert_clean(run(CLEAN, "6"), 6)
