@@ -114,7 +114,8 @@ def _program_layout(kind):
         if method is not None:
             default = method is _OBJECT_REPR
             break
-    if _DICTOFFSET(kind) and not _dict_descriptor(mro):
+    dict_at = _dict_descriptor(mro)
+    if _DICTOFFSET(kind) and dict_at is None:
         # a class that replaced its __dict__ descriptor (a property of its own): its
         # instance dict cannot be read without running it; its own repr is used
         default = False
@@ -145,23 +146,31 @@ def _program_layout(kind):
             member = members.get(key)
             if type(member) is MemberDescriptorType and _MEMBER_CLASS(member) is klass:
                 slots.append((shown, position, key))
-    return (default, name, tuple(slots))
+    return (default, name, tuple(slots), dict_at)
 
 
 def _dict_descriptor(mro):
-    """The getset descriptor CPython made for instances' ``__dict__`` (the first in the
-    MRO), or None; a ``__dict__`` the program defined itself is passed over."""
-    for klass in mro:
+    """The position in the MRO of the getset descriptor CPython made for instances'
+    ``__dict__`` (the first one), or None; a ``__dict__`` the program defined itself is
+    passed over. (The position, not the descriptor: the layout holds nothing of the
+    program's.)"""
+    for position, klass in enumerate(mro):
         descriptor = _TYPE_DICT(klass).get("__dict__")
         if type(descriptor) is GetSetDescriptorType and _GETSET_NAME(descriptor) == "__dict__":
-            return descriptor
+            return position
     return None
 
 
-def instance_dict(value, kind):
+def instance_dict(value, kind, shape):
     """The instance's own ``__dict__`` (a dict) or None."""
-    descriptor = _dict_descriptor(_MRO(kind))
-    if descriptor is None:
+    position = shape[3]
+    if position is None:
+        return None
+    mro = _MRO(kind)
+    if position >= len(mro):
+        return None
+    descriptor = _TYPE_DICT(mro[position]).get("__dict__")
+    if type(descriptor) is not GetSetDescriptorType:  # the class was changed since
         return None
     try:
         found = _GETSET_GET(descriptor, value, kind)
@@ -176,7 +185,7 @@ def attributes(value, kind, shape) -> list:
     ``MAX_ATTRIBUTES``."""
     global attributes_cut
     found = []
-    own = instance_dict(value, kind)
+    own = instance_dict(value, kind, shape)
     if own is not None:
         for name, item in _DICT_ITEMS(own):
             if type(name) is str:

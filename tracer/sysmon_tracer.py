@@ -367,7 +367,11 @@ def _delta(frame, fid: int, index: int) -> None:
             kept = None
             flat = _br.flat
             if kind in _TRACKED:
-                oid = _object_id(value, kind, index)
+                entry = object_index.get(id(value))
+                if entry is not None and entry[1] is None and entry[2] == id(kind):
+                    oid = entry[0]  # a list or dict seen before (no weak reference to check)
+                else:
+                    oid = _object_id(value, kind, index)
                 if not flat and kind in _WALKED:
                     roots = [value] if roots is None else roots + [value]
             elif kind in _WALKED:
@@ -388,7 +392,7 @@ def _delta(frame, fid: int, index: int) -> None:
             states.append((index, name, None, None, False, None))
     if roots is not None:
         _walk(roots, index)
-    if global_names and not module:
+    if global_names and not module and (watched or len(namespace) != watched_size):
         _globals(index)
     if full_locals:  # computed afresh, independently of the deltas' bookkeeping
         snapshots.append((index, {n: value_repr(v)[0] for n, v in
@@ -474,6 +478,7 @@ def _walk(roots: list, index: int) -> None:
 
 def _visit(level: list, index: int) -> None:
     global walk_cut
+    layouts_get = _br._layouts.get
     seen = set()
     count = 0
     for _ in range(MAX_WALK_DEPTH + 1):
@@ -484,7 +489,11 @@ def _visit(level: list, index: int) -> None:
                 continue
             seen.add(key)
             kind = type(value)
-            shape = None if kind in _TRACKED else _shape(kind)
+            if kind in _TRACKED:
+                shape = None
+            else:
+                entry = layouts_get(id(kind))
+                shape = entry[1] if entry is not None and entry[0]() is kind else _shape(kind)
             if shape is not None or kind in _TRACKED:
                 count += 1
                 if count > MAX_WALK_OBJECTS:
@@ -535,8 +544,14 @@ def _attributes(value, kind, shape, oid: int, index: int, following: list) -> No
         else:
             kept = None
             following.append(item)
-            if item_kind in _TRACKED or _shape(item_kind) is not None:
+            if item_kind in _TRACKED:
                 ref = _object_id(item, item_kind, index)
+            elif _shape(item_kind) is not None:
+                ref = _object_id(item, item_kind, index)
+                if old is not None and old[3] == ref:
+                    # the same instance: its own changes are its own rows (rendering it
+                    # again at every step would repeat them up the graph, and cost the most)
+                    continue
         text, truncated = value_repr(item)
         if old is not None and old[1] == text and old[2] == id(item_kind) and old[3] == ref:
             old_attrs[name] = (kept, text, id(item_kind), ref)
