@@ -405,7 +405,10 @@ def _dunder(name) -> bool:
 
 def _state(index: int, name: str, text: str, kind_name: str, truncated: bool,
            oid: int | None = None) -> None:
-    _spend(len(text) + len(name), "variable states")
+    global trace_chars_left
+    trace_chars_left -= len(text) + len(name)
+    if trace_chars_left < 0:
+        halt("output_limit", "trace exceeds its size limit (variable states)")
     states.append((index, name, text, kind_name, truncated, oid))
 
 
@@ -860,7 +863,9 @@ def _leave(kind: int, code, offset: int, key: str, value) -> None:
         line = _last_line(fid, code)
     index = _record(kind, code, line, frame, fid)
     text, truncated = value_repr(value)
-    _state(index, key, text, type_name(type(value)), truncated, _event_object(value, index))
+    value_kind = type(value)
+    _state(index, key, text, type_name(value_kind), truncated,
+           None if value_kind in _ATOMIC_TYPES else _event_object(value, index))
     stack.pop()
     frame_depths.pop(frame, None)
     if kind != YIELD:
