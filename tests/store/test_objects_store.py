@@ -147,3 +147,26 @@ def test_a_version_3_store_is_upgraded_in_place_and_still_reads(tmp_path):
     assert rows(db, "SELECT run_id, object_id, type, step FROM objects") == [(3, 1, "list", 2)]
     assert rows(db, "SELECT step, var, object_id FROM states WHERE run_id = 3 AND var = 'b' "
                     "ORDER BY step") == [(3, "b", 1), (4, "b", 1)]
+
+
+def test_show_lists_attribute_and_global_changes(tmp_path):
+    """``steptrace show``: a step's changed locals, then ``#id.attr=value`` per changed
+    attribute, then ``global name=value``; JSON gives each local's object id."""
+    from click.testing import CliRunner
+    from steptrace.cli._main import main
+    db = trace(tmp_path, "show.duckdb")
+    table = CliRunner().invoke(main, ["show", "1", "--db", str(db), "--format", "csv"])
+    assert table.exit_code == 0, table.output
+    changed = {int(row[0]): row[-1] for row in __import__("csv").reader(
+        table.output.splitlines()[1:])}
+    assert [changed[step] for step in (0, 14, 15)] == [
+        "names=['ab', 'c'], global ledger=[], global rate=2",
+        "self=Account(owner='ab', balance=4), #3.balance=4",
+        "<return>=None, global ledger=[2]"]
+    shown = CliRunner().invoke(main, ["show", "1", "--db", str(db), "--format", "json"])
+    step = __import__("json").loads(shown.output)["steps"][14]
+    assert (step["changes"], step["attributes"], step["globals"]) == (
+        [{"var": "self", "value": "Account(owner='ab', balance=4)", "type": "Account",
+          "truncated": False, "object_id": 3}],
+        [{"object_id": 3, "attr": "balance", "value": "4", "type": "int", "truncated": False,
+          "ref_id": None}], [])
