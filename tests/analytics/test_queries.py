@@ -609,7 +609,8 @@ def test_export_holds_every_table_exactly(stores, which):
     try:
         tables = _tables(db_con)
         assert tables == _tables(pq_con)
-        expected = {"meta", "programs", "runs", "steps", "states", "analyses", "branches"}
+        expected = {"meta", "programs", "runs", "steps", "states", "objects", "attributes",
+                    "global_states", "analyses", "branches"}
         if which == "full":
             expected |= {"tasks", "predictions", "scores"}
         assert set(tables) == expected
