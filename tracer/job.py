@@ -481,6 +481,17 @@ def _stopped(result: dict, raised) -> bool:
     return True
 
 
+def _begin_trace(request, result, limits, namespace) -> None:
+    """Start recording (the request's tracer options; the program's namespace and module
+    code, for its globals)."""
+    options = request.get("options")
+    options = options if type(options) is dict else {}
+    _tracer.begin(limits["max_steps"], limits["max_repr"], limits["max_trace_chars"],
+                  instructions_on=options.get("instructions", True) is not False,
+                  locals_on=options.get("full_locals", False) is True,
+                  program_namespace=namespace, program_code=result["codes"][0])
+
+
 def _call(request, result, limits, plan, namespace, recorder, conditions, traced) -> None:
     """The call, traced (``trace``) or not: of the instrumented program (``analyse``, see
     analysis.py), or of the program as it is (``run``: checking a predicted input). A
@@ -491,11 +502,7 @@ def _call(request, result, limits, plan, namespace, recorder, conditions, traced
     value = obj = raised = failure = None
     started = _perf_ns()
     if traced:
-        options = request.get("options")
-        options = options if type(options) is dict else {}
-        _tracer.begin(limits["max_steps"], limits["max_repr"], limits["max_trace_chars"],
-                      instructions_on=options.get("instructions", True) is not False,
-                      locals_on=options.get("full_locals", False) is True)
+        _begin_trace(request, result, limits, namespace)
         _tracer.base_frame = _tracer.frame_at(0)
         guard.set_tracing(True)
     else:
@@ -566,11 +573,7 @@ def _script(request, result, limits, mode, program, namespace, recorder, conditi
     guard.base_depth += 1
     started = _perf_ns()
     if traced:
-        options = request.get("options")
-        options = options if type(options) is dict else {}
-        _tracer.begin(limits["max_steps"], limits["max_repr"], limits["max_trace_chars"],
-                      instructions_on=options.get("instructions", True) is not False,
-                      locals_on=options.get("full_locals", False) is True)
+        _begin_trace(request, result, limits, namespace)
         _tracer.top_levels = 0  # the module frame is the top level itself
         _tracer.base_frame = _tracer.frame_at(0)
         guard.set_tracing(True)
@@ -642,11 +645,23 @@ def _fill_trace(result: dict) -> None:
     result["steps"] = {"event": tracer.step_events, "line": tracer.step_lines,
                        "depth": tracer.step_depths, "frame": tracer.step_frames,
                        "func": tracer.step_funcs}
-    columns = list(zip(*tracer.states)) if tracer.states else [(), (), (), (), ()]
-    result["states"] = {name: list(col) for name, col in
-                        zip(("step", "var", "value", "type", "truncated"), columns)}
+    result["states"] = _columns(tracer.states, wire.STATE_COLUMNS)
+    result["objects"] = {"type": tracer.object_types, "step": tracer.object_steps}
+    result["attributes"] = _columns(tracer.attributes, wire.ATTRIBUTE_COLUMNS)
+    result["global_states"] = _columns(tracer.global_rows, wire.GLOBAL_COLUMNS)
+    if tracer.walk_cut or _tracer._br.attributes_cut:
+        wire.add_note(result, "objects beyond the tracer's bounds (depth "
+                      f"{tracer.MAX_WALK_DEPTH}, {tracer.MAX_WALK_OBJECTS} objects a step, "
+                      f"{tracer.MAX_WALK_ITEMS} items a container, "
+                      f"{tracer._br.MAX_ATTRIBUTES} attributes an instance) are not recorded")
     if tracer.full_locals:
         result["snapshots"] = tracer.snapshots
+
+
+def _columns(rows: list, names: tuple) -> dict:
+    """Row tuples as the result's column lists."""
+    columns = list(zip(*rows)) if rows else [()] * len(names)
+    return {name: list(column) for name, column in zip(names, columns)}
 
 
 def _compare(result: dict, value, expected_text, namespace: dict) -> None:

@@ -234,7 +234,47 @@ STATES = Table(
      _c("value", "VARCHAR", "its `repr`, cut to `--max-repr` characters; NULL when the name "
         "became unbound"),
      _c("type", "VARCHAR", "its type name (cut at 1,000 characters); NULL when unbound"),
-     _c("truncated", "BOOLEAN", "whether `value` was cut", null=False)),
+     _c("truncated", "BOOLEAN", "whether `value` was cut", null=False),
+     _c("object_id", "INTEGER", "→ objects: the object the name is bound to, when it is a "
+        "tracked object (a program instance or a mutable built-in container); NULL "
+        "otherwise and in runs traced before schema 4")),
+    made_by="trace")
+
+OBJECTS = Table(
+    "objects", "one row per tracked object of a run (see Objects)",
+    (_c("run_id", "BIGINT", "→ runs", null=False),
+     _c("object_id", "INTEGER", "1, 2, ... in the order the tracer first saw the objects "
+        "(never a memory address)", null=False),
+     _c("type", "VARCHAR", "its type name (cut at 1,000 characters)", null=False),
+     _c("step", "INTEGER", "the step it was first seen at", null=False)),
+    primary_key=("run_id", "object_id"), made_by="trace")
+
+ATTRIBUTES = Table(
+    "attributes", "one row per attribute of a program instance whose value changed since "
+    "the object was last seen (all of them at its first sight; see Objects)",
+    (_c("run_id", "BIGINT", "→ runs", null=False),
+     _c("step", "INTEGER", "the step the change was seen at", null=False),
+     _c("object_id", "INTEGER", "→ objects", null=False),
+     _c("attr", "VARCHAR", "the attribute's name (an instance `__dict__` key or a slot)",
+        null=False),
+     _c("value", "VARCHAR", "its rendering, cut to `--max-repr` characters; NULL when the "
+        "attribute was deleted"),
+     _c("type", "VARCHAR", "its type name; NULL when deleted"),
+     _c("truncated", "BOOLEAN", "whether `value` was cut", null=False),
+     _c("ref_id", "INTEGER", "→ objects: the value's object id when it is a tracked object")),
+    made_by="trace")
+
+GLOBAL_STATES = Table(
+    "global_states", "one row per change of a program global its code uses (see Objects)",
+    (_c("run_id", "BIGINT", "→ runs", null=False),
+     _c("step", "INTEGER", "the step it was recorded at (the first step: the values "
+        "the call started with)", null=False),
+     _c("name", "VARCHAR", "the global's name", null=False),
+     _c("value", "VARCHAR", "its rendering, cut to `--max-repr` characters; NULL when the "
+        "name became unbound"),
+     _c("type", "VARCHAR", "its type name; NULL when unbound"),
+     _c("truncated", "BOOLEAN", "whether `value` was cut", null=False),
+     _c("object_id", "INTEGER", "→ objects, when the value is a tracked object")),
     made_by="trace")
 
 ANALYSES = Table(
@@ -367,14 +407,15 @@ RUN_FEATURES = Table(
     primary_key=("run_id",), made_by="features")
 
 # The tables every store opened for writing has (connect creates what is missing).
-CONNECT_TABLES = (META, PROGRAMS, RUNS, STEPS, STATES, ANALYSES, BRANCHES)
+CONNECT_TABLES = (META, PROGRAMS, RUNS, STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
+                  ANALYSES, BRANCHES)
 # Pipeline order: what the schema page lists, in this order.
 _ALL = CONNECT_TABLES + (TASKS, EXPERIMENTS, PREDICTIONS, SCORES, RUN_FEATURES)
 
 
 def tables() -> tuple[Table, ...]:
     """Every table of a store, in pipeline order: meta, then what ``trace`` writes
-    (programs, runs, steps, states), ``analyse`` (analyses, branches), ``tasks``,
+    (programs, runs, steps, states, objects, attributes, global_states), ``analyse`` (analyses, branches), ``tasks``,
     ``predict`` (experiments, predictions), ``score`` (scores) and ``features``
     (run_features)."""
     return _ALL

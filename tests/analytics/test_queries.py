@@ -609,7 +609,8 @@ def test_export_holds_every_table_exactly(stores, which):
     try:
         tables = _tables(db_con)
         assert tables == _tables(pq_con)
-        expected = {"meta", "programs", "runs", "steps", "states", "analyses", "branches"}
+        expected = {"meta", "programs", "runs", "steps", "states", "objects", "attributes",
+                    "global_states", "analyses", "branches"}
         if which == "full":
             expected |= {"tasks", "predictions", "scores"}
         assert set(tables) == expected
@@ -673,8 +674,8 @@ def test_export_force_replaces_an_earlier_export(stores, tmp_path):
     (out / "notes.txt").write_text("mine")
     export_parquet(stores.base, out, force=True)
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["analyses", "branches", "meta", "notes.txt", "programs", "runs", "states", "steps",
-         MANIFEST])
+        ["analyses", "attributes", "branches", "global_states", "meta", "notes.txt",
+         "objects", "programs", "runs", "states", "steps", MANIFEST])
     with pytest.raises(StoreError, match="^table tasks does not exist"):
         run_query("tasks_by_kind", parquet=out)
     assert run_query("runs_by_status", parquet=out).rows == CASES[0].rows

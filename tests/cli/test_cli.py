@@ -402,15 +402,18 @@ def test_show_sample_id_json(db):
         "n_steps": 3, "entry": "f", "source": "small.jsonl"}
     assert isinstance(run["traced_at"], str)
     assert shown["code"] == SQUARE
+    none = {"attributes": [], "globals": []}
     assert shown["steps"] == [
         {"step": 0, "event": "call", "func": "f", "line": 1, "depth": 0, "frame": 0,
          "code": "def f(x):",
-         "changes": [{"var": "x", "value": "4", "type": "int", "truncated": False}]},
+         "changes": [{"var": "x", "value": "4", "type": "int", "truncated": False,
+                      "object_id": None}], **none},
         {"step": 1, "event": "line", "func": "f", "line": 2, "depth": 0, "frame": 0,
-         "code": "return x * x", "changes": []},
+         "code": "return x * x", "changes": [], **none},
         {"step": 2, "event": "return", "func": "f", "line": 2, "depth": 0, "frame": 0,
          "code": "return x * x",
-         "changes": [{"var": "<return>", "value": "16", "type": "int", "truncated": False}]},
+         "changes": [{"var": "<return>", "value": "16", "type": "int", "truncated": False,
+                      "object_id": None}], **none},
     ]
 
 

@@ -123,10 +123,10 @@ def test_steps_and_states_of_a_small_program(traced):
         (1, 3, "return", "f", 3, 0, 0),
     ]
     assert rows(db, "SELECT * FROM states WHERE run_id = 1 ORDER BY step, rowid") == [
-        (1, 0, "a", "1", "int", False),
-        (1, 0, "b", "2", "int", False),
-        (1, 2, "c", "3", "int", False),
-        (1, 3, "<return>", "3", "int", False),
+        (1, 0, "a", "1", "int", False, None),
+        (1, 0, "b", "2", "int", False, None),
+        (1, 2, "c", "3", "int", False, None),
+        (1, 3, "<return>", "3", "int", False, None),
     ]
 
 

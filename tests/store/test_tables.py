@@ -45,7 +45,13 @@ CONTRACT = {
     "steps": ("run_id BIGINT!, step INTEGER!, event VARCHAR!, func VARCHAR!, line INTEGER!, "
               "depth INTEGER!, frame INTEGER!", ()),
     "states": ("run_id BIGINT!, step INTEGER!, var VARCHAR!, value VARCHAR, type VARCHAR, "
-               "truncated BOOLEAN!", ()),
+               "truncated BOOLEAN!, object_id INTEGER", ()),
+    "objects": ("run_id BIGINT!, object_id INTEGER!, type VARCHAR!, step INTEGER!",
+                ("run_id", "object_id")),
+    "attributes": ("run_id BIGINT!, step INTEGER!, object_id INTEGER!, attr VARCHAR!, "
+                   "value VARCHAR, type VARCHAR, truncated BOOLEAN!, ref_id INTEGER", ()),
+    "global_states": ("run_id BIGINT!, step INTEGER!, name VARCHAR!, value VARCHAR, "
+                      "type VARCHAR, truncated BOOLEAN!, object_id INTEGER", ()),
     "analyses": ("run_id BIGINT!, status VARCHAR!, agrees BOOLEAN, disagreement VARCHAR, "
                  "int_ops BIGINT, int_ops_large BIGINT, seq_ops BIGINT, seq_ops_long BIGINT, "
                  "float_ops BIGINT, true_divisions BIGINT, evaluations BIGINT, "
@@ -91,7 +97,7 @@ def test_the_declarations_are_the_documented_schema():
         assert (spelled(declared), declared.primary_key) == (columns, key), declared.name
         assert {(declared.name, c.name) for c in declared.columns if c.unique} == {
             pair for pair in UNIQUE if pair[0] == declared.name}
-    assert table("scores") is tables()[10]
+    assert table("scores") is tables()[13]
     with pytest.raises(KeyError):
         table("nope")
 
@@ -206,6 +212,6 @@ def test_connect_creates_the_store_tables_from_their_declarations(tmp_path):
                                             "ORDER BY table_name").fetchall()]
     finally:
         con.close()
-    assert names == sorted(["meta", "programs", "runs", "steps", "states", "analyses",
-                            "branches"])
-    assert SCHEMA == "".join(t.ddl() for t in tables()[:7])
+    assert names == sorted(["meta", "programs", "runs", "steps", "states", "objects",
+                            "attributes", "global_states", "analyses", "branches"])
+    assert SCHEMA == "".join(t.ddl() for t in tables()[:10])
