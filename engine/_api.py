@@ -120,7 +120,9 @@ atexit.register(_SANDBOX.close)
 
 
 def trace_one(code: str, input: str, entry: str = "f", expected: str | None = None,
-              limits: Limits | Mapping[str, float] | None = None) -> Run:
+              limits: Limits | Mapping[str, float] | None = None, *, shape: str = "call",
+              calls: list | None = None, test: str | None = None,
+              stdin: str | None = None) -> Run:
     """Run one call of a program in the sandbox, traced, and return it decoded as a
     ``Run`` (status, output, exception, stdout, counts, ``steps`` and ``states``).
 
@@ -130,6 +132,11 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
     expected: the expected return value's repr, if any: ``run.output_matches`` says
         whether the output equals it.
     limits: a ``Limits``, or a dict of the ones to change (``{"max_steps": 1000}``).
+    shape, calls, test, stdin: the record keys of docs/guides/corpus.md ("Program
+        shapes"): ``shape="script"`` runs ``code`` as a script with ``input`` as its stdin
+        (``expected``: its expected stdout); ``calls`` a method chain
+        (``[{"method": "push", "input": "1"}]``); ``test`` test code; ``stdin`` a call's
+        standard input.
 
     The run is made as ``steptrace trace`` makes it (a fresh interpreter, the same
     request) and decoded by the code that stores runs, so it equals the same job read
@@ -138,13 +145,17 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
     ``time.sleep`` ends as ``timeout`` only when the sleep does."""
     from steptrace.store._store import TracedRun, run_rows
     limits = as_limits(limits)
+    record = {"code": code, "input": input, "output": expected, "shape": shape,
+              "calls": calls, "test": test, "stdin": stdin}
+    if shape != "script":
+        record["entry"] = entry
     try:
-        (job,) = jobs_from_record({"code": code, "input": input, "entry": entry,
-                                   "output": expected}, TRACE_ONE_SOURCE, "1")
+        (job,) = jobs_from_record(record, TRACE_ONE_SOURCE, "1")
     except CorpusError as exc:
         raise InputError(str(exc)) from None
     outcome = _SANDBOX.run(job.request(), limits)
     row, steps, states = run_rows(TracedRun(job, outcome.result, outcome.duration_us, "job"))
+    row.update(shape=job.program.shape, test=job.program.test)
     return Run.from_rows(row, job.program.code, job.program.entry, steps.to_pylist(),
                          states.to_pylist(), stored=False)
 

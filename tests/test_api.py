@@ -181,7 +181,7 @@ def test_trace_one_limits_and_bad_arguments():
         st.trace_one(SUM, "[]", limits={"timeout": 1})
     with pytest.raises(st.InputError, match="^limit max_steps must be positive, got 0$"):
         st.trace_one(SUM, "[]", limits={"max_steps": 0})
-    with pytest.raises(st.InputError, match=r"^'entry' must be a Python identifier, got 'no way'$"):
+    with pytest.raises(st.InputError, match=r"^'entry' must be a Python identifier or a dotted path of them \(Stack.push\), got 'no way'$"):
         st.trace_one(SUM, "[]", entry="no way")
     with pytest.raises(st.InputError, match="^'input' must be a string, got int$"):
         st.trace_one(SUM, 3)

@@ -12,12 +12,21 @@ which cannot be read, replaced or removed. A program that changes these objects,
 the channel itself, changes only what it sends: writing to stdout through
 ``sys.audit("steptrace.write", 1, "x")`` is printing ``x``; it cannot lift a limit or touch
 what was already recorded.
+
+``SandboxEventLoop`` is asyncio's event loop inside the sandbox (guest.py makes it the one
+``asyncio.run``, ``asyncio.new_event_loop`` and ``asyncio.EventLoop`` give): the selector
+loop without its self-pipe (WASI refuses ``socket.socketpair``, which is why
+``asyncio.run`` failed with PermissionError) and without file descriptors to wait on;
+waiting for a timer is a sleep. Single-threaded, as every loop in the sandbox is.
 """
 
 from __future__ import annotations
 
+import asyncio.unix_events
 import io
+import selectors
 import sys
+import time
 from operator import index as _index
 
 _audit = sys.audit
@@ -124,3 +133,46 @@ def collect_arguments(*args, **kwargs) -> tuple:
     """Bound to ``__steptrace_args__`` while the input text is evaluated: ``f(<input>)``
     becomes ``__steptrace_args__(<input>)``."""
     return args, kwargs
+
+
+class NoSelector(selectors.BaseSelector):
+    """The selector of ``SandboxEventLoop``: no file descriptor can be waited on (WASI
+    gives a program none to wait for); ``select`` sleeps until the next timer. With no
+    timer and nothing ready the loop could never go on: that is an error, where a real
+    loop would wait forever."""
+
+    def register(self, fileobj, events, data=None):
+        raise OSError("the sandbox has no file descriptors to wait on")
+
+    def unregister(self, fileobj):
+        raise KeyError(fileobj)
+
+    def select(self, timeout=None):
+        if timeout is None:
+            raise RuntimeError("the event loop would wait forever: no task is ready and "
+                               "no timer is set")
+        if timeout > 0:
+            time.sleep(timeout)
+        return []
+
+    def get_map(self):
+        return {}
+
+    def close(self) -> None:
+        return None
+
+
+class SandboxEventLoop(asyncio.unix_events._UnixSelectorEventLoop):
+    """asyncio's event loop in the sandbox: see the module docstring."""
+
+    def __init__(self, selector=None) -> None:
+        super().__init__(NoSelector() if selector is None else selector)
+
+    def _make_self_pipe(self) -> None:
+        self._ssock = self._csock = None  # no other thread can wake the loop
+
+    def _close_self_pipe(self) -> None:
+        return None
+
+    def add_signal_handler(self, sig, callback, *args):
+        raise RuntimeError("signal handlers are not available in the sandbox")

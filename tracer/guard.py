@@ -5,6 +5,17 @@ See job.py ("Trust boundary") for the design. This module holds the job's guarde
 (the stdout/stderr it keeps, the program's recursion limit, what was refused), swaps the
 objects a program may use for the ones in exposed.py when a job starts
 (``enter``), and puts the interpreter back when it ends (``leave``).
+
+A job's ``sys.stdin`` is a fresh text stream over its stdin text (a C ``TextIOWrapper``
+over a ``BytesIO``: it holds the text and nothing of the runner), made per job and
+replaced by the interpreter's own when the job ends. The running asyncio loop of the
+interpreter (componentize-py keeps one for its async exports) and asyncio's event loop
+policy (which holds that loop as the current one) are taken away while a job runs, so
+that ``asyncio.run`` starts the program's own loop (exposed.SandboxEventLoop) and
+``asyncio.get_event_loop()`` finds none, as in a fresh interpreter.
+Starting a thread stops the job (``unsupported``): WASI has no threads, and a thread
+that could not start would otherwise be an ordinary RuntimeError a program could catch
+and go on from, with a different behaviour than it would have anywhere else.
 """
 
 from __future__ import annotations
@@ -13,8 +24,11 @@ import builtins
 
 __builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may rebind them
 
+import _asyncio  # noqa: E402
 import _random  # noqa: E402
+import asyncio.events  # noqa: E402
 import gc  # noqa: E402
+import io  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
 
@@ -29,7 +43,11 @@ MARGIN = 60      # frames of room the tracer's callbacks get above the program
 # ------------------------------------------------------------------ captured when built
 _SYS = sys.__dict__            # sys's namespace: stores here cannot run a program's __setattr__
 _GC = gc.__dict__
-_STDOUT, _STDERR = sys.stdout, sys.stderr
+_STDOUT, _STDERR, _STDIN = sys.stdout, sys.stderr, sys.stdin
+_TEXT_STREAM, _BYTES_STREAM = io.TextIOWrapper, io.BytesIO  # C classes: nothing to rebind
+_get_running_loop, _set_running_loop = _asyncio._get_running_loop, _asyncio._set_running_loop
+_ASYNCIO_EVENTS = asyncio.events.__dict__  # holds the event loop policy (and its loop)
+_POLICY = "_event_loop_policy"
 _MONITORING = sys.monitoring
 _REFUSED_MONITORING = exposed.RefusedNamespace("sys.monitoring")
 _GC_SET_DEBUG = gc.set_debug
@@ -46,7 +64,7 @@ _EXPOSED = exposed.__dict__
 _EXPOSED_STATE = dict(_EXPOSED)
 _EXPOSED_CLASSES = [(cls, dict(cls.__dict__)) for cls in
                     (exposed.StopTracing, exposed.StdStream, exposed.StdErr,
-                     exposed.RefusedNamespace)]
+                     exposed.RefusedNamespace, exposed.NoSelector, exposed.SandboxEventLoop)]
 _JOB_STDOUT, _JOB_STDERR = exposed.StdStream(), exposed.StdErr()  # they hold nothing
 _TYPE_NAME = _tracer.type_name
 _type_dict = type.__dict__["__dict__"].__get__
@@ -60,6 +78,9 @@ max_stdout = 65_536
 discard_writes = False  # after the job's stdout was taken: finalizers write nowhere
 base_depth = 0        # Python frames below the program's top level
 tracing = False       # the tracer enforces the program's recursion limit itself
+outer_loop = None     # the interpreter's running asyncio loop, put back after the job
+outer_policy = None   # ... and its event loop policy (which holds its current loop)
+THREADS_MESSAGE = "the program starts a thread; the sandbox (WASI) has no threads"
 
 # ------------------------------------------------------------------ the audit hook
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
@@ -92,6 +113,8 @@ def _audit(event: str, args: tuple) -> None:
         what = "object.__setattr__ __code__"
     elif event in _REFUSED_EVENTS:
         what = event
+    elif event[:14] == "_thread.start_":  # start_new_thread, start_joinable_thread
+        _tracer.halt("unsupported", THREADS_MESSAGE)
     else:
         return
     _refuse(what)
@@ -175,10 +198,20 @@ def install() -> None:
     sys.addaudithook(_audit)
 
 
-def enter(limits: dict, seed: object) -> None:
+def new_stdin(text: str):
+    """A job's ``sys.stdin``: a text stream over ``text`` as a real one reads it (UTF-8,
+    universal newlines, ``.buffer`` the bytes), named ``<stdin>``."""
+    raw = _BYTES_STREAM(text.encode("utf-8", "surrogatepass"))
+    raw.name = "<stdin>"
+    stream = _TEXT_STREAM(raw, encoding="utf-8", errors="surrogatepass", newline=None)
+    stream.mode = "r"
+    return stream
+
+
+def enter(limits: dict, seed: object, stdin: str = "") -> None:
     """A job starts: forget the last one, and hand the program its objects (exposed.py)
-    in place of the interpreter's own."""
-    global max_stdout, discard_writes, base_depth, tracing
+    in place of the interpreter's own, and ``stdin`` as its standard input."""
+    global max_stdout, discard_writes, base_depth, tracing, outer_loop, outer_policy
     shared_state.first_job()
     _tracer.cuts = {}
     _tracer.reset_stop()
@@ -198,6 +231,11 @@ def enter(limits: dict, seed: object) -> None:
     _seed(_RANDOM, seed if type(seed) is int else RANDOM_SEED)
     _RANDOM.gauss_next = None
     _SYS["stdout"], _SYS["stderr"] = _JOB_STDOUT, _JOB_STDERR
+    _SYS["stdin"] = new_stdin(stdin)
+    outer_loop = _get_running_loop()
+    _set_running_loop(None)
+    outer_policy = _ASYNCIO_EVENTS.get(_POLICY)
+    _ASYNCIO_EVENTS[_POLICY] = None  # the job's policy is made afresh when first asked for
     _SYS["getrecursionlimit"] = exposed.getrecursionlimit
     _SYS["setrecursionlimit"] = exposed.setrecursionlimit
     _SYS["monitoring"] = _REFUSED_MONITORING
@@ -224,8 +262,13 @@ def stdout_text() -> str:
 
 def leave() -> None:
     """What every job gets back (both isolation modes): sys's streams, recursion
-    functions and real limit, sys.monitoring, gc.set_debug, the builtins."""
-    _SYS["stdout"], _SYS["stderr"] = _STDOUT, _STDERR
+    functions and real limit, sys.monitoring, gc.set_debug, the builtins, the running
+    asyncio loop."""
+    global outer_loop, outer_policy
+    _SYS["stdout"], _SYS["stderr"], _SYS["stdin"] = _STDOUT, _STDERR, _STDIN
+    _set_running_loop(outer_loop)
+    _ASYNCIO_EVENTS[_POLICY] = outer_policy
+    outer_loop = outer_policy = None
     _SYS["getrecursionlimit"], _SYS["setrecursionlimit"] = _GET_RECURSION, _SET_RECURSION
     _SYS["monitoring"] = _MONITORING
     _GC["set_debug"] = _GC_SET_DEBUG

@@ -10,6 +10,8 @@ batch isolation restores (shared_state.py), checks that no module a program can 
 leads to the runner, and freezes the heap.
 """
 
+import asyncio
+import asyncio.unix_events
 import gc
 import importlib
 import json
@@ -17,6 +19,7 @@ import sys
 from types import FunctionType, SimpleNamespace
 
 import bounded_repr
+import exposed
 import guard
 import job
 import shared_state
@@ -46,6 +49,32 @@ def f(a, b=2):
         print('caught', e)
     items = list(g(3))
     return a, items
+
+class Box:
+    def __init__(self):
+        self.items = []
+
+    def put(self, x):
+        self.items.append(x)
+        return len(self.items)
+"""
+
+WARM_UP_SCRIPT = """
+import asyncio, sys
+async def twice(x):
+    await asyncio.sleep(0)
+    return 2 * x
+n = int(input())
+for line in sys.stdin:
+    n += len(line)
+print(asyncio.run(twice(n)))
+"""
+
+WARM_UP_TEST = """
+import unittest
+class TestBox(unittest.TestCase):
+    def test_put(self):
+        self.assertEqual(Box().put(1), 1)
 """
 
 
@@ -56,12 +85,30 @@ def _warm_up() -> None:
                     {"code": WARM_UP_PROGRAM, "input": "x", "expected": None},
                     {"code": "def f(:", "input": "", "expected": None},
                     {"code": WARM_UP_PROGRAM, "input": "1, b=3", "mode": "analyse"},
-                    {"code": WARM_UP_PROGRAM, "input": "1, b=3", "mode": "run"}):
+                    {"code": WARM_UP_PROGRAM, "input": "1, b=3", "mode": "run"},
+                    {"code": WARM_UP_SCRIPT, "input": "1\nab\n", "shape": "script"},
+                    {"code": WARM_UP_PROGRAM, "entry": "Box", "input": "",
+                     "calls": [{"method": "put", "input": "[1]"}], "expected": "1"},
+                    {"code": WARM_UP_PROGRAM, "entry": "TestBox.test_put", "input": "",
+                     "test": WARM_UP_TEST}):
         result = json.loads(job.handle(json.dumps(request)))
-        if result.get("status") in ("crashed", "tampered"):
+        if result.get("status") in ("crashed", "tampered") or (
+                "shape" in request or "calls" in request or "test" in request) and (
+                result.get("status") != "ok" or result.get("output_matches") is False):
             raise RuntimeError(f"the guest's warm-up job failed: {result}")
 
 
+def _install_event_loop() -> None:
+    """asyncio's loop in the sandbox is exposed.SandboxEventLoop (the selector loop's
+    self-pipe needs ``socket.socketpair``, which WASI refuses): what ``asyncio.run``,
+    ``asyncio.new_event_loop()`` and ``asyncio.EventLoop``/``SelectorEventLoop`` make."""
+    loop = exposed.SandboxEventLoop
+    asyncio.unix_events._UnixDefaultEventLoopPolicy._loop_factory = loop
+    for module in (asyncio, asyncio.unix_events):
+        module.SelectorEventLoop = module.EventLoop = loop
+
+
+_install_event_loop()
 guard.install()
 sysmon_tracer.install()
 job.PRELOADED = {"imported": list(stdlib_preload.imported),

@@ -1,13 +1,33 @@
 """One job inside the sandbox: compile, evaluate the call's arguments, run, report.
 
 The request and the result are JSON objects (see ``handle``); the request's ``mode`` (see
-MODES) says whether the call is traced. Everything the program can get wrong becomes a
-status with a message, never an exception out of ``handle``:
+MODES) says whether the call is traced. Its ``shape`` says what the program is:
+
+``call`` (default)  the program's top level runs untraced, then ``entry`` (a name, or a
+                    dotted path ``A.b`` of attribute lookups from the module namespace) is
+                    called with ``input`` (the text inside the call's parentheses), traced.
+                    ``calls`` (a list of ``{"method", "input"}``) makes it a method chain:
+                    each method is called, in order, on what the entry returned, in the
+                    same traced run (the output is the last call's value). ``test`` is
+                    test code, compiled as ``<test>`` (never traced) and run after the
+                    program in its namespace: an entry ``Case.test_x`` whose ``Case`` is a
+                    ``unittest.TestCase`` runs that test (``setUpClass``, then
+                    ``Case("test_x").debug()``, then ``tearDownClass``). ``stdin`` is the
+                    text ``sys.stdin`` reads (empty without it).
+``script``          the module is the program, traced from its first line (its frame is
+                    the depth-0 activation, ``<module>``); ``input`` is its stdin. It is
+                    ``ok`` when it runs to the end or exits with ``SystemExit`` of 0 or
+                    None; its output is its stdout (the host compares it with the expected
+                    text).
+
+Everything the program can get wrong becomes a status with a message, never an exception
+out of ``handle``:
 
 ``ok``            the call returned
 ``exception``     the call raised (``exception_type``/``exception_message`` say what)
 ``invalid``       syntax error, import-time failure, missing entry, input that does not parse
-                  or evaluate, bad request
+                  or evaluate, a method chain that names no method, bad request
+``unsupported``   the program started a thread (WASI has none): stopped there
 ``step_limit``    more steps than ``max_steps``
 ``memory_limit``  ``MemoryError`` (the host caps linear memory; a trap is classified there)
 ``output_limit``  stdout/stderr above ``max_stdout`` characters, or variable states above
@@ -62,6 +82,7 @@ __builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may r
 import ast  # noqa: E402
 import gc  # noqa: E402
 import time  # noqa: E402
+import unittest  # noqa: E402
 from types import CodeType  # noqa: E402
 
 import analysis  # noqa: E402
@@ -77,7 +98,11 @@ MODES = ("trace", "analyse", "run")
 PROGRAM_FILE = _tracer.FILENAME
 INPUT_FILE = "<input>"
 EXPECTED_FILE = "<expected>"
+TEST_FILE = "<test>"  # test code: not "<program>", so never traced
 ARGS_HELPER = "__steptrace_args__"
+SHAPES = ("call", "script")
+MAX_CALLS = 1_000         # methods in one chain
+MAX_STDIN = 16 * 1024 * 1024  # characters of stdin text
 PRELOADED: dict = {}  # the standard library imported at build time (set by guest.py)
 
 DEFAULT_LIMITS = {
@@ -92,6 +117,10 @@ _collect = gc.collect
 _AST_ONLY = ast.PyCF_ONLY_AST
 _AST_CALL, _AST_NAME = ast.Call, ast.Name
 _TYPE_NAME = _tracer.type_name
+_TYPE_MRO = type.__dict__["__mro__"].__get__  # type's own getter: no metaclass answers
+_TEST_CASE = unittest.TestCase
+_EXIT_CODE = SystemExit.__dict__["code"].__get__  # the C member: no property answers
+_INT_VALUE = int.__index__
 namespace_held = None  # the program's namespace, cleared after a batch job
 
 
@@ -153,10 +182,13 @@ def run_job(request: dict) -> dict:
         return _invalid(result, "request has bad limits")
     if type(code_text) is not str or type(input_text) is not str or type(entry) is not str:
         return _invalid(result, "request needs string 'code' and 'input'")
-    guard.enter(limits, request.get("seed", guard.RANDOM_SEED))
+    shape = _shape(request, input_text, entry)
+    if type(shape) is str:
+        return _invalid(result, shape)
+    guard.enter(limits, request.get("seed", guard.RANDOM_SEED), shape[1])
     try:
         try:
-            _run(request, result, limits, code_text, input_text, entry)
+            _run(request, result, limits, code_text, input_text, entry, shape[0])
         finally:
             _tracer.finish()
         result["stdout"] = guard.stdout_text()
@@ -192,6 +224,48 @@ def run_job(request: dict) -> dict:
     if cut_note is not None:
         wire.add_note(result, cut_note)
     return result
+
+
+def _shape(request: dict, input_text: str, entry: str):
+    """The request's shape fields checked: ``(plan, stdin text)``, or a message saying
+    what is wrong. ``plan`` is None for a script, else ``(entry parts, test code text,
+    [(method, input text), ...])``."""
+    shape = request.get("shape") or "call"
+    stdin = request.get("stdin")
+    test = request.get("test")
+    chain = request.get("calls")
+    if shape not in SHAPES:
+        return "unknown 'shape'; use one of " + ", ".join(SHAPES)
+    if stdin is not None and type(stdin) is not str:
+        return "'stdin' must be a string"
+    if test is not None and type(test) is not str:
+        return "'test' must be a string"
+    if shape == "script":
+        if stdin is not None or test is not None or chain is not None:
+            return "a script takes no 'stdin', 'test' or 'calls' (its 'input' is its stdin)"
+        stdin = input_text
+    if stdin is not None and len(stdin) > MAX_STDIN:
+        return f"stdin is longer than {MAX_STDIN:,} characters"
+    if shape == "script":
+        return None, stdin
+    parts = entry.split(".")
+    for part in parts:
+        if not part.isidentifier():
+            return "'entry' must be a name or a dotted path of names"
+    calls = []
+    if chain is not None:
+        if type(chain) is not list:
+            return "'calls' must be a list"
+        if len(chain) > MAX_CALLS:
+            return f"'calls' has more than {MAX_CALLS:,} methods"
+        for item in chain:
+            method = item.get("method") if type(item) is dict else None
+            text = item.get("input", "") if type(item) is dict else None
+            if (type(method) is not str or not method.isidentifier() or type(text) is not str
+                    or len(item) > 2 or len(item) == 2 and "input" not in item):
+                return "'calls' entries must be {\"method\": name, \"input\": arguments}"
+            calls.append((method, text))
+    return (parts, test, calls), stdin or ""
 
 
 def _out_of_memory(result: dict, message: str) -> None:
@@ -231,10 +305,18 @@ def compile_call_arguments(input_text: str) -> CodeType:
     return compile(tree, INPUT_FILE, "eval")
 
 
-def _run(request, result, limits, code_text, input_text, entry) -> None:
-    """Compile (program, then input: both before any program code runs), run the top
-    level, evaluate the input, call. Every program object this frame holds is gone when
-    it returns."""
+def _compile_error(result: dict, exc, what: str) -> None:
+    line = exc.lineno if issubclass(type(exc), SyntaxError) else None
+    where = f" (line {line})" if type(line) is int else ""
+    message = exc.msg if issubclass(type(exc), SyntaxError) else None
+    _invalid(result, f"{what}: {wire.text(message or _describe(exc))}{where}")
+    result["exception_type"] = _TYPE_NAME(type(exc), "exception_type")
+
+
+def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
+    """Compile (program, test code, inputs: all before any program code runs), run the
+    top level (a script: the program), evaluate the inputs, call. Every program object
+    this frame holds is gone when it returns."""
     global namespace_held
     mode = request.get("mode") or "trace"
     if mode not in MODES:
@@ -252,76 +334,141 @@ def _run(request, result, limits, code_text, input_text, entry) -> None:
         _out_of_memory(result, "MemoryError while compiling the program")
         return
     except (SyntaxError, ValueError) as exc:
-        line = exc.lineno if issubclass(type(exc), SyntaxError) else None
-        where = f" (line {line})" if type(line) is int else ""
-        message = exc.msg if issubclass(type(exc), SyntaxError) else None
-        _invalid(result, f"syntax error: {wire.text(message or _describe(exc))}{where}")
-        result["exception_type"] = _TYPE_NAME(type(exc), "exception_type")
+        _compile_error(result, exc, "syntax error")
         return
     result["codes"] = [program]
-    # The input is compiled now, before any program code runs (the top level could
-    # otherwise change what compiling it means); a failure is reported where it was when
-    # the top level ran first, after the entry is found.
+    namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
+    namespace_held = namespace
+    recorder = analysis.Recorder(len(conditions))
+    if analysed:
+        namespace.update(recorder.names())
+    if plan is None:
+        _script(request, result, limits, mode, program, namespace, recorder,
+                conditions if analysed else None)
+        return
+    parts, test_text, chain = plan
+    test_code = None
+    if test_text is not None:
+        try:
+            test_code = compile(test_text, TEST_FILE, "exec")
+            result["codes"].append(test_code)
+        except MemoryError:
+            _out_of_memory(result, "MemoryError while compiling the test code")
+            return
+        except (SyntaxError, ValueError) as exc:
+            _compile_error(result, exc, "syntax error in the test code")
+            return
+    # The inputs are compiled now, before any program code runs (the top level could
+    # otherwise change what compiling them means); a failure is reported where it was
+    # when the top level ran first, after the entry is found.
     input_code = input_error = None
+    chain_codes = []
     try:
         input_code = compile_call_arguments(input_text)
         result["codes"].append(input_code)
+        for index, (method, text) in enumerate(chain):
+            try:
+                chain_codes.append((method, compile_call_arguments(text)))
+            except (SyntaxError, ValueError) as exc:
+                message = exc.msg if issubclass(type(exc), SyntaxError) else _describe(exc)
+                input_error = (f"calls[{index}] ({method}): input does not parse as call "
+                               f"arguments: {wire.text(message)}")
+                break
+        result["codes"].extend([code for _, code in chain_codes])
     except MemoryError:
         _out_of_memory(result, "MemoryError while parsing the input")
         return
     except (SyntaxError, ValueError) as exc:
         message = exc.msg if issubclass(type(exc), SyntaxError) else _describe(exc)
         input_error = f"input does not parse as call arguments: {wire.text(message)}"
-    namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
-    namespace_held = namespace
-    recorder = analysis.Recorder(len(conditions))
-    if analysed:
-        namespace.update(recorder.names())
-    try:
-        exec(program, namespace)
-    except MemoryError:
-        _out_of_memory(result, "MemoryError while running the program's top level")
-        return
-    except BaseException as exc:
-        if _stopped(result, exc):
+    for code, what in ((program, "program failed at top level"),
+                       (test_code, "test code failed at top level")):
+        if code is None:
+            continue
+        try:
+            exec(code, namespace)
+        except MemoryError:
+            _out_of_memory(result, "MemoryError while running the program's top level")
             return
-        _invalid(result, f"program failed at top level: {_TYPE_NAME(type(exc), None)}: "
-                         f"{_describe(exc)}")
-        result["exception_type"] = _TYPE_NAME(type(exc), "exception_type")
-        return
-    function = namespace.get(entry)
+        except BaseException as exc:
+            if _stopped(result, exc):
+                return
+            _invalid(result, f"{what}: {_TYPE_NAME(type(exc), None)}: {_describe(exc)}")
+            result["exception_type"] = _TYPE_NAME(type(exc), "exception_type")
+            return
+    function, case = _entry(result, namespace, parts, input_text)
     if function is None:
-        _invalid(result, f"entry function {wire.text(entry, 200)!r} is not defined by the program")
-        return
-    if not callable(function):
-        _invalid(result, f"entry {wire.text(entry, 200)!r} is not callable")
         return
     if input_error is not None:
         _invalid(result, input_error)
         return
     namespace[ARGS_HELPER] = exposed.collect_arguments
     try:
-        arguments = eval(input_code, namespace)
-        if not (type(arguments) is tuple and len(arguments) == 2 and type(arguments[0]) is tuple
-                and type(arguments[1]) is dict):
-            raise TypeError("the argument helper was replaced")
-        args, kwargs = arguments
+        args, kwargs = _arguments(input_code, namespace)
+        calls = []
+        for index, (method, code) in enumerate(chain_codes):
+            input_error = f"calls[{index}] ({method}): "
+            calls.append((method,) + _arguments(code, namespace))
     except MemoryError:
         _out_of_memory(result, "MemoryError while evaluating the input")
         return
     except BaseException as exc:
         if _stopped(result, exc):
             return
-        _invalid(result, f"input does not evaluate: {_TYPE_NAME(type(exc), None)}: {_describe(exc)}")
+        _invalid(result, f"{input_error or ''}input does not evaluate: "
+                         f"{_TYPE_NAME(type(exc), None)}: {_describe(exc)}")
         return
     finally:
         namespace.pop(ARGS_HELPER, None)
-    arguments = None
-    if mode == "trace":
-        _traced_call(request, result, limits, function, args, kwargs, namespace)
-    else:
-        _untraced_call(request, result, limits, function, args, kwargs, namespace, recorder,
-                       conditions if analysed else None)
+    plan = (function, args, kwargs, calls, case)
+    function = args = kwargs = calls = case = None
+    _call(request, result, limits, plan, namespace, recorder,
+          conditions if analysed else None, mode == "trace")
+
+
+def _arguments(code, namespace: dict) -> tuple:
+    arguments = eval(code, namespace)
+    if not (type(arguments) is tuple and len(arguments) == 2 and type(arguments[0]) is tuple
+            and type(arguments[1]) is dict):
+        raise TypeError("the argument helper was replaced")
+    return arguments
+
+
+def _entry(result: dict, namespace: dict, parts: list, input_text: str) -> tuple:
+    """What the entry names, looked up from the module namespace (attribute by
+    attribute, untraced: a class's ``__getattr__`` may run), as ``(callable, test case
+    class or None)``; ``(None, None)`` with the result ``invalid`` if there is none. An
+    entry ``Case.test_x`` whose ``Case`` is a unittest.TestCase subclass is that test:
+    the callable is ``Case("test_x").debug``."""
+    entry = wire.text(".".join(parts), 200)
+    target = namespace.get(parts[0])
+    if target is None:
+        what = "entry function" if len(parts) == 1 else "entry"
+        _invalid(result, f"{what} {entry!r} is not defined by the program")
+        return None, None
+    case = None
+    if (len(parts) == 2 and issubclass(type(target), type)
+            and any(kind is _TEST_CASE for kind in _TYPE_MRO(target))):
+        case = target
+        if input_text.strip():
+            _invalid(result, f"entry {entry!r} is a test method: it takes no input")
+            return None, None
+    try:
+        if case is not None:
+            target = target(parts[1]).debug
+        else:
+            for part in parts[1:]:
+                target = getattr(target, part)
+    except BaseException as exc:
+        if _stopped(result, exc):
+            return None, None
+        _invalid(result, f"entry {entry!r} cannot be looked up: "
+                         f"{_TYPE_NAME(type(exc), None)}: {_describe(exc)}")
+        return None, None
+    if not callable(target):
+        _invalid(result, f"entry {entry!r} is not callable")
+        return None, None
+    return target, case
 
 
 def _stopped(result: dict, raised) -> bool:
@@ -334,29 +481,139 @@ def _stopped(result: dict, raised) -> bool:
     return True
 
 
-def _untraced_call(request, result, limits, function, args, kwargs, namespace,
-                   recorder, conditions) -> None:
-    """The call without the tracer: of the instrumented program (``analyse``, see
-    analysis.py), or of the program as it is (``run``: checking a predicted input)."""
-    value = None
-    raised = None
+def _begin_trace(request, result, limits, namespace) -> None:
+    """Start recording (the request's tracer options; the program's namespace and module
+    code, for its globals)."""
+    options = request.get("options")
+    options = options if type(options) is dict else {}
+    _tracer.begin(limits["max_steps"], limits["max_repr"], limits["max_trace_chars"],
+                  instructions_on=options.get("instructions", True) is not False,
+                  locals_on=options.get("full_locals", False) is True,
+                  program_namespace=namespace, program_code=result["codes"][0])
+
+
+def _call(request, result, limits, plan, namespace, recorder, conditions, traced) -> None:
+    """The call, traced (``trace``) or not: of the instrumented program (``analyse``, see
+    analysis.py), or of the program as it is (``run``: checking a predicted input). A
+    method chain's methods are looked up and called here, in the same run; a test's
+    class set up and torn down around it."""
+    function, args, kwargs, calls, case = plan
+    plan = None
+    value = obj = raised = failure = None
     started = _perf_ns()
-    recorder.active = True
+    if traced:
+        _begin_trace(request, result, limits, namespace)
+        _tracer.base_frame = _tracer.frame_at(0)
+        guard.set_tracing(True)
+    else:
+        recorder.active = True
     try:
-        value = function(*args, **kwargs)
-    except BaseException as exc:
+        if case is not None:
+            case.setUpClass()
+            try:
+                value = function(*args, **kwargs)
+            finally:
+                case.tearDownClass()
+        else:
+            value = obj = function(*args, **kwargs)
+        index = 0
+        for method, call_args, call_kwargs in calls:
+            try:
+                bound = getattr(obj, method)
+            except BaseException as exc:  # a program's __getattr__ may raise anything
+                if _tracer.stop is not None:
+                    raise
+                failure = (index, method, exc)
+                break
+            if not callable(bound):
+                failure = (index, method, None)
+                break
+            bound = value = bound(*call_args, **call_kwargs)
+            index += 1
+    except BaseException as exc:  # everything the program can raise, SystemExit included
         raised = exc
     finally:
-        recorder.active = False
+        if traced:
+            _tracer.finish()
+            guard.set_tracing(False)
+        else:
+            recorder.active = False
         result["call_us"] = (_perf_ns() - started) // 1000
-    args = kwargs = None
-    _set_outcome(result, limits, value, raised)
-    raised = None
+    args = kwargs = calls = bound = function = case = None
+    if failure is not None and raised is None and not _stopped(result, None):
+        index, method, exc = failure
+        failure = None
+        kind = _TYPE_NAME(type(obj), None)
+        if exc is None:
+            _invalid(result, f"calls[{index}]: {kind}.{method} is not callable")
+        elif issubclass(type(exc), AttributeError):
+            _invalid(result, f"calls[{index}]: {kind} has no method {method!r}")
+        else:
+            _invalid(result, f"calls[{index}]: looking up {kind}.{method} raised "
+                             f"{_TYPE_NAME(type(exc), None)}: {_describe(exc)}")
+        exc = None
+    else:
+        _set_outcome(result, limits, value, raised)
+    obj = raised = failure = None
+    if traced:
+        _fill_trace(result)
     if conditions is not None:
         result["analysis"] = _analysis_report(recorder, conditions)
     expected = request.get("expected")
     if expected is not None:
         _compare(result, value, expected, namespace)
+
+
+def _script(request, result, limits, mode, program, namespace, recorder, conditions) -> None:
+    """A script: the module is the program, traced from its first line (``trace``), or
+    run as it is or instrumented (``analyse``). Its output is its stdout."""
+    raised = None
+    traced = mode == "trace"
+    # This frame is one more below the module than the calibrated top level (guard.enter)
+    guard.base_depth += 1
+    started = _perf_ns()
+    if traced:
+        _begin_trace(request, result, limits, namespace)
+        _tracer.top_levels = 0  # the module frame is the top level itself
+        _tracer.base_frame = _tracer.frame_at(0)
+        guard.set_tracing(True)
+    else:
+        guard.apply_recursion()
+        recorder.active = True
+    try:
+        exec(program, namespace)
+    except BaseException as exc:  # everything the program can raise, SystemExit included
+        raised = exc
+    finally:
+        if traced:
+            _tracer.finish()
+            guard.set_tracing(False)
+        else:
+            recorder.active = False
+        result["call_us"] = (_perf_ns() - started) // 1000
+    if not _stopped(result, raised):
+        if raised is None or _exits_cleanly(raised):
+            result["status"] = "ok"
+        elif issubclass(type(raised), MemoryError):
+            _out_of_memory(result, "MemoryError: the program ran out of memory")
+        else:
+            result["status"] = "exception"
+            result["exception_type"] = _TYPE_NAME(type(raised), "exception_type")
+            result["exception_message"] = _describe(raised)
+    raised = None
+    if traced:
+        _fill_trace(result)
+    if conditions is not None:
+        result["analysis"] = _analysis_report(recorder, conditions)
+
+
+def _exits_cleanly(raised) -> bool:
+    """``SystemExit`` whose code is None or 0, as CPython's exit status says: the code
+    is read from the exception's own slot (no property of a subclass answers)."""
+    if not issubclass(type(raised), SystemExit):
+        return False
+    code = _EXIT_CODE(raised)
+    return code is None or issubclass(type(code), int) and _INT_VALUE(code) == 0
 
 
 def _set_outcome(result, limits, value, raised) -> None:
@@ -378,34 +635,6 @@ def _set_outcome(result, limits, value, raised) -> None:
         result["output_type"] = _TYPE_NAME(type(value), "output_type")
 
 
-def _traced_call(request, result, limits, function, args, kwargs, namespace) -> None:
-    options = request.get("options")
-    options = options if type(options) is dict else {}
-    value = None
-    raised = None
-    started = _perf_ns()
-    _tracer.begin(limits["max_steps"], limits["max_repr"], limits["max_trace_chars"],
-                  instructions_on=options.get("instructions", True) is not False,
-                  locals_on=options.get("full_locals", False) is True)
-    _tracer.base_frame = _tracer.frame_at(0)
-    guard.set_tracing(True)
-    try:
-        value = function(*args, **kwargs)
-    except BaseException as exc:  # everything the program can raise, SystemExit included
-        raised = exc
-    finally:
-        _tracer.finish()
-        guard.set_tracing(False)
-        result["call_us"] = (_perf_ns() - started) // 1000
-    args = kwargs = None
-    _set_outcome(result, limits, value, raised)
-    raised = None
-    _fill_trace(result)
-    expected = request.get("expected")
-    if expected is not None:
-        _compare(result, value, expected, namespace)
-
-
 def _fill_trace(result: dict) -> None:
     tracer = _tracer
     result["line_steps"] = tracer.line_steps
@@ -416,11 +645,23 @@ def _fill_trace(result: dict) -> None:
     result["steps"] = {"event": tracer.step_events, "line": tracer.step_lines,
                        "depth": tracer.step_depths, "frame": tracer.step_frames,
                        "func": tracer.step_funcs}
-    columns = list(zip(*tracer.states)) if tracer.states else [(), (), (), (), ()]
-    result["states"] = {name: list(col) for name, col in
-                        zip(("step", "var", "value", "type", "truncated"), columns)}
+    result["states"] = _columns(tracer.states, wire.STATE_COLUMNS)
+    result["objects"] = {"type": tracer.object_types, "step": tracer.object_steps}
+    result["attributes"] = _columns(tracer.attributes, wire.ATTRIBUTE_COLUMNS)
+    result["global_states"] = _columns(tracer.global_rows, wire.GLOBAL_COLUMNS)
+    if tracer.walk_cut or _tracer._br.attributes_cut:
+        wire.add_note(result, "objects beyond the tracer's bounds (depth "
+                      f"{tracer.MAX_WALK_DEPTH}, {tracer.MAX_WALK_OBJECTS} objects a step, "
+                      f"{tracer.MAX_WALK_ITEMS} items a container, "
+                      f"{tracer._br.MAX_ATTRIBUTES} attributes an instance) are not recorded")
     if tracer.full_locals:
         result["snapshots"] = tracer.snapshots
+
+
+def _columns(rows: list, names: tuple) -> dict:
+    """Row tuples as the result's column lists."""
+    columns = list(zip(*rows)) if rows else [()] * len(names)
+    return {name: list(column) for name, column in zip(names, columns)}
 
 
 def _compare(result: dict, value, expected_text, namespace: dict) -> None:

@@ -4,11 +4,12 @@ componentize-py snapshots the interpreter after this module runs; only modules i
 by then exist inside the sandbox (a module first imported at run time is not found). This
 list covers the pure-Python and built-in standard library that works under WASI and that
 benchmark programs (HumanEval, MBPP, ClassEval, REval, CRUXEval) import. Not listed,
-because WASI gives them nothing to do: socket, ssl, select, asyncio, subprocess,
-threading, multiprocessing, signal, ctypes; bz2 and lzma are absent from the WASI build.
+because WASI gives them nothing to do: socket, ssl, select, subprocess,
+multiprocessing, signal, ctypes; bz2 and lzma are absent from the WASI build.
 Some of these are imported anyway by listed modules (socket, select, subprocess,
-threading, signal, asyncio) and so exist in the snapshot, but using them fails in the
-program (PermissionError, OSError, RuntimeError).
+signal) and so exist in the snapshot, but using them fails in the program
+(PermissionError, OSError, RuntimeError). Threads cannot start: a program that starts
+one is stopped with status ``unsupported`` (guard.py).
 """
 
 import importlib
@@ -23,6 +24,10 @@ MODULES = (
     "secrets", "shlex", "statistics", "string", "struct", "textwrap", "time", "tokenize",
     "traceback", "types", "typing", "unicodedata", "uuid", "warnings", "weakref", "zlib",
     "zipfile", "unittest", "doctest", "sys", "os", "pathlib",
+    # asyncio runs (guest.py gives it a loop for the sandbox); threading and the thread
+    # pool are here so that starting a thread reaches the runner (status ``unsupported``)
+    # rather than failing to import
+    "asyncio", "threading", "concurrent.futures", "concurrent.futures.thread",
     # imported lazily by time.strptime and datetime.strptime
     "_strptime",
 )

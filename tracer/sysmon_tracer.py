@@ -41,6 +41,17 @@ Variable states are delta-encoded per frame: a step lists the locals of its fram
 value (``repr`` and type) differs from that frame's previous step, and names that became
 unbound (value ``None``). Names in angle brackets are event values, not locals.
 
+Objects (see docs/guides/runs.md, "Objects"): instances of classes the program defined and
+the built-in mutable containers (``_TRACKED``) get a per-run object id, 1, 2, ... in the
+order the tracer first sees them (``objects``); a state row carries its value's id. At
+every step the objects reachable from the frame's locals (through containers and
+instance attributes, within ``MAX_WALK_DEPTH``/``MAX_WALK_OBJECTS``) are visited, and the
+attributes of program instances that changed since the object was last seen are recorded
+(``attributes``). The tracer keeps no program object beyond a step: ``id(obj)`` maps to the
+object id, checked by a weak reference where the type allows one (a dead referent at the
+address means a new object). The program's globals that its code names are recorded at
+the first step and whenever they change (``global_states``).
+
 Trust: the tracer shares its interpreter with the program, so it keeps no state where the
 program can reach it. It is a module (no classes: a class is reachable through
 ``object.__subclasses__()``, and through its methods' ``__globals__`` everything its module
@@ -58,6 +69,13 @@ __builtins__ = dict(builtins.__dict__)  # the builtins as built: see the docstri
 
 import sys  # noqa: E402
 
+from _collections import OrderedDict, defaultdict, deque  # noqa: E402
+from _weakref import ref as _weakref  # noqa: E402
+from collections import Counter  # noqa: E402
+from itertools import islice as _islice  # noqa: E402
+from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType  # noqa: E402
+
+import bounded_repr as _br  # noqa: E402
 from bounded_repr import bounded_repr as _bounded_repr  # noqa: E402
 from exposed import StopTracing  # noqa: E402
 
@@ -72,6 +90,22 @@ CALL, LINE, RETURN, YIELD, RESUME, THROW, RAISE, UNWIND = range(8)
 _ATOMIC_TYPES = frozenset(
     {int, float, complex, str, bytes, bool, type(None), range, type(...)}
 )
+
+# Objects that get an object id: the built-in mutable containers (exact types) and
+# instances of the program's classes (bounded_repr.layout).
+_TRACKED = frozenset({list, dict, set, bytearray, deque, defaultdict, OrderedDict, Counter})
+_NO_WEAKREF = frozenset({list, dict, bytearray, defaultdict})  # cannot be weakly referenced
+# Containers whose items the object walk follows.
+_WALKED = frozenset({list, tuple, dict, set, frozenset, deque, defaultdict, OrderedDict,
+                     Counter})
+_MAPPINGS = frozenset({dict, defaultdict, OrderedDict, Counter})
+_FLAT = _ATOMIC_TYPES  # items that hold no objects
+MAX_WALK_DEPTH = 6        # containers/attributes followed from a local
+MAX_WALK_OBJECTS = 200    # tracked objects visited per step
+MAX_WALK_ITEMS = 1000     # items looked at in one container
+_DICT_KEYS, _DICT_VALUES = dict.keys, dict.values
+_issubclass = issubclass
+_MISSING = object()  # not a program object: made by the runner, never handed out
 
 _getframe = sys._getframe
 # sys.monitoring's functions, bound once (the program never sees the namespace itself).
@@ -103,6 +137,8 @@ stop_status = None        # ... and its status and message (never read from the 
 stop_message = None
 recursion_limit = 1000    # the program's recursion limit (sys.setrecursionlimit, job.py)
 base_frame = None         # the runner's frame that calls the entry function
+top_levels = 1            # frames the base frame stands for: a script's top level (1);
+                          # 0 when the traced code is the module itself (a script)
 callbacks: dict = {}      # sys.monitoring event -> callback, as registered
 max_steps = max_repr = trace_chars_left = 0
 count_instructions = True
@@ -114,7 +150,20 @@ step_lines: list = []
 step_depths: list = []
 step_frames: list = []
 step_funcs: list = []
-states: list = []         # (step, name, repr or None, type name or None, truncated)
+states: list = []         # (step, name, repr or None, type name or None, truncated,
+                          #  object id or None)
+object_index: dict = {}   # id(object) -> (object id, weak reference or None, id(type))
+object_types: list = []   # per object id (from 1): its type name ...
+object_steps: list = []   # ... and the step it was first seen at
+attr_prev: dict = {}      # object id -> {attribute: (atomic value, repr, id(type), ref id)}
+attributes: list = []     # (step, object id, attribute, repr or None, type, truncated, ref id)
+namespace = None          # the program's module namespace (its globals)
+global_names: tuple = ()  # names the program's code uses (co_names), sorted
+watched: list = []        # those in the namespace (recomputed when its size changes)
+watched_size = -1
+global_prev: dict = {}    # name -> (atomic value, repr, type, object id, weak reference)
+global_rows: list = []    # (step, name, repr or None, type, truncated, object id)
+walk_cut = False          # objects were beyond the walk's bounds
 snapshots: list = []      # full_locals mode: (step, {name: repr})
 funcs: list = []
 code_index: dict = {}     # traced code object -> index into funcs
@@ -132,14 +181,19 @@ cuts: dict = {}           # field -> [texts cut, longest length]: said in the ru
 
 
 def begin(steps_limit: int, repr_limit: int, trace_chars: int,
-          instructions_on: bool = True, locals_on: bool = False) -> None:
-    """Forget the previous job and record from now on."""
+          instructions_on: bool = True, locals_on: bool = False,
+          program_namespace: dict | None = None, program_code=None) -> None:
+    """Forget the previous job and record from now on. ``program_namespace`` is the
+    program's globals, ``program_code`` its compiled module (the names its code uses)."""
     global max_steps, max_repr, trace_chars_left, count_instructions, full_locals
     global step_events, step_lines, step_depths, step_frames, step_funcs
     global states, snapshots, funcs, code_index, offset_lines
     global frame_ids, frame_depths, prev, stack, next_frame, line_steps, instructions
-    global calls, max_depth, quiet, active
+    global calls, max_depth, quiet, active, top_levels
+    global object_index, object_types, object_steps, attr_prev, attributes
+    global namespace, global_names, watched, watched_size, global_prev, global_rows, walk_cut
     max_steps, max_repr, trace_chars_left = steps_limit, repr_limit, trace_chars
+    top_levels = 1
     count_instructions, full_locals = instructions_on, locals_on
     step_events, step_lines, step_depths, step_frames, step_funcs = [], [], [], [], []
     states, snapshots, funcs = [], [], []
@@ -147,7 +201,34 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
     stack = []
     next_frame = line_steps = instructions = calls = quiet = 0
     max_depth = -1
+    object_index, object_types, object_steps, attr_prev, attributes = {}, [], [], {}, []
+    global_prev, global_rows, watched, watched_size, walk_cut = {}, [], [], -1, False
+    _br.reset()
+    namespace = program_namespace if type(program_namespace) is dict else None
+    global_names = _code_names(program_code) if namespace is not None else ()
     active = True
+
+
+_CO_OPTIMIZED = 1  # a function's code (not a module's or a class body's)
+
+
+def _code_names(code) -> tuple:
+    """The global names the program's functions use (the ``co_names`` of every function
+    code object in the module, nested ones included; the module's and class bodies' own
+    code ran before the call), dunders left out, sorted (a set's order would follow the
+    hash secret)."""
+    names: set = set()
+    pending = [code] if code is not None else []
+    while pending:
+        current = pending.pop()
+        if type(current) is not CodeType:
+            continue
+        if current.co_flags & _CO_OPTIMIZED:
+            for name in current.co_names:
+                if type(name) is str and not (name[:2] == "__" and name[-2:] == "__"):
+                    names.add(name)
+        pending.extend(current.co_consts)
+    return tuple(sorted(names))
 
 
 def reset_stop() -> None:
@@ -167,13 +248,18 @@ def halt(status: str, message: str):
 
 def finish() -> None:
     """Stop recording; drop references to the program's frames and values."""
-    global active, base_frame
+    global active, base_frame, namespace
     active = False
-    base_frame = None
+    base_frame = namespace = None
     frame_ids.clear()
     frame_depths.clear()
     prev.clear()
     stack.clear()
+    object_index.clear()
+    attr_prev.clear()
+    global_prev.clear()
+    watched.clear()
+    _br.reset(job=False)
 
 
 # ------------------------------------------------------------------ lifecycle
@@ -258,39 +344,295 @@ def _record(kind: int, code, line: int, frame, fid: int) -> int:
 
 
 def _delta(frame, fid: int, index: int) -> None:
-    """Record the locals of ``frame`` that changed since its previous step."""
+    """Record the locals of ``frame`` that changed since its previous step, the objects
+    reachable from them, and the program's globals that changed."""
     old_values = prev[fid]
     local_vars = frame.f_locals
+    module = local_vars is namespace and namespace is not None
+    items = local_vars.items()
+    if module:  # a script's top level: its locals are the globals, dunders left out
+        items = [(n, v) for n, v in list(items) if not _dunder(n)]
+    roots = None
     seen = 0
-    for name, value in local_vars.items():
+    for name, value in items:
         seen += 1
         old = old_values.get(name)
         kind = type(value)
         if old is not None and old[0] is value and old[2] is kind and kind in _ATOMIC_TYPES:
             continue
         text, truncated = value_repr(value)
-        # only immutable atomic values are kept (for the identity shortcut above):
-        # holding any other object would delay its __del__ past the line that drops it
-        kept = value if kind in _ATOMIC_TYPES else None
-        if old is not None and old[1] == text and old[2] is kind:
-            old_values[name] = (kept, text, kind)
+        oid = None
+        if kind in _ATOMIC_TYPES:
+            kept = value
+        else:
+            # only immutable atomic values are kept (for the identity shortcut above):
+            # holding any other object would delay its __del__ past the line that drops it
+            kept = None
+            flat = _br.flat
+            if kind in _TRACKED:
+                entry = object_index.get(id(value))
+                if entry is not None and entry[1] is None and entry[2] == id(kind):
+                    oid = entry[0]  # a list or dict seen before (no weak reference to check)
+                else:
+                    oid = _object_id(value, kind, index)
+                if not flat and kind in _WALKED:
+                    roots = [value] if roots is None else roots + [value]
+            elif kind in _WALKED:
+                if not flat:
+                    roots = [value] if roots is None else roots + [value]
+            elif _shape(kind) is not None:
+                oid = _object_id(value, kind, index)
+                roots = [value] if roots is None else roots + [value]
+        if old is not None and old[1] == text and old[2] is kind and old[3] == oid:
+            old_values[name] = (kept, text, kind, oid)
             continue
-        old_values[name] = (kept, text, kind)
-        _state(index, name, text, type_name(kind), truncated)
+        old_values[name] = (kept, text, kind, oid)
+        _state(index, name, text, type_name(kind), truncated, oid)
     if seen != len(old_values):
-        for name in [n for n in old_values if n not in local_vars]:
+        names = local_vars if not module else dict(items)
+        for name in [n for n in old_values if n not in names]:
             del old_values[name]
-            states.append((index, name, None, None, False))
+            states.append((index, name, None, None, False, None))
+    if roots is not None:
+        _walk(roots, index)
+    if global_names and not module and (watched or len(namespace) != watched_size):
+        _globals(index)
     if full_locals:  # computed afresh, independently of the deltas' bookkeeping
-        snapshots.append((index, {n: value_repr(v)[0] for n, v in local_vars.items()}))
+        snapshots.append((index, {n: value_repr(v)[0] for n, v in
+                                   (items if module else local_vars.items())}))
 
 
-def _state(index: int, name: str, text: str, kind_name: str, truncated: bool) -> None:
+def _dunder(name) -> bool:
+    return type(name) is str and name[:2] == "__" and name[-2:] == "__"
+
+
+def _state(index: int, name: str, text: str, kind_name: str, truncated: bool,
+           oid: int | None = None) -> None:
     global trace_chars_left
     trace_chars_left -= len(text) + len(name)
     if trace_chars_left < 0:
         halt("output_limit", "trace exceeds its size limit (variable states)")
-    states.append((index, name, text, kind_name, truncated))
+    states.append((index, name, text, kind_name, truncated, oid))
+
+
+def _spend(chars: int, what: str) -> None:
+    global trace_chars_left
+    trace_chars_left -= chars
+    if trace_chars_left < 0:
+        halt("output_limit", f"trace exceeds its size limit ({what})")
+
+
+# ------------------------------------------------------------------ objects
+def _shape(kind):
+    """The layout of a program class (bounded_repr.layout), None for other types. Reading
+    a class's dicts may meet a program's str subclass keys: quiet, and a failure is
+    remembered as "not a program class"."""
+    global quiet
+    entry = _br._layouts.get(id(kind))
+    if entry is not None and entry[0]() is kind:
+        return entry[1]
+    quiet += 1
+    try:
+        return _br.layout(kind)
+    except BaseException as exc:
+        if exc is stop and stop is not None:
+            raise
+        _br._layouts[id(kind)] = (_weakref(kind), None)
+        return None
+    finally:
+        quiet -= 1
+
+
+def _object_id(value, kind, index: int) -> int:
+    """The object's id; an object not seen before (or at the address of a dead one) gets
+    the next id and an ``objects`` row."""
+    key = id(value)
+    entry = object_index.get(key)
+    if entry is not None and entry[2] == id(kind):
+        ref = entry[1]
+        if ref is None or ref() is value:
+            return entry[0]
+    ref = None
+    if kind not in _NO_WEAKREF:
+        try:
+            ref = _weakref(value)
+        except TypeError:  # a class with __slots__ and no __weakref__
+            ref = None
+    name = type_name(kind, "objects.type")
+    _spend(len(name) + 8, "objects")
+    object_types.append(name)
+    object_steps.append(index)
+    oid = len(object_types)
+    object_index[key] = (oid, ref, id(kind))
+    return oid
+
+
+def _walk(roots: list, index: int) -> None:
+    """Visit the objects reachable from ``roots`` (breadth first, within the bounds) and
+    record the attributes of program instances that changed. Quiet: the walk reads the
+    program's class dicts; an exception a program's key raises there ends the walk."""
+    global quiet
+    quiet += 1
+    try:
+        _visit(roots, index)
+    except BaseException as exc:
+        if exc is stop and stop is not None:
+            raise
+    finally:
+        quiet -= 1
+
+
+def _visit(level: list, index: int) -> None:
+    global walk_cut
+    layouts_get = _br._layouts.get
+    seen = set()
+    count = 0
+    for _ in range(MAX_WALK_DEPTH + 1):
+        following: list = []
+        for value in level:
+            key = id(value)
+            if key in seen:
+                continue
+            seen.add(key)
+            kind = type(value)
+            if kind in _TRACKED:
+                shape = None
+            else:
+                entry = layouts_get(id(kind))
+                shape = entry[1] if entry is not None and entry[0]() is kind else _shape(kind)
+            if shape is not None or kind in _TRACKED:
+                count += 1
+                if count > MAX_WALK_OBJECTS:
+                    walk_cut = True
+                    return
+                oid = _object_id(value, kind, index)
+                if shape is not None:
+                    _attributes(value, kind, shape, oid, index, following)
+                    continue
+            if kind in _WALKED:
+                _children(value, kind, following)
+        if not following:
+            return
+        level = following
+    walk_cut = True
+
+
+def _children(value, kind, following: list) -> None:
+    """The items of a container that may hold objects (not ints, strings, ...)."""
+    global walk_cut
+    parts = (_DICT_KEYS(value), _DICT_VALUES(value)) if kind in _MAPPINGS else (value,)
+    for part in parts:
+        if len(part) > MAX_WALK_ITEMS:
+            walk_cut = True
+            part = list(_islice(part, MAX_WALK_ITEMS))
+        elif set(map(type, part)) <= _FLAT:
+            continue
+        for item in part:
+            if type(item) not in _FLAT:
+                following.append(item)
+
+
+def _attributes(value, kind, shape, oid: int, index: int, following: list) -> None:
+    """Record the attributes of a program instance that changed since it was last seen
+    (all of them the first time); deleted ones with value None."""
+    pairs = _br.attributes(value, kind, shape)
+    old_attrs = attr_prev.get(oid)
+    if old_attrs is None:
+        old_attrs = attr_prev[oid] = {}
+    for name, item in pairs:
+        item_kind = type(item)
+        old = old_attrs.get(name)
+        ref = None
+        if item_kind in _ATOMIC_TYPES:
+            if old is not None and old[0] is item and old[2] == id(item_kind):
+                continue
+            kept = item
+        else:
+            kept = None
+            following.append(item)
+            if item_kind in _TRACKED:
+                ref = _object_id(item, item_kind, index)
+            elif _shape(item_kind) is not None:
+                ref = _object_id(item, item_kind, index)
+                if old is not None and old[3] == ref:
+                    # the same instance: its own changes are its own rows (rendering it
+                    # again at every step would repeat them up the graph, and cost the most)
+                    continue
+        text, truncated = value_repr(item)
+        if old is not None and old[1] == text and old[2] == id(item_kind) and old[3] == ref:
+            old_attrs[name] = (kept, text, id(item_kind), ref)
+            continue
+        old_attrs[name] = (kept, text, id(item_kind), ref)
+        kind_name = type_name(item_kind, "attributes.type")
+        _spend(len(text) + len(name) + 8, "attributes")
+        attributes.append((index, oid, name, text, kind_name, truncated, ref))
+    if len(pairs) != len(old_attrs):
+        present = {name for name, _ in pairs}
+        for name in [n for n in old_attrs if n not in present]:
+            del old_attrs[name]
+            _spend(len(name) + 8, "attributes")
+            attributes.append((index, oid, name, None, None, False, None))
+
+
+# ------------------------------------------------------------------ globals
+def _globals(index: int) -> None:
+    """Record the program's globals (names its code uses) that changed: their values at
+    the first step, then every change. Modules are left out; functions and classes only
+    when they are bound again after the first step. Quiet: the namespace may hold a
+    program's keys, whose ``__eq__`` a lookup can run."""
+    global quiet
+    quiet += 1
+    try:
+        _check_globals(index)
+    except BaseException as exc:
+        if exc is stop and stop is not None:
+            raise
+    finally:
+        quiet -= 1
+
+
+def _check_globals(index: int) -> None:
+    global watched, watched_size
+    ns = namespace
+    if len(ns) != watched_size:
+        watched_size = len(ns)
+        watched = [name for name in global_names if name in ns]
+    first = not global_prev and index == 0
+    for name in watched:
+        value = ns.get(name, _MISSING)
+        old = global_prev.get(name)
+        if value is _MISSING:
+            if old is not None and old[1] is not None:
+                global_prev[name] = (None, None, None, None, None)
+                _spend(len(name) + 8, "global states")
+                global_rows.append((index, name, None, None, False, None))
+            continue
+        kind = type(value)
+        if old is not None:
+            if old[0] is value and old[2] is kind and kind in _ATOMIC_TYPES:
+                continue
+            weak = old[4]
+            if weak is not None and weak() is value:
+                continue
+        weak = None
+        if kind is ModuleType or kind is FunctionType or kind is BuiltinFunctionType \
+                or _issubclass(kind, type):
+            weak = _weakref(value)
+            if kind is ModuleType or (old is None and first):
+                global_prev[name] = (None, "", kind, None, weak)
+                continue
+        text, truncated = value_repr(value)
+        oid = None
+        kept = value if kind in _ATOMIC_TYPES else None
+        if kept is None and (kind in _TRACKED or _shape(kind) is not None):
+            oid = _object_id(value, kind, index)
+        if old is not None and old[1] == text and old[2] is kind and old[3] == oid:
+            global_prev[name] = (kept, text, kind, oid, weak)
+            continue
+        global_prev[name] = (kept, text, kind, oid, weak)
+        _spend(len(text) + len(name), "global states")
+        global_rows.append((index, name, text, type_name(kind, "global_states.type"),
+                            truncated, oid))
 
 
 _TYPE_NAME = type.__dict__["__name__"].__get__  # the C getter: no metaclass code runs
@@ -358,8 +700,9 @@ def line_of(code, offset: int, default: int | None = -1) -> int | None:
 
 def _check_depth(frame, enforce: bool = True) -> None:
     """Raise RecursionError where plain CPython would: the entry function stands for a
-    function called from a script's top level (depth 2), and every Python frame between
-    counts, program or not. A resumed generator is not checked: CPython refuses to resume
+    function called from a script's top level (depth 2; a script's module frame is its
+    top level, depth 1: ``top_levels``), and every Python frame between counts, program
+    or not. A resumed generator is not checked: CPython refuses to resume
     it in the caller, which a callback (already inside the generator's frame) cannot
     reproduce; it may run one level deeper instead."""
     depth = 0
@@ -374,7 +717,7 @@ def _check_depth(frame, enforce: bool = True) -> None:
         depth += 1
         current = current.f_back
     frame_depths[frame] = depth
-    if enforce and depth + 1 > recursion_limit:
+    if enforce and depth + top_levels > recursion_limit:
         del frame_depths[frame]
         raise RecursionError("maximum recursion depth exceeded")
 
@@ -524,7 +867,9 @@ def _leave(kind: int, code, offset: int, key: str, value) -> None:
         line = _last_line(fid, code)
     index = _record(kind, code, line, frame, fid)
     text, truncated = value_repr(value)
-    _state(index, key, text, type_name(type(value)), truncated)
+    value_kind = type(value)
+    _state(index, key, text, type_name(value_kind), truncated,
+           None if value_kind in _ATOMIC_TYPES else _event_object(value, index))
     stack.pop()
     frame_depths.pop(frame, None)
     if kind != YIELD:
@@ -567,7 +912,18 @@ def _exception_step(kind: int, code, offset: int, exc) -> None:
         line = _last_line(fid, code)
     index = _record(kind, code, line, frame, fid)
     text, truncated = value_repr(exc)
-    _state(index, "<exception>", text, type_name(type(exc)), truncated)
+    _state(index, "<exception>", text, type_name(type(exc)), truncated,
+           _event_object(exc, index))
+
+
+def _event_object(value, index: int) -> int | None:
+    """The object id of an event's value (``<return>``, ...), if it is a tracked object."""
+    kind = type(value)
+    if kind in _ATOMIC_TYPES:
+        return None
+    if kind in _TRACKED or _shape(kind) is not None:
+        return _object_id(value, kind, index)
+    return None
 
 
 def _last_line(fid: int, code) -> int:

@@ -54,6 +54,11 @@ def encode(result: dict) -> str:
     return _JOIN(_ENCODE(result, 0))
 
 
+STATE_COLUMNS = ("step", "var", "value", "type", "truncated", "object_id")
+ATTRIBUTE_COLUMNS = ("step", "object_id", "attr", "value", "type", "truncated", "ref_id")
+GLOBAL_COLUMNS = ("step", "name", "value", "type", "truncated", "object_id")
+
+
 def new_result() -> dict:
     return {
         "status": None, "exception_type": None, "exception_message": None,
@@ -62,7 +67,10 @@ def new_result() -> dict:
         "line_steps": 0, "instruction_steps": 0, "calls": 0, "max_depth": -1,
         "call_us": 0, "events": list(_tracer.EVENT_NAMES), "funcs": [],
         "steps": {"event": [], "line": [], "depth": [], "frame": [], "func": []},
-        "states": {"step": [], "var": [], "value": [], "type": [], "truncated": []},
+        "objects": {"type": [], "step": []},
+        "states": {name: [] for name in STATE_COLUMNS},
+        "attributes": {name: [] for name in ATTRIBUTE_COLUMNS},
+        "global_states": {name: [] for name in GLOBAL_COLUMNS},
     }
 
 
@@ -87,7 +95,8 @@ def text(value, limit: int = MAX_MESSAGE, field: str | None = None) -> str:
     return value[:limit]
 
 
-_CUT_FIELDS = ("exception_type", "exception_message", "output_type", "funcs", "states.type")
+_CUT_FIELDS = ("exception_type", "exception_message", "output_type", "funcs", "states.type",
+               "objects.type", "attributes.type", "global_states.type")
 
 
 def cut_note(result: dict) -> str | None:
@@ -99,8 +108,9 @@ def cut_note(result: dict) -> str | None:
             continue
         count, longest = seen
         cap = MAX_MESSAGE if field == "exception_message" else _tracer.MAX_NAME
-        if field in ("funcs", "states.type"):
-            total = len(result["funcs"]) if field == "funcs" else len(result["states"]["step"])
+        if field == "funcs" or field.endswith(".type"):
+            table = field.split(".")[0]
+            total = len(result["funcs"]) if field == "funcs" else len(result[table]["step"])
             parts.append(f"{field} ({count} of {total}, the longest {longest:,} characters) "
                          f"to {cap:,}")
         else:

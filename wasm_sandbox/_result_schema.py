@@ -50,10 +50,10 @@ MAX_EVALUATIONS = 1_000_000  # condition outcomes the guest keeps (tracer/analys
 # What the guest may report itself. ``timeout`` and ``exited`` are the host's (it sees the
 # trap); a guest claiming them is rejected.
 GUEST_STATUSES = ("ok", "exception", "invalid", "step_limit", "memory_limit", "output_limit",
-                  "tampered", "crashed")
+                  "unsupported", "tampered", "crashed")
 # Every status a run can have (the host adds ``timeout`` and ``exited``).
 STATUSES = ("ok", "exception", "invalid", "timeout", "step_limit", "memory_limit",
-            "output_limit", "exited", "tampered", "crashed")
+            "output_limit", "unsupported", "exited", "tampered", "crashed")
 
 
 class ResultRejected(ValueError):
@@ -112,9 +112,12 @@ class Choice:
 @dataclass(frozen=True)
 class Index:
     """An integer index into the sibling key ``table`` (checked before it): a name table,
-    or ``steps`` (a step number, below the number of steps)."""
+    or ``steps`` (a step number, below the number of steps); counted from ``base``
+    (``objects``: object ids are 1 .. rows), NULL allowed where ``nullable``."""
 
     table: str
+    base: int = 0
+    nullable: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ def _steps_plus_one(limits: Limits) -> int:
 
 
 NAME = Text("max_name")
+OBJECT_ID = Index("objects", base=1, nullable=True)  # an object id, or NULL: not an object
 COUNT = Int(0, INT64_MAX)
 ANALYSIS = Record({
     "conditions": Records(Record({
@@ -202,10 +206,25 @@ RESULT = Record(
             "event": Index("events"), "line": Int(0, INT32_MAX), "depth": Int(0, INT32_MAX),
             "frame": Int(0, INT32_MAX), "func": Index("funcs"),
         }, most="max_steps"),
+        # one row per object id, 1 .. rows (tracer/sysmon_tracer.py, "Objects")
+        "objects": Columns({"type": NAME, "step": Index("steps")}, most="max_result_values"),
         "states": Columns({
             "step": Index("steps"), "var": NAME,
             "value": Text("max_repr", nullable=True, flag="truncated"),
             "type": Text("max_name", nullable=True), "truncated": Bool(),
+            "object_id": OBJECT_ID,
+        }, most="max_result_values"),
+        "attributes": Columns({
+            "step": Index("steps"), "object_id": Index("objects", base=1), "attr": NAME,
+            "value": Text("max_repr", nullable=True, flag="truncated"),
+            "type": Text("max_name", nullable=True), "truncated": Bool(),
+            "ref_id": OBJECT_ID,
+        }, most="max_result_values"),
+        "global_states": Columns({
+            "step": Index("steps"), "name": NAME,
+            "value": Text("max_repr", nullable=True, flag="truncated"),
+            "type": Text("max_name", nullable=True), "truncated": Bool(),
+            "object_id": OBJECT_ID,
         }, most="max_result_values"),
     },
     optional={
@@ -224,8 +243,9 @@ UNTRUSTED_TRACE = ("tampered",)
 def _drop_trace(result: dict) -> None:
     if "steps" in result:
         result["steps"] = {name: [] for name in RESULT.fields["steps"].columns}
-    if "states" in result:
-        result["states"] = {name: [] for name in RESULT.fields["states"].columns}
+    for table in ("objects", "states", "attributes", "global_states"):
+        if table in result:
+            result[table] = {name: [] for name in RESULT.fields[table].columns}
     if "funcs" in result:
         result["funcs"] = []
     result.pop("snapshots", None)
@@ -386,7 +406,9 @@ class _Checker:
                                  + ", ".join(spec.values))
 
     def index(self, spec: Index, parent: dict, key, where: str) -> None:
-        _integer(0, self.length(spec.table) - 1, parent[key], where, key)
+        if parent[key] is None and spec.nullable:
+            return
+        _integer(spec.base, self.length(spec.table) - 1 + spec.base, parent[key], where, key)
 
     def length(self, table: str) -> int:
         if table not in self.lengths:  # pragma: no cover - the declaration's order is wrong
@@ -449,7 +471,8 @@ class _Checker:
             values = table[name]
             kind = type(column)
             if kind is Index:
-                _int_column(0, self.length(column.table) - 1, values, path, name)
+                _int_column(column.base, self.length(column.table) - 1 + column.base, values,
+                            path, name, column.nullable)
             elif kind is Int:
                 _int_column(column.low, column.high, values, path, name)
             elif kind is Bool:
@@ -520,16 +543,27 @@ def _integer(low: int, high: int, value: object, where: str, key) -> None:
         raise ResultRejected(f"{_join(where, key)} = {_show(value)} is outside [{low}, {high}]")
 
 
-def _int_column(low: int, high: int, values: list, where: str, key: str) -> None:
-    """Every value an integer in [low, high]; repeated values made one object."""
+def _int_column(low: int, high: int, values: list, where: str, key: str,
+                nullable: bool = False) -> None:
+    """Every value an integer in [low, high] (or null where allowed); repeated values
+    made one object."""
     if not values:
         return
-    if set(map(type, values)) != {int}:
-        bad = next(i for i, v in enumerate(values) if type(v) is not int)
+    kinds = set(map(type, values))
+    if nullable and type(None) in kinds:
+        kinds.discard(type(None))
+        numbers = [v for v in values if v is not None]
+    else:
+        numbers = values
+    if kinds - {int}:
+        bad = next(i for i, v in enumerate(values) if type(v) is not int
+                   and not (nullable and v is None))
         raise ResultRejected(f"{where}.{key}[{bad}] is {_kind(values[bad])}, not an integer")
-    smallest, largest = min(values), max(values)
+    if not numbers:
+        return
+    smallest, largest = min(numbers), max(numbers)
     if smallest < low or largest > high:
-        bad = next(i for i, v in enumerate(values) if not low <= v <= high)
+        bad = next(i for i, v in enumerate(values) if v is not None and not low <= v <= high)
         raise ResultRejected(f"{where}.{key}[{bad}] = {_show(values[bad])} is outside "
                              f"[{low}, {high}]")
     if largest > 256:  # CPython shares -5..256 already

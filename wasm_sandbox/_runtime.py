@@ -72,7 +72,8 @@ def wasm_stack_bytes() -> int:
     if soft == resource.RLIM_INFINITY:
         return WASM_STACK_BYTES
     return max(512 * 1024, min(WASM_STACK_BYTES, soft - 1024 * 1024))
-FRESH_AFTER = frozenset({"tampered", "step_limit", "memory_limit", "output_limit"})
+FRESH_AFTER = frozenset({"tampered", "step_limit", "memory_limit", "output_limit",
+                         "unsupported"})
 
 
 # Result texts from this many characters on are held pickled in their JobOutcome.

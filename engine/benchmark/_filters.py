@@ -33,7 +33,7 @@ import duckdb
 import pyarrow as pa
 
 from steptrace.tracing._analysis import ensure_analysed
-from steptrace.store._store import StoreError, connect, first_line, has_table
+from steptrace.store._store import StoreError, connect, first_line, has_table, shape_columns
 from steptrace.errors import InputError
 from steptrace.corpus._text import user_file
 
@@ -430,14 +430,17 @@ def _text_facts(con) -> pa.Table:
 
 # ---------------------------------------------------------------- writing the kept runs
 def write_kept(db: str | Path, run_ids: list[int], out: str | Path) -> int:
-    """Write runs as corpus JSONL (``id``, ``code``, ``input``, ``output``, and ``entry``
-    when it is not ``f``) that ``steptrace trace`` reads back; ``output`` is the run's
-    own return value (NULL if it did not return or its repr was cut). Returns the count."""
+    """Write runs as corpus JSONL (``id``, ``code``, ``input``, ``output``, ``entry`` when
+    it is not ``f``, and a program shape's keys: ``shape``, ``calls``, ``test``,
+    ``stdin``) that ``steptrace trace`` reads back; ``output`` is the run's own return
+    value (a script's: its stdout; NULL if it did not return or its repr was cut).
+    Returns the count."""
     con = connect(db, read_only=True)
     try:
         rows = con.execute(
             "SELECT r.sample_id, p.code, p.entry, r.input, "
-            "CASE WHEN r.output_truncated THEN NULL ELSE r.output END "
+            "CASE WHEN r.output_truncated THEN NULL ELSE r.output END, r.status, r.stdout, "
+            f"{shape_columns(con, 'p', 'r')} "
             "FROM runs r JOIN programs p USING (program_id) "
             "WHERE r.run_id IN (SELECT unnest(?::BIGINT[])) ORDER BY r.run_id",
             [list(run_ids)]).fetchall()
@@ -446,10 +449,19 @@ def write_kept(db: str | Path, run_ids: list[int], out: str | Path) -> int:
     finally:
         con.close()
     lines = []
-    for sample_id, code, entry, text, output in rows:
+    for sample_id, code, entry, text, output, status, stdout, shape, test, chain, stdin in rows:
+        if shape == "script":
+            record = {"id": sample_id, "shape": shape, "code": code, "input": text,
+                      "output": stdout if status == "ok" else None}
+            lines.append(json.dumps(record) + "\n")
+            continue
         record = {"id": sample_id, "code": code, "input": text, "output": output}
         if entry != "f":
             record["entry"] = entry
+        for key, value in (("calls", None if chain is None else json.loads(chain)),
+                           ("test", test), ("stdin", stdin)):
+            if value is not None:
+                record[key] = value
         lines.append(json.dumps(record) + "\n")
     with user_file(out):
         Path(out).write_text("".join(lines), encoding="utf-8")

@@ -148,8 +148,13 @@ def show(run_id: int | None, sample_id: str | None, input_index: int, db: str, f
         run = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
                for k, v in view.run.items()}
         steps = [{**dict(zip(columns[:6], row[:6])), "code": s.source,
-                  "changes": [{"var": n, "value": v, "type": t, "truncated": tr}
-                              for n, v, t, tr in s.changes]}
+                  "changes": [{"var": n, "value": v, "type": t, "truncated": tr,
+                               "object_id": oid}
+                              for (n, v, t, tr), oid in zip(s.changes, s.object_ids)],
+                  "attributes": [dict(zip(("object_id", "attr", "value", "type", "truncated",
+                                           "ref_id"), row)) for row in s.attributes],
+                  "globals": [dict(zip(("name", "value", "type", "truncated", "object_id"),
+                                       row)) for row in s.globals]}
                  for row, s in zip(rows, view.steps)]
         click.echo(json.dumps({"run": run, "code": view.code, "steps": steps}, indent=2,
                               ensure_ascii=False))
@@ -157,8 +162,10 @@ def show(run_id: int | None, sample_id: str | None, input_index: int, db: str, f
     if fmt == "csv":
         click.echo(render(columns, rows, "csv"))
         return
+    from steptrace.store._runs import call_text
     r = view.run
-    header = [f"run {r['run_id']}  sample {r['sample_id']}  {r['entry']}({r['input']})",
+    called = call_text(r["entry"], r["input"], r.get("shape") or "call", r.get("chain"))
+    header = [f"run {r['run_id']}  sample {r['sample_id']}  {called}",
               f"status {r['status']}" + (f"  output {r['output']}" if r['output'] is not None else "")
               + (f"  {r['exception_type']}: {r['exception_message']}" if r['exception_message'] else "")
               + ("" if r["output_matches"] is None else f"  matches expected: {r['output_matches']}"),

@@ -3,10 +3,13 @@
 Accepted corpora:
 
 * **CRUXEval JSONL**: one object a line with ``id``, ``code``, ``input``, ``output``.
-* **Generic JSONL**: ``code``; optional ``entry`` (default ``f``); one ``input`` (the text
-  inside ``f(...)``) or a list ``inputs``; optional expected ``output`` (with ``input``) or
-  ``outputs`` (a list as long as ``inputs``, entries may be null); optional ``id``.
-  CRUXEval lines are a special case of this format.
+* **Generic JSONL**: ``code``; optional ``entry`` (default ``f``; a name or a dotted path
+  such as ``Stack.push``); one ``input`` (the text inside ``f(...)``) or a list
+  ``inputs``; optional expected ``output`` (with ``input``) or ``outputs`` (a list as long
+  as ``inputs``, entries may be null); optional ``id``. Program shapes (see
+  docs/guides/corpus.md): ``calls`` (a method chain), ``test`` (test code run against the
+  program), ``stdin``, and ``shape: "script"`` (module-level code; ``input`` is its stdin
+  and ``output`` its expected stdout). CRUXEval lines are a special case of this format.
 * **A directory of ``.py`` files**: each ``NAME.py`` is a program; its inputs are in
   ``NAME.json`` beside it, an object with the generic keys except ``code``
   (``{"entry": "f", "inputs": ["1, 2", "'abc'"], "outputs": ["3", null]}``).
@@ -51,6 +54,10 @@ if TYPE_CHECKING:
     import polars as pl
 
 DEFAULT_ENTRY = "f"
+SHAPES = ("call", "script")
+SCRIPT_ENTRY = "<module>"  # a script's entry, as its module frame's code is named
+MAX_CALLS = 1_000  # methods in one chain (the guest refuses more)
+MAX_STDIN = 16 * 1024 * 1024  # characters of one stdin text (the guest refuses more)
 STDIN = "-"  # the corpus path that means standard input
 STDIN_NAME = Path("<stdin>")  # how messages and program sources name it
 MEMORY_NAME = "<memory>"  # how messages and program sources name an in-memory corpus
@@ -79,39 +86,109 @@ def source_lines(code: str) -> list[str]:
     return lines
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 @dataclass(frozen=True)
 class Program:
+    """A program: its ``code``, the ``entry`` it is called by (``<module>`` for a
+    script), its ``shape`` (``call`` or ``script``) and the ``test`` code run against it
+    (None if none)."""
+
     source: str
     sample_id: str
     code: str
     entry: str = DEFAULT_ENTRY
+    shape: str = "call"
+    test: str | None = None
 
     @property
     def code_sha256(self) -> str:
-        return hashlib.sha256(self.code.encode("utf-8", "surrogatepass")).hexdigest()
+        return _sha256(self.code)
 
     @property
     def key(self) -> str:
-        """Identity of the program in a store: where it came from and what it is."""
-        return _digest([self.source, self.sample_id, self.entry, self.code_sha256])
+        """Identity of the program in a store: where it came from and what it is. A
+        call-shaped program without test code keeps the key it had before shapes
+        existed (so stores made then resume)."""
+        fields: list = [self.source, self.sample_id, self.entry, self.code_sha256]
+        if self.shape != "call":
+            fields.append(["shape", self.shape])
+        if self.test is not None:
+            fields.append(["test", _sha256(self.test)])
+        return _digest(fields)
+
+
+Chain = tuple[tuple[str, str], ...]  # a method chain: (method, input text) per call
 
 
 @dataclass(frozen=True)
 class Job:
+    """One run: ``program`` called on ``input`` (a script: run with ``input`` as its
+    stdin), then the methods of ``calls`` (None: no chain), with ``stdin`` (None:
+    empty) as a call-shaped program's standard input."""
+
     program: Program
     input: str
     expected: str | None = None
     input_index: int = 0
+    calls: Chain | None = None
+    stdin: str | None = None
 
     @property
     def key(self) -> str:
-        """Identity of the run: resume skips a job whose key is already stored."""
-        return _digest([self.program.key, self.input_index, self.input, self.expected])
+        """Identity of the run: resume skips a job whose key is already stored. A job
+        without a chain or stdin keeps the key it had before they existed."""
+        fields: list = [self.program.key, self.input_index, self.input, self.expected]
+        if self.calls is not None:
+            fields.append(["calls", [list(call) for call in self.calls]])
+        if self.stdin is not None:
+            fields.append(["stdin", self.stdin])
+        return _digest(fields)
+
+    @property
+    def calls_json(self) -> str | None:
+        """The chain as the store's ``runs.chain`` holds it: JSON text of
+        ``[{"method": ..., "input": ...}, ...]``; None without one."""
+        if self.calls is None:
+            return None
+        return json.dumps(chain_records(self.calls), ensure_ascii=False)
 
     def request(self) -> dict:
         """What the guest needs (see tracer/job.py)."""
-        return {"code": self.program.code, "entry": self.program.entry,
-                "input": self.input, "expected": self.expected}
+        program = self.program
+        request = {"code": program.code, "entry": program.entry, "input": self.input,
+                   "expected": self.expected}
+        if program.shape != "call":
+            request["shape"] = program.shape
+            del request["entry"]
+        if program.test is not None:
+            request["test"] = program.test
+        if self.calls is not None:
+            request["calls"] = chain_records(self.calls)
+        if self.stdin is not None:
+            request["stdin"] = self.stdin
+        return request
+
+
+def chain_records(calls: Chain) -> list[dict]:
+    return [{"method": method, "input": text} for method, text in calls]
+
+
+def stdout_matches(stdout: str | None, expected: str) -> bool:
+    """Whether a script's stdout is its expected output, as LiveCodeBench and CodeNet
+    judge it: line by line (``\n``, ``\r\n`` or ``\r`` ends a line), each line's
+    trailing whitespace ignored, and empty lines at the end ignored; everything else
+    (leading whitespace, empty lines between) must be exact."""
+    return _judged_lines(stdout or "") == _judged_lines(expected)
+
+
+def _judged_lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in _LINE_BREAK.split(text)]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
 
 
 @dataclass
@@ -396,9 +473,22 @@ def jobs_from_record(record: object, source: str, default_id: str) -> list[Job]:
     code = _text(record, "code")
     if code is None:
         raise CorpusError("missing 'code'")
-    entry = _text(record, "entry") or DEFAULT_ENTRY
-    if not entry.isidentifier():
-        raise CorpusError(f"'entry' must be a Python identifier, got {entry!r}")
+    shape = _text(record, "shape") or "call"
+    if shape not in SHAPES:
+        raise CorpusError(f"'shape' must be one of {', '.join(SHAPES)}, got {shape!r}")
+    test = _text(record, "test")
+    stdin = _text(record, "stdin")
+    if shape == "script":
+        extra = [key for key in ("entry", "calls", "test", "stdin") if record.get(key) is not None]
+        if extra:
+            raise CorpusError(f"a script takes no '{extra[0]}' (its 'input' is its stdin, "
+                              "its 'output' the expected stdout)")
+        entry = SCRIPT_ENTRY
+    else:
+        entry = _text(record, "entry") or DEFAULT_ENTRY
+        if not all(part.isidentifier() for part in entry.split(".")):
+            raise CorpusError("'entry' must be a Python identifier or a dotted path of "
+                              f"them (Stack.push), got {entry!r}")
     if "inputs" in record:
         inputs = record["inputs"]
         if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
@@ -416,8 +506,48 @@ def jobs_from_record(record: object, source: str, default_id: str) -> list[Job]:
         outputs = [_text(record, "output")]
     else:
         raise CorpusError("missing 'input' or 'inputs'")
+    for text in ([stdin] if stdin is not None else []) + (inputs if shape == "script" else []):
+        if len(text) > MAX_STDIN:
+            raise CorpusError(f"a stdin text is longer than {MAX_STDIN:,} characters "
+                              f"({len(text):,})")
+    chains = _chains(record.get("calls"), len(inputs))
     sample_id = record.get("id")
     program = Program(source=source, sample_id=default_id if sample_id is None else str(sample_id),
-                      code=code, entry=entry)
-    return [Job(program, text, expected, index)
-            for index, (text, expected) in enumerate(zip(inputs, outputs))]
+                      code=code, entry=entry, shape=shape, test=test)
+    return [Job(program, text, expected, index, chain, stdin)
+            for index, (text, expected, chain) in enumerate(zip(inputs, outputs, chains))]
+
+
+def _chains(value: object, count: int) -> list[Chain | None]:
+    """``calls`` as one chain per input: one chain (a list of ``{"method", "input"}``)
+    for every input, or a list of chains, one per input. CorpusError for anything else."""
+    if value is None:
+        return [None] * count
+    if not isinstance(value, list):
+        raise CorpusError("'calls' must be a list of {\"method\": ..., \"input\": ...} "
+                          "(or a list of such lists, one per input)")
+    if value and all(isinstance(item, list) for item in value):
+        if len(value) != count:
+            raise CorpusError(f"'calls' has {len(value)} chains for {count} inputs: give "
+                              "one chain per input, or one chain for all")
+        return [_chain(item, f"calls[{index}]") for index, item in enumerate(value)]
+    chain = _chain(value, "calls")
+    return [chain] * count
+
+
+def _chain(items: list, where: str) -> Chain:
+    if len(items) > MAX_CALLS:
+        raise CorpusError(f"'{where}' has {len(items):,} calls; at most {MAX_CALLS:,}")
+    chain = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or not set(item) <= {"method", "input"}:
+            raise CorpusError(f"'{where}[{index}]' must be {{\"method\": name, "
+                              "\"input\": arguments}")
+        method, text = item.get("method"), item.get("input", "")
+        if not isinstance(method, str) or not method.isidentifier():
+            raise CorpusError(f"'{where}[{index}].method' must be a method name, got {method!r}")
+        if not isinstance(text, str):
+            raise CorpusError(f"'{where}[{index}].input' must be a string, got "
+                              f"{type(text).__name__}")
+        chain.append((method, text))
+    return tuple(chain)

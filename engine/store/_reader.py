@@ -22,10 +22,14 @@ import duckdb
 from steptrace.errors import StoreError
 from steptrace.store._runs import Run
 from steptrace.store._store import (STATE_COLUMNS, STEP_COLUMNS, check_database_file, connect,
-                                    first_line, has_table)
+                                    first_line, has_table, shape_columns)
 
 if TYPE_CHECKING:
     import polars as pl
+
+# The states columns a Run record holds (``object_id``, added in schema 4, is read from the
+# table itself: a version 3 store opened read-only has no such column).
+_STATE_FIELDS = STATE_COLUMNS[1:6]
 
 # The tables later commands add, and the command (library function) that makes each.
 MADE_BY = {"tasks": "make_tasks (steptrace tasks)", "predictions": "predict (steptrace predict)",
@@ -120,7 +124,7 @@ class Store:
         states): equal to the ``steptrace.trace_one`` of the same job. StoreError when
         there is no such run."""
         with self._reading() as con:
-            cursor = con.execute("SELECT r.*, p.code, p.entry FROM runs r "
+            cursor = con.execute(f"SELECT r.*, p.code, p.entry, {shape_columns(con)} FROM runs r "
                                  "JOIN programs p USING (program_id) WHERE r.run_id = ?", [run_id])
             row = cursor.fetchone()
             if row is None:
@@ -128,7 +132,7 @@ class Store:
             run = dict(zip([d[0] for d in cursor.description], row))
             steps = _dicts(con.execute(f"SELECT {', '.join(STEP_COLUMNS[1:])} FROM steps "
                                        "WHERE run_id = ? ORDER BY step", [run_id]))
-            states = _dicts(con.execute(f"SELECT {', '.join(STATE_COLUMNS[1:])} FROM states "
+            states = _dicts(con.execute(f"SELECT {', '.join(_STATE_FIELDS)} FROM states "
                                         "WHERE run_id = ? ORDER BY step, rowid", [run_id]))
         return Run.from_rows(run, run.pop("code"), run.pop("entry"), steps, states)
 
@@ -143,7 +147,7 @@ class Store:
         """The state changes of run ``run_id`` in order: step, var, value, type,
         truncated (``store.run(run_id).states_frame()``)."""
         with self._reading() as con:
-            return _polars(con, f"SELECT {', '.join(STATE_COLUMNS[1:])} FROM states "
+            return _polars(con, f"SELECT {', '.join(_STATE_FIELDS)} FROM states "
                            "WHERE run_id = ? ORDER BY step, rowid", [run_id])
 
     def status_counts(self) -> dict[str, int]:

@@ -16,6 +16,7 @@ sits in a store (run id, sample id, input index) and what was measured while it 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -76,7 +77,7 @@ class Run:
     ``states_frame()`` give them as polars DataFrames with the store's columns).
 
     ``status`` is one of ok, exception, invalid, timeout, step_limit, memory_limit,
-    output_limit, exited, tampered, crashed; ``output`` is the return value's repr (for
+    output_limit, unsupported, exited, tampered, crashed; ``output`` is the return value's repr (for
     ``ok``), ``output_matches`` whether it equals ``expected`` (None without one)."""
 
     code: str
@@ -98,6 +99,12 @@ class Run:
     max_depth: int | None
     steps: tuple[Step, ...] = ()
     states: tuple[State, ...] = ()
+    # The program's shape (docs/guides/corpus.md): ``call`` or ``script``, the test code,
+    # the method chain (the JSON text of runs.chain) and a call's stdin; None if none.
+    shape: str = "call"
+    test: str | None = None
+    chain: str | None = None
+    stdin: str | None = None
     # Where the run is stored and what was measured: kept, not compared.
     run_id: int | None = field(default=None, compare=False)
     sample_id: str | None = field(default=None, compare=False)
@@ -129,6 +136,8 @@ class Run:
                         for r in steps),
             states=tuple(State(r["step"], r["var"], r["value"], r["type"], r["truncated"])
                          for r in state_rows),
+            shape=run.get("shape") or "call", test=run.get("test"), chain=run.get("chain"),
+            stdin=run.get("stdin"),
             run_id=run["run_id"] if stored else None,
             sample_id=run["sample_id"] if stored else None,
             input_index=run["input_index"] if stored else None,
@@ -150,8 +159,9 @@ class Run:
 
     # ------------------------------------------------------------------ as text
     def call_text(self) -> str:
-        """``entry(input)``, as the program was called."""
-        return f"{self.entry}({self.input})"
+        """``entry(input)``, as the program was called (a method chain:
+        ``Stack().push(1).pop()``; a script: ``script`` and its stdin)."""
+        return call_text(self.entry, self.input, self.shape, self.chain)
 
     def outcome_text(self) -> str:
         """How the call ended, in a few words: ``-> 42``, ``raised KeyError: 'a'``, or
@@ -207,6 +217,17 @@ class Run:
         where = f"run_id={self.run_id}, " if self.run_id is not None else ""
         return (f"Run({where}{_short(self.call_text())} {_short(self.outcome_text())}, "
                 f"status={self.status!r}, {len(self.steps)} steps, {len(self.states)} states)")
+
+
+def call_text(entry: str, input: str, shape: str = "call", chain: str | None = None) -> str:
+    """How a run was called, in one line: ``entry(input)``, with a method chain's calls
+    after it (``Stack().push(1).pop()``); a script as ``script < 'its stdin'``."""
+    if shape == "script":
+        return f"script < {input!r}"
+    text = f"{entry}({input})"
+    if chain:
+        text += "".join(f".{call['method']}({call['input']})" for call in json.loads(chain))
+    return text
 
 
 def _changes_text(states: Iterable[State]) -> str:

@@ -27,18 +27,21 @@ from typing import Iterable
 import duckdb
 import pyarrow as pa
 
-from steptrace.corpus._formats import Job, Program
+from steptrace.corpus._formats import Job, Program, stdout_matches
 from steptrace.errors import StoreError
 from steptrace.predictions._experiments import upgrade as upgrade_experiment_tables
 from steptrace.corpus._text import file_kind
 from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
-from steptrace.store._tables import (ANALYSES, BRANCHES, CONNECT_TABLES, PROGRAMS, RUN_FEATURES,
-                                     RUNS, STATES, STEPS, TASKS)
+from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CONNECT_TABLES,
+                                     GLOBAL_STATES, OBJECTS, PROGRAMS, RUN_FEATURES, RUNS,
+                                     STATES, STEPS, TASKS, Table)
 
-SCHEMA_VERSION = "3"
-# 3 keyed predictions and scores by experiment (engine/predictions/_experiments.py), 2 added branches
-# and analyses; older versions are read as they are and upgraded on write.
-READABLE_VERSIONS = ("1", "2", "3")
+SCHEMA_VERSION = "4"
+# 4 added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
+# (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
+# by experiment (engine/predictions/_experiments.py), 2 added branches and analyses; older
+# versions are read as they are and upgraded on write.
+READABLE_VERSIONS = ("1", "2", "3", "4")
 LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
 DEFAULT_LOCK_WAIT_S = 10.0
 
@@ -50,7 +53,8 @@ STATE_COLUMNS = STATES.column_names
 RUN_TYPES = RUNS.arrow_types()
 PROGRAM_TYPES = PROGRAMS.arrow_types()
 # Tables keyed by run_id that describe a run: replaced with it (trace --force).
-RUN_DETAIL_TABLES = tuple(t.name for t in (STEPS, STATES, ANALYSES, BRANCHES))
+RUN_DETAIL_TABLES = tuple(t.name for t in (STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
+                                            ANALYSES, BRANCHES))
 # Made from a run by later commands, when they have been run: stale once it is replaced.
 DERIVED_RUN_TABLES = (TASKS.name, RUN_FEATURES.name)
 
@@ -65,10 +69,19 @@ class TracedRun:
     isolation: str
 
 
-# What a file must hold to be a store: the tables of schema version 1, exactly; those
-# version 2 added are checked when present (connect creates them in an older store).
+# What a file must hold to be a store: the tables of schema version 1, exactly (programs
+# and runs with or without the columns version 4 added at their end); those version 2
+# added are checked when present (connect creates them in an older store).
 EXPECTED_COLUMNS = {t.name: t.column_names for t in (PROGRAMS, RUNS, STEPS, STATES)}
 ADDED_IN_2 = {t.name: t.column_names for t in (ANALYSES, BRANCHES)}
+# Version 4's columns, added at the end of their tables (``ALTER TABLE ... ADD COLUMN``):
+# (table, column, value of the rows stored before), and its new tables.
+ADDED_IN_4 = ((PROGRAMS, "shape", "'call'"), (PROGRAMS, "test", None),
+              (RUNS, "chain", None), (RUNS, "stdin", None), (STATES, "object_id", None))
+BEFORE_4 = {table.name: tuple(c for c in table.column_names
+                              if (table, c) not in {(t, n) for t, n, _ in ADDED_IN_4})
+            for table in (PROGRAMS, RUNS, STATES)}
+TABLES_IN_4 = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES)}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -91,8 +104,9 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     try:
         if not read_only:
             _check_schema(con, path, allow_missing=True)
-            con.execute(SCHEMA)  # creates what is missing: a new file, or version 1's upgrade
+            con.execute(SCHEMA)  # creates what is missing: a new file, or versions 1-3's upgrade
             upgrade_experiment_tables(con)  # version 2's predictions and scores
+            upgrade_columns(con)  # version 4's columns in an older store's tables
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
         else:
             _check_schema(con, path, allow_missing=False)
@@ -103,6 +117,43 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
         con.close()
         raise
     return con
+
+
+def upgrade_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """A store made before schema 4: add programs.shape (``call`` for the programs it
+    holds), programs.test, runs.chain, runs.stdin and states.object_id (NULL), at the end
+    of their tables as the declarations put them."""
+    for table, column, before in ADDED_IN_4:
+        present = con.execute("SELECT count(*) FROM information_schema.columns WHERE "
+                              "table_schema = 'main' AND table_name = ? AND column_name = ?",
+                              [table.name, column]).fetchall()[0][0]
+        if present:
+            continue
+        declared = table.column(column)
+        if before is None:
+            con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {declared.type}")
+            continue
+        con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {declared.type} "
+                    f"DEFAULT {before}")
+        con.execute(f"ALTER TABLE {table.name} ALTER COLUMN {column} DROP DEFAULT")
+        if not declared.nullable:
+            con.execute(f"ALTER TABLE {table.name} ALTER COLUMN {column} SET NOT NULL")
+
+
+def shape_columns(con: duckdb.DuckDBPyConnection, alias: str = "p",
+                  runs: str | None = None) -> str:
+    """``{alias}.shape, {alias}.test`` for a query joining programs as ``alias`` (and
+    ``{runs}.chain, {runs}.stdin`` with ``runs``, the alias of runs); in a store made
+    before schema 4 (read without upgrading it) their values: ``'call'`` and NULLs."""
+    present = con.execute("SELECT count(*) FROM information_schema.columns WHERE "
+                          "table_schema = 'main' AND table_name = 'programs' AND "
+                          "column_name = 'shape'").fetchall()[0][0]
+    if present:
+        columns = f"{alias}.shape, {alias}.test"
+        return columns + (f", {runs}.chain, {runs}.stdin" if runs else "")
+    columns = "'call' AS shape, CAST(NULL AS VARCHAR) AS test"
+    return columns + (", CAST(NULL AS VARCHAR) AS chain, CAST(NULL AS VARCHAR) AS stdin"
+                      if runs else "")
 
 
 class StoreLockedError(StoreError):
@@ -212,9 +263,9 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: boo
             if allow_missing and not any(t in found for t in EXPECTED_COLUMNS):
                 continue
             raise StoreError(f"{path} is not a steptrace store (no table {table})")
-        if tuple(found[table]) != tuple(columns):
+        if tuple(found[table]) not in (tuple(columns), BEFORE_4.get(table)):
             raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
-    for table, columns in ADDED_IN_2.items():
+    for table, columns in {**ADDED_IN_2, **TABLES_IN_4}.items():
         if table in found and tuple(found[table]) != tuple(columns):
             raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
     if "meta" in found:
@@ -250,7 +301,8 @@ class TraceWriter:
         self.con = con
         self.force = force
         self.path = path
-        self._held: list[tuple] = []  # (runs, steps, states, programs) tables per add
+        self._held: list[tuple] = []  # (runs, steps, states, programs, objects, attributes,
+        #                               global_states) tables per add
         self._saved: tuple | None = None  # the ids' state before the first held add
         self.held_bytes = 0  # Arrow bytes of the held tables
         try:
@@ -316,9 +368,8 @@ class TraceWriter:
         # fifty: 20 ms for CRUXEval's 800 runs); large held rows are inserted as they are,
         # since combining copies every one of them at the moment the most is held.
         combine = self.held_bytes <= COMBINE_BYTES
-        runs, steps, states, programs = (
-            pa.concat_tables(parts).combine_chunks() if combine else pa.concat_tables(parts)
-            for parts in zip(*self._held))
+        tables = [pa.concat_tables(parts).combine_chunks() if combine else pa.concat_tables(parts)
+                  for parts in zip(*self._held)]
         saved = self._saved
         run_ids = list(range(saved[0], self.next_run_id))
         self._held, self._saved, self.held_bytes = [], None, 0
@@ -326,7 +377,7 @@ class TraceWriter:
         try:
             con.execute("BEGIN TRANSACTION")
             try:
-                self._insert(runs, steps, states, programs)
+                self._insert(*tables)
                 con.execute("COMMIT")
             except BaseException:
                 try:
@@ -342,8 +393,8 @@ class TraceWriter:
             raise
         return run_ids
 
-    def _insert(self, runs: pa.Table, steps: pa.Table, states: pa.Table,
-                programs: pa.Table) -> None:
+    def _insert(self, runs: pa.Table, steps: pa.Table, states: pa.Table, programs: pa.Table,
+                objects: pa.Table, attributes: pa.Table, global_states: pa.Table) -> None:
         con = self.con
         if self.force:
             con.register("replaced", pa.table({"run_key": runs.column("run_key")}))
@@ -355,8 +406,9 @@ class TraceWriter:
                             "WHERE run_key IN (SELECT run_key FROM replaced))")
             con.execute("DELETE FROM runs WHERE run_key IN (SELECT run_key FROM replaced)")
             con.unregister("replaced")
-        for name, table in (("programs", programs), ("runs", runs),
-                            ("steps", steps), ("states", states)):
+        for name, table in (("programs", programs), ("runs", runs), ("steps", steps),
+                            ("states", states), ("objects", objects),
+                            ("attributes", attributes), ("global_states", global_states)):
             if table.num_rows:
                 con.register("incoming", table)
                 con.execute(f"INSERT INTO {name} SELECT * FROM incoming")
@@ -374,19 +426,22 @@ class TraceWriter:
             for name, value in (("program_id", pid), ("source", program.source),
                                 ("sample_id", program.sample_id), ("code", program.code),
                                 ("entry", program.entry), ("code_sha256", program.code_sha256),
-                                ("program_key", key)):
+                                ("program_key", key), ("shape", program.shape),
+                                ("test", program.test)):
                 new[name].append(value)
         return pid
 
     def _tables(self, batch: Iterable[TracedRun], most_bytes: int | None = None
                 ) -> tuple[int, tuple[pa.Table, ...]]:
         """The number of runs taken from ``batch`` and their (runs, steps, states,
-        programs) (none if no run was), giving run ids from ``next_run_id`` on
+        programs, objects, attributes, global_states) (none if no run was), giving run
+        ids from ``next_run_id`` on
         (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         programs: dict[str, list] = {name: [] for name in PROGRAM_TYPES}
         runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
         steps, states = _StepRows(), _StateRows()
+        details = (_ObjectRows(), _AttributeRows(), _GlobalRows())
         count = 0
         for traced in batch:
             program_id = self._program_id(traced.job.program, programs)
@@ -395,13 +450,16 @@ class TraceWriter:
             _append_run(runs, traced, run_id, program_id, now)
             steps.add(traced.result, run_id)
             states.add(traced.result, run_id)
+            for rows in details:
+                rows.add(traced.result, run_id)
             count += 1
-            if most_bytes is not None and steps.nbytes + states.nbytes >= most_bytes:
+            if most_bytes is not None and (steps.nbytes + states.nbytes
+                                           + sum(rows.nbytes for rows in details)) >= most_bytes:
                 break
         if not count:
             return 0, ()
         return count, (_arrow(runs, RUN_TYPES), steps.table(), states.table(),
-                       _arrow(programs, PROGRAM_TYPES))
+                       _arrow(programs, PROGRAM_TYPES), *(rows.table() for rows in details))
 
 
 def run_rows(traced: TracedRun, run_id: int = 0, program_id: int = 0,
@@ -430,20 +488,26 @@ def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now
         "output": r.get("output"), "output_type": r.get("output_type"),
         "output_truncated": r.get("output_truncated"), "exception_type": r.get("exception_type"),
         "exception_message": r.get("exception_message"), "expected": job.expected,
-        "output_matches": _matches(r, job), "note": r.get("note"), "stdout": r.get("stdout"),
+        "output_matches": run_matches(r, job), "note": r.get("note"), "stdout": r.get("stdout"),
         "line_steps": r.get("line_steps"), "instruction_steps": r.get("instruction_steps"),
         "calls": r.get("calls"), "max_depth": r.get("max_depth"), "n_steps": n_steps,
         "duration_us": traced.duration_us, "call_us": r.get("call_us"),
         "isolation": traced.isolation, "run_key": job.key, "traced_at": now,
+        "chain": job.calls_json, "stdin": job.stdin,
     }
     for name in RUN_COLUMNS:
         runs[name].append(values[name])
 
 
-def _matches(result: dict, job: Job) -> bool | None:
-    """NULL without an expected output; False for every run that did not return."""
+def run_matches(result: dict, job: Job) -> bool | None:
+    """NULL without an expected output; False for every run that did not return. A
+    script's stdout is compared here (``stdout_matches``), the guest compares a call's
+    return value."""
     if job.expected is None:
         return None
+    if job.program.shape == "script":
+        return result.get("status") == "ok" and stdout_matches(result.get("stdout"),
+                                                                job.expected)
     return bool(result.get("output_matches"))
 
 
@@ -559,6 +623,7 @@ class _StateRows(_Rows):
         self.var, self.type = _Names(), _Names()
         self.value: list[str | None] = []
         self.truncated: list[bool] = []
+        self.object_id: list[int | None] = []
 
     def add(self, result: dict, run_id: int) -> None:
         rows = result.get("states")
@@ -571,13 +636,68 @@ class _StateRows(_Rows):
         self.value.extend(rows["value"])
         self.type.add(rows["type"], nullable=True)
         self.truncated.extend(rows["truncated"])
+        self.object_id.extend(rows["object_id"])
         self.added(count)
 
     def arrays(self) -> list[pa.Array]:
         types = _STATE_TYPES  # var and type: dictionary-encoded names (DuckDB: VARCHAR)
         return [pa.array(self.run_id, types["run_id"]), pa.array(self.step, types["step"]),
                 self.var.array(), _strings(self.value), self.type.array(),
-                pa.array(self.truncated, types["truncated"])]
+                pa.array(self.truncated, types["truncated"]),
+                pa.array(self.object_id, types["object_id"])]
+
+
+class _TableRows(_Rows):
+    """The rows of a run-keyed table whose columns the result holds as they are (``KEY``:
+    the result's key), names dictionary-encoded; ``objects`` numbers its rows."""
+
+    TABLE: Table = OBJECTS
+    KEY = ""
+    NAMES: frozenset = frozenset()
+
+    def start(self) -> None:
+        self.columns = {column.name: _Names() if column.name in self.NAMES else []
+                        for column in self.TABLE.columns}
+
+    def add(self, result: dict, run_id: int) -> None:
+        rows = result.get(self.KEY)
+        if not rows or not rows["step"]:
+            return
+        count = len(rows["step"])
+        for column in self.TABLE.columns:
+            name = column.name
+            if name == "run_id":
+                values = [run_id] * count
+            elif name not in rows:  # objects: the object id is the row's number
+                values = range(1, count + 1)
+            else:
+                values = rows[name]
+            target = self.columns[name]
+            if name in self.NAMES:
+                target.add(values, nullable=column.nullable)
+            else:
+                target.extend(values)
+        self.added(count)
+
+    def arrays(self) -> list[pa.Array]:
+        return [values.array() if isinstance(values, _Names)
+                else _strings(values) if column.arrow == pa.string()
+                else pa.array(values, column.arrow)
+                for column, values in zip(self.TABLE.columns, self.columns.values())]
+
+
+class _ObjectRows(_TableRows):
+    TABLE, KEY, NAMES, COLUMNS = OBJECTS, "objects", frozenset({"type"}), OBJECTS.column_names
+
+
+class _AttributeRows(_TableRows):
+    TABLE, KEY, NAMES = ATTRIBUTES, "attributes", frozenset({"attr", "type"})
+    COLUMNS = ATTRIBUTES.column_names
+
+
+class _GlobalRows(_TableRows):
+    TABLE, KEY, NAMES = GLOBAL_STATES, "global_states", frozenset({"name", "type"})
+    COLUMNS = GLOBAL_STATES.column_names
 
 
 _STEP_TYPES = STEPS.arrow_types()
@@ -630,6 +750,10 @@ def status_counts(db: str | Path) -> dict[str, int]:
 FINISHED_STATUSES = ("ok", "exception")
 # A memory address in a repr (``<object at 0x7f…>``): differs between runs by nature.
 MEMORY_ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)
+# What such a repr looks like since schema 4, which leaves the address out (``<function
+# f>``, ``<generator object g>``, ``<__main__.D object>``): it names an object, not a
+# value one could write down.
+OPAQUE_REPR = re.compile(r"<(?:function |bound method |built-in |method-wrapper |[\w.]+ object\b)")
 
 
 def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:

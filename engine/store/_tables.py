@@ -154,10 +154,15 @@ PROGRAMS = Table(
      _c("sample_id", "VARCHAR", "the record's `id` (CRUXEval `sample_N`), or the line number "
         "/ file stem", null=False),
      _c("code", "VARCHAR", "program text", null=False),
-     _c("entry", "VARCHAR", "entry function name", null=False),
+     _c("entry", "VARCHAR", "what is called: a function name, or a dotted path (`Stack.push`, "
+        "`TestCalc.test_add`); `<module>` for a script", null=False),
      _c("code_sha256", "VARCHAR", "SHA-256 of `code`", null=False),
-     _c("program_key", "VARCHAR", "unique identity (source, sample id, entry, code hash)",
-        null=False, unique=True)),
+     _c("program_key", "VARCHAR", "unique identity (source, sample id, entry, code hash; "
+        "shape and test code hash when not `call` and none)", null=False, unique=True),
+     _c("shape", "VARCHAR", "`call` (the entry is called on the input) or `script` (the "
+        "module is the program, the input its stdin); added in schema 4", null=False),
+     _c("test", "VARCHAR", "test code run against the program (never traced); NULL if none; "
+        "added in schema 4")),
     primary_key=("program_id",), made_by="trace")
 
 RUNS = Table(
@@ -167,10 +172,11 @@ RUNS = Table(
      _c("sample_id", "VARCHAR", "as in programs", null=False),
      _c("input_index", "INTEGER", "position in the record's `inputs` (0 for `input`)",
         null=False),
-     _c("input", "VARCHAR", "the argument text", null=False),
+     _c("input", "VARCHAR", "the argument text (a script: its stdin text)", null=False),
      _c("status", "VARCHAR", "see Statuses", null=False),
-     _c("output", "VARCHAR", "`repr` of the return value (cut at 100,000 characters, "
-        "`output_truncated`); NULL unless `ok`"),
+     _c("output", "VARCHAR", "`repr` of the return value (a method chain: of the last "
+        "call's; cut at 100,000 characters, `output_truncated`); NULL unless `ok`, and for "
+        "scripts (their output is `stdout`)"),
      _c("output_type", "VARCHAR", "type name of the return value; NULL unless `ok`"),
      _c("output_truncated", "BOOLEAN", "whether `output` was cut"),
      _c("exception_type", "VARCHAR", "the exception's type name, for `exception` (cut at "
@@ -178,8 +184,10 @@ RUNS = Table(
      _c("exception_message", "VARCHAR", "its message, for `exception` (cut at 10,000 "
         "characters); the message of every other non-`ok` status"),
      _c("expected", "VARCHAR", "expected output text, NULL if none was given"),
-     _c("output_matches", "BOOLEAN", "`output == expected` evaluated in the guest; NULL when "
-        "no expected output; false for any run that did not return"),
+     _c("output_matches", "BOOLEAN", "`output == expected` evaluated in the guest (a script: "
+        "`stdout` compared with `expected` line by line, trailing whitespace and trailing "
+        "empty lines ignored); NULL when no expected output; false for any run that did "
+        "not return"),
      _c("note", "VARCHAR", "e.g. \"expected output does not evaluate: …\"; \"the guest's "
         "result was rejected: …\" (`crashed`); \"cut to the host's caps: …\""),
      _c("stdout", "VARCHAR", "what the call printed (bounded)"),
@@ -194,7 +202,12 @@ RUNS = Table(
      _c("isolation", "VARCHAR", "`job` or `batch`"),
      _c("run_key", "VARCHAR", "unique identity of the job; resume skips stored keys",
         null=False, unique=True),
-     _c("traced_at", "TIMESTAMP", "UTC")),
+     _c("traced_at", "TIMESTAMP", "UTC"),
+     _c("chain", "VARCHAR", "the method chain (the record's `calls`) called on what the "
+        "entry returned, JSON `[{\"method\": ..., \"input\": ...}, ...]`; NULL if none; "
+        "added in schema 4"),
+     _c("stdin", "VARCHAR", "stdin text of a call-shaped run; NULL if none (a script's "
+        "stdin is `input`); added in schema 4")),
     primary_key=("run_id",), made_by="trace")
 
 STEPS = Table(
@@ -206,7 +219,8 @@ STEPS = Table(
      _c("func", "VARCHAR", "the code object's qualified name (`f`, `f.<locals>.g`, "
         "`Stack.push`, `f.<locals>.<lambda>`; cut at 1,000 characters)", null=False),
      _c("line", "INTEGER", "1-based line in the program text", null=False),
-     _c("depth", "INTEGER", "call depth (0 = the entry function)", null=False),
+     _c("depth", "INTEGER", "call depth (0 = the entry function, each call of a method "
+        "chain, or a script's module frame)", null=False),
      _c("frame", "INTEGER", "one activation of a function, unique within the run",
         null=False)),
     made_by="trace")
@@ -220,7 +234,47 @@ STATES = Table(
      _c("value", "VARCHAR", "its `repr`, cut to `--max-repr` characters; NULL when the name "
         "became unbound"),
      _c("type", "VARCHAR", "its type name (cut at 1,000 characters); NULL when unbound"),
-     _c("truncated", "BOOLEAN", "whether `value` was cut", null=False)),
+     _c("truncated", "BOOLEAN", "whether `value` was cut", null=False),
+     _c("object_id", "INTEGER", "→ objects: the object the name is bound to, when it is a "
+        "tracked object (a program instance or a mutable built-in container); NULL "
+        "otherwise and in runs traced before schema 4")),
+    made_by="trace")
+
+OBJECTS = Table(
+    "objects", "one row per tracked object of a run (see Objects)",
+    (_c("run_id", "BIGINT", "→ runs", null=False),
+     _c("object_id", "INTEGER", "1, 2, ... in the order the tracer first saw the objects "
+        "(never a memory address)", null=False),
+     _c("type", "VARCHAR", "its type name (cut at 1,000 characters)", null=False),
+     _c("step", "INTEGER", "the step it was first seen at", null=False)),
+    primary_key=("run_id", "object_id"), made_by="trace")
+
+ATTRIBUTES = Table(
+    "attributes", "one row per attribute of a program instance whose value changed since "
+    "the object was last seen (all of them at its first sight; see Objects)",
+    (_c("run_id", "BIGINT", "→ runs", null=False),
+     _c("step", "INTEGER", "the step the change was seen at", null=False),
+     _c("object_id", "INTEGER", "→ objects", null=False),
+     _c("attr", "VARCHAR", "the attribute's name (an instance `__dict__` key or a slot)",
+        null=False),
+     _c("value", "VARCHAR", "its rendering, cut to `--max-repr` characters; NULL when the "
+        "attribute was deleted"),
+     _c("type", "VARCHAR", "its type name; NULL when deleted"),
+     _c("truncated", "BOOLEAN", "whether `value` was cut", null=False),
+     _c("ref_id", "INTEGER", "→ objects: the value's object id when it is a tracked object")),
+    made_by="trace")
+
+GLOBAL_STATES = Table(
+    "global_states", "one row per change of a program global its code uses (see Objects)",
+    (_c("run_id", "BIGINT", "→ runs", null=False),
+     _c("step", "INTEGER", "the step it was recorded at (the first step: the values "
+        "the call started with)", null=False),
+     _c("name", "VARCHAR", "the global's name", null=False),
+     _c("value", "VARCHAR", "its rendering, cut to `--max-repr` characters; NULL when the "
+        "name became unbound"),
+     _c("type", "VARCHAR", "its type name; NULL when unbound"),
+     _c("truncated", "BOOLEAN", "whether `value` was cut", null=False),
+     _c("object_id", "INTEGER", "→ objects, when the value is a tracked object")),
     made_by="trace")
 
 ANALYSES = Table(
@@ -353,14 +407,15 @@ RUN_FEATURES = Table(
     primary_key=("run_id",), made_by="features")
 
 # The tables every store opened for writing has (connect creates what is missing).
-CONNECT_TABLES = (META, PROGRAMS, RUNS, STEPS, STATES, ANALYSES, BRANCHES)
+CONNECT_TABLES = (META, PROGRAMS, RUNS, STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
+                  ANALYSES, BRANCHES)
 # Pipeline order: what the schema page lists, in this order.
 _ALL = CONNECT_TABLES + (TASKS, EXPERIMENTS, PREDICTIONS, SCORES, RUN_FEATURES)
 
 
 def tables() -> tuple[Table, ...]:
     """Every table of a store, in pipeline order: meta, then what ``trace`` writes
-    (programs, runs, steps, states), ``analyse`` (analyses, branches), ``tasks``,
+    (programs, runs, steps, states, objects, attributes, global_states), ``analyse`` (analyses, branches), ``tasks``,
     ``predict`` (experiments, predictions), ``score`` (scores) and ``features``
     (run_features)."""
     return _ALL

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from steptrace.store._store import MEMORY_ADDRESS
+from steptrace.store._store import MEMORY_ADDRESS, OPAQUE_REPR
 from steptrace.tasks._program import ANONYMOUS, ProgramInfo
 from steptrace.tasks._runs import LineExec, RunData, replay
 
@@ -70,8 +70,13 @@ def _bound(value: tuple) -> bool:
 
 
 def _answerable(value: tuple) -> bool:
-    """A value a model could write exactly: bound, kept whole, free of memory addresses."""
-    return _bound(value) and not value[2] and not MEMORY_ADDRESS.search(value[0] or "")
+    """A value a model could write exactly: bound, kept whole, free of memory addresses
+    (and of the reprs that had one before schema 4: functions, generators, ...)."""
+    return _bound(value) and not value[2] and not _opaque(value[0])
+
+
+def _opaque(text: str | None) -> bool:
+    return bool(text) and bool(MEMORY_ADDRESS.search(text) or OPAQUE_REPR.search(text))
 
 
 def _plain_var(name: str) -> bool:
@@ -316,13 +321,17 @@ def build_branch(facts: RunFacts) -> list[Candidate]:
 
 def build_output(facts: RunFacts) -> list[Candidate]:
     run = facts.run
-    if run.status != "ok" or run.output_truncated or MEMORY_ADDRESS.search(run.output or ""):
+    if run.status != "ok" or run.output_truncated or _opaque(run.output):
         return []
     return [Candidate(0, (), run.output, "repr", question=(("input", run.input),),
                       value_type=run.output_type)]
 
 
 def build_input(facts: RunFacts) -> list[Candidate]:
+    """The call's input from its output: not asked of a method chain (its input is the
+    constructor's, and a predicted one could not be checked by calling the entry)."""
+    if facts.run.chain is not None:
+        return []
     return ([Candidate(0, (), facts.run.input, "input", question=(("output", facts.run.output),))]
             if build_output(facts) else [])
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Iterable
 
 from steptrace.corpus._formats import source_lines
+from steptrace.store._runs import call_text
 from steptrace.corpus._text import read_utf8
 from steptrace.errors import InputError
 from steptrace.tasks._candidates import Candidate, RunFacts, function_words
@@ -73,7 +74,7 @@ def ordinal(k: int) -> str:
 def render(template: string.Template, facts: RunFacts, candidate: Candidate) -> str:
     run = facts.run
     values = {"code": run.code, "numbered_code": numbered(run.code), "entry": run.entry,
-              "input": run.input, "call": f"{run.entry}({run.input})",
+              "input": run.input, "call": call_text(run.entry, run.input, "call", run.chain),
               "output": run.output or ""}
     if candidate.line is not None:
         values.update(line=candidate.line,

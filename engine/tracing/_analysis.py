@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -81,10 +82,24 @@ class StoredRun:
     output: str | None
     exception_type: str | None
     stdout: str
+    shape: str = "call"
+    test: str | None = None
+    chain: str | None = None
+    stdin: str | None = None
 
     def request(self, mode: str | None = None) -> dict:
+        """The traced job's request again (Job.request: the same shape fields)."""
         request = {"code": self.code, "entry": self.entry, "input": self.input,
                    "expected": self.expected}
+        if self.shape != "call":
+            request["shape"] = self.shape
+            del request["entry"]
+        if self.test is not None:
+            request["test"] = self.test
+        if self.chain is not None:
+            request["calls"] = json.loads(self.chain)
+        if self.stdin is not None:
+            request["stdin"] = self.stdin
         if mode:
             request["mode"] = mode
         return request
@@ -92,7 +107,7 @@ class StoredRun:
 
 _RUN_QUERY = """
 SELECT r.run_id, p.code, p.entry, r.input, r.expected, r.status, r.output,
-       r.exception_type, r.stdout
+       r.exception_type, r.stdout, p.shape, p.test, r.chain, r.stdin
 FROM runs r JOIN programs p USING (program_id)
 WHERE r.status IN ('ok', 'exception') AND {missing}
 ORDER BY r.run_id

@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator
 
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
                                        spool)
-from steptrace.store._store import TracedRun, TraceWriter, connect
+from steptrace.store._store import TracedRun, TraceWriter, connect, run_matches
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._pool import WorkerPool
 from steptrace.sandbox._result_schema import STATUSES  # noqa: F401  (re-exported: the run statuses)
@@ -72,7 +72,7 @@ class TraceSummary:
         self.by_status[result.get("status") or "crashed"] += 1
         if traced.job.expected is not None:
             self.with_expected += 1
-            self.matched += bool(result.get("output_matches"))
+            self.matched += bool(run_matches(result, traced.job))
         self.line_steps += result.get("line_steps") or 0
         self.instruction_steps += result.get("instruction_steps") or 0
         self.steps += len((result.get("steps") or {}).get("event") or ())

@@ -402,15 +402,18 @@ def test_show_sample_id_json(db):
         "n_steps": 3, "entry": "f", "source": "small.jsonl"}
     assert isinstance(run["traced_at"], str)
     assert shown["code"] == SQUARE
+    none = {"attributes": [], "globals": []}
     assert shown["steps"] == [
         {"step": 0, "event": "call", "func": "f", "line": 1, "depth": 0, "frame": 0,
          "code": "def f(x):",
-         "changes": [{"var": "x", "value": "4", "type": "int", "truncated": False}]},
+         "changes": [{"var": "x", "value": "4", "type": "int", "truncated": False,
+                      "object_id": None}], **none},
         {"step": 1, "event": "line", "func": "f", "line": 2, "depth": 0, "frame": 0,
-         "code": "return x * x", "changes": []},
+         "code": "return x * x", "changes": [], **none},
         {"step": 2, "event": "return", "func": "f", "line": 2, "depth": 0, "frame": 0,
          "code": "return x * x",
-         "changes": [{"var": "<return>", "value": "16", "type": "int", "truncated": False}]},
+         "changes": [{"var": "<return>", "value": "16", "type": "int", "truncated": False,
+                      "object_id": None}], **none},
     ]
 
 
@@ -458,7 +461,7 @@ def test_show_on_a_duckdb_file_that_is_not_a_store(tmp_path):
 
 # ------------------------------------------------------------------ build, --version
 def test_build_json():
-    """build --format json reports the cached component, 192 preloaded stdlib modules and
+    """build --format json reports the cached component, 196 preloaded stdlib modules and
     the three codecs the guest cannot import."""
     result = invoke("build", "--format", "json")
     assert result.exit_code == 0, result.output
@@ -469,7 +472,7 @@ def test_build_json():
     component = Path(items["component"])
     assert component.parent == cache_dir() and component.suffix == ".wasm"
     assert items["component_bytes"] == component.stat().st_size
-    assert items["preloaded_modules"] == 192
+    assert items["preloaded_modules"] == 196
     assert items["unavailable"] == "encodings.bz2_codec, encodings.mbcs, encodings.oem"
 
 

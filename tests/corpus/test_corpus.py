@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from steptrace.corpus._formats import CorpusError, Job, Program, load_corpus
+from steptrace.corpus._formats import (CorpusError, Job, Program, jobs_from_record, load_corpus,
+                                       stdout_matches)
 
 ADD = "def f(a, b):\n    return a + b\n"
 SQUARE = "def f(x):\n    return x * x\n"
@@ -132,9 +133,9 @@ def test_corrupt_json_line_is_reported_with_its_line_and_the_rest_loads(tmp_path
      "'outputs' must be a list as long as 'inputs'"),
     ({"code": SQUARE, "inputs": ["1"], "outputs": [1]}, "'outputs' entries must be strings or null"),
     ({"code": SQUARE, "entry": "not an id", "input": "1"},
-     "'entry' must be a Python identifier, got 'not an id'"),
+     "'entry' must be a Python identifier or a dotted path of them (Stack.push), got 'not an id'"),
     ({"code": SQUARE, "entry": "f()", "input": "1"},
-     "'entry' must be a Python identifier, got 'f()'"),
+     "'entry' must be a Python identifier or a dotted path of them (Stack.push), got 'f()'"),
     ({"code": SQUARE, "entry": 5, "input": "1"}, "'entry' must be a string, got int"),
     ({"code": ["def f(): pass"], "input": "1"}, "'code' must be a string, got list"),
     ({"code": SQUARE, "input": 3}, "'input' must be a string, got int"),
@@ -316,3 +317,122 @@ def test_job_request_is_what_the_guest_needs():
     """request() carries code, entry, input and expected output."""
     job = Job(Program("c.jsonl", "s", SQUARE, "g"), "3", "9", 2)
     assert job.request() == {"code": SQUARE, "entry": "g", "input": "3", "expected": "9"}
+
+
+# ------------------------------------------------------------------ program shapes
+STACK = "class Stack:\n    def push(self, x):\n        pass\n"
+SCRIPT = "print(int(input()) * 2)\n"
+
+
+def test_shape_records_give_exact_jobs(tmp_path):
+    """A script (inputs = stdin texts, outputs = expected stdout), a dotted entry, a
+    method chain for every input, a chain per input, test code and a call's stdin."""
+    chain = [{"method": "push", "input": "1"}, {"method": "pop"}]
+    path = write_jsonl(
+        tmp_path / "shapes.jsonl",
+        {"id": "s", "shape": "script", "code": SCRIPT, "inputs": ["3\n", "5\n"],
+         "outputs": ["6\n", None]},
+        {"id": "d", "code": STACK, "entry": "Stack.push", "input": "Stack(), 1"},
+        {"id": "one", "code": STACK, "entry": "Stack", "inputs": ["", ""], "calls": chain},
+        {"id": "per", "code": STACK, "entry": "Stack", "inputs": ["", "1"],
+         "calls": [chain, []], "outputs": ["2", None]},
+        {"id": "t", "code": STACK, "entry": "T.test_x", "input": "", "test": "import unittest\n"},
+        {"id": "in", "code": SQUARE, "input": "", "stdin": "7\n"})
+    corpus = load_corpus(path)
+    assert corpus.errors == []
+    script = Program("shapes.jsonl", "s", SCRIPT, "<module>", "script")
+    stack = lambda sid, entry, test=None: Program("shapes.jsonl", sid, STACK, entry, "call", test)  # noqa: E731
+    calls = (("push", "1"), ("pop", ""))
+    assert corpus.jobs == [
+        Job(script, "3\n", "6\n", 0), Job(script, "5\n", None, 1),
+        Job(stack("d", "Stack.push"), "Stack(), 1", None, 0),
+        Job(stack("one", "Stack"), "", None, 0, calls),
+        Job(stack("one", "Stack"), "", None, 1, calls),
+        Job(stack("per", "Stack"), "", "2", 0, calls),
+        Job(stack("per", "Stack"), "1", None, 1, ()),
+        Job(stack("t", "T.test_x", "import unittest\n"), "", None, 0),
+        Job(Program("shapes.jsonl", "in", SQUARE, "f"), "", None, 0, None, "7\n"),
+    ]
+    requests = [job.request() for job in corpus.jobs]
+    assert requests[0] == {"code": SCRIPT, "input": "3\n", "expected": "6\n", "shape": "script"}
+    assert requests[3] == {"code": STACK, "entry": "Stack", "input": "", "expected": None,
+                           "calls": [{"method": "push", "input": "1"},
+                                     {"method": "pop", "input": ""}]}
+    assert requests[7]["test"] == "import unittest\n" and requests[8]["stdin"] == "7\n"
+    assert corpus.jobs[3].calls_json == ('[{"method": "push", "input": "1"}, '
+                                         '{"method": "pop", "input": ""}]')
+
+
+def test_old_records_keep_their_keys_and_new_fields_change_them():
+    """Keys of a record without the new fields are those stores made before them hold
+    (pinned here: computed by main before shapes existed); each new field makes another program or job."""
+    (job,) = jobs_from_record({"code": ADD, "input": "1, 2", "output": "3"}, "x.jsonl", "1")
+    assert job.program.key == "525dc2b95ec60f4695644aa600cc97b51b42f8048c23e30034f29072375cd621"
+    assert job.key == "cb9f27d20bd0de10c0779328820a441b5af666820212be1a26526471a73aa88a"
+    variants = [
+        {"shape": "script"}, {"test": "pass"}, {"calls": []},
+        {"calls": [{"method": "m"}]}, {"stdin": ""}, {"stdin": "x"},
+    ]
+    keys = {job.key}
+    for extra in variants:
+        record = {"code": ADD, "input": "1, 2", "output": "3", **extra}
+        (other,) = jobs_from_record(record, "x.jsonl", "1")
+        keys.add(other.key)
+    assert len(keys) == len(variants) + 1
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"code": SCRIPT, "input": "", "shape": "module"},
+     "'shape' must be one of call, script, got 'module'"),
+    ({"code": SCRIPT, "input": "", "shape": "script", "entry": "f"},
+     "a script takes no 'entry' (its 'input' is its stdin, its 'output' the expected stdout)"),
+    ({"code": SCRIPT, "input": "", "shape": "script", "stdin": "x"},
+     "a script takes no 'stdin' (its 'input' is its stdin, its 'output' the expected stdout)"),
+    ({"code": STACK, "input": "", "entry": "Stack.", "calls": []},
+     "'entry' must be a Python identifier or a dotted path of them (Stack.push), got 'Stack.'"),
+    ({"code": STACK, "input": "", "calls": {"method": "push"}},
+     "'calls' must be a list of {\"method\": ..., \"input\": ...} (or a list of such lists, "
+     "one per input)"),
+    ({"code": STACK, "inputs": ["", ""], "calls": [[]]},
+     "'calls' has 1 chains for 2 inputs: give one chain per input, or one chain for all"),
+    ({"code": STACK, "input": "", "calls": [{"method": "push", "args": "1"}]},
+     "'calls[0]' must be {\"method\": name, \"input\": arguments}"),
+    ({"code": STACK, "input": "", "calls": [{"method": "a.b"}]},
+     "'calls[0].method' must be a method name, got 'a.b'"),
+    ({"code": STACK, "input": "", "calls": [{"method": "push", "input": 1}]},
+     "'calls[0].input' must be a string, got int"),
+    ({"code": STACK, "input": "", "calls": [{"method": "push"}] * 10_000},
+     "'calls' has 10,000 calls; at most 1,000"),
+    ({"code": STACK, "input": "", "test": 3}, "'test' must be a string, got int"),
+    ({"code": STACK, "input": "", "stdin": "x" * (16 * 1024 * 1024 + 1)},
+     "a stdin text is longer than 16,777,216 characters (16,777,217)"),
+])
+def test_bad_shape_records_are_reported_and_skipped(tmp_path, record, message):
+    path = write_jsonl(tmp_path / "bad.jsonl", {"id": "good", "code": ADD, "input": "1, 2"},
+                       record)
+    corpus = load_corpus(path)
+    assert corpus.errors == [f"{path}:2: {message}"]
+    assert [job.program.sample_id for job in corpus.jobs] == ["good"]
+
+
+def test_a_directory_sidecar_takes_the_shape_keys(tmp_path):
+    (tmp_path / "double.py").write_text(SCRIPT, encoding="utf-8")
+    (tmp_path / "double.json").write_text(json.dumps(
+        {"shape": "script", "inputs": ["2\n"], "outputs": ["4\n"]}), encoding="utf-8")
+    corpus = load_corpus(tmp_path)
+    assert corpus.errors == []
+    assert corpus.jobs == [Job(Program(tmp_path.name, "double", SCRIPT, "<module>", "script"),
+                               "2\n", "4\n", 0)]
+
+
+@pytest.mark.parametrize("stdout, expected, matches", [
+    ("6\n", "6", True),
+    ("6  \n\n\n", "6\n", True),          # trailing whitespace and empty lines at the end
+    ("a\r\nb\r\n", "a\nb", True),         # line ends
+    ("1 2\n", "1  2\n", False),           # inside a line: exact
+    (" 6\n", "6\n", False),               # leading whitespace: exact
+    ("a\n\nb\n", "a\nb\n", False),        # empty lines between: exact
+    ("", "", True), ("", "\n\n", True), ("0\n", "", False),
+])
+def test_stdout_matching_rule(stdout, expected, matches):
+    assert stdout_matches(stdout, expected) is matches

@@ -103,7 +103,7 @@ def steps_of_length(count: int) -> Forge:
     return make
 
 
-STATUSES_LISTED = "ok, exception, invalid, step_limit, memory_limit, output_limit, tampered, crashed"
+STATUSES_LISTED = "ok, exception, invalid, step_limit, memory_limit, output_limit, unsupported, tampered, crashed"
 # name -> (forged text, the rejection's note after "the guest's result was rejected: ")
 MALFORMED: dict[str, tuple[Forge, str]] = {
     "not_json": (raw('{"status": "ok",'),
@@ -379,7 +379,7 @@ def test_a_rejected_result_retires_its_batch_instance(sandbox, monkeypatch):
     assert (after.result["status"], after.result["output"], after.result["states"]) == (
         "ok", "6", {"step": [0, 2, 3], "var": ["x", "y", "<return>"],
                     "value": ["3", "6", "6"], "type": ["int"] * 3,
-                    "truncated": [False] * 3})
+                    "truncated": [False] * 3, "object_id": [None] * 3})
 
 
 # ------------------------------------------------------------------ the parse itself
@@ -446,7 +446,13 @@ def test_a_name_on_every_step_is_held_once(tmp_path):
         "funcs": [name], "steps": {"event": [0] + [1] * (count - 1), "line": [1] * count,
                                    "depth": [0] * count, "frame": [0] * count,
                                    "func": [0] * count},
-        "states": {"step": [], "var": [], "value": [], "type": [], "truncated": []}}, LIMITS)
+        "objects": {"type": [], "step": []},
+        "states": {"step": [], "var": [], "value": [], "type": [], "truncated": [],
+                   "object_id": []},
+        "attributes": {"step": [], "object_id": [], "attr": [], "value": [], "type": [],
+                       "truncated": [], "ref_id": []},
+        "global_states": {"step": [], "name": [], "value": [], "type": [], "truncated": [],
+                          "object_id": []}}, LIMITS)
     job = Job(Program("t", "one", "def f():\n    return 1\n"), "")
     con = connect(tmp_path / "one.duckdb")
     try:
@@ -552,7 +558,10 @@ def test_a_1_mib_exception_type_name_is_stored_cut(bomb_store):
     run = run_of(bomb_store, "huge_exception_type")
     assert (run["status"], run["exception_type"], run["exception_message"]) == (
         "exception", "E" * 1000, "boom")
-    # the exception's state rows (at the raise and the unwind) name its type too
-    assert run["note"] == GUEST_CUT + ("exception_type (1,048,576 characters) to 1,000, states.type "
-                                 "(2 of 4, the longest 1,048,576 characters) to 1,000")
+    # the exception's state rows (at the raise and the unwind) name its type too, and so
+    # does its objects row (an instance of a class of the program)
+    assert run["note"] == GUEST_CUT + (
+        "exception_type (1,048,576 characters) to 1,000, states.type "
+        "(2 of 4, the longest 1,048,576 characters) to 1,000, objects.type "
+        "(1 of 1, the longest 1,048,576 characters) to 1,000")
     assert_next_bomb_exact(bomb_store, "huge_exception_type")

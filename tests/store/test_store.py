@@ -68,13 +68,13 @@ def test_programs_rows(traced):
     corpus, db, _ = traced
     keys = {job.program.sample_id: job.program.key for job in load_corpus(corpus).jobs}
     assert rows(db, "SELECT * FROM programs ORDER BY program_id") == [
-        (1, "small.jsonl", "add", ADD, "f", sha(ADD), keys["add"]),
-        (2, "small.jsonl", "sq", SQUARE, "f", sha(SQUARE), keys["sq"]),
-        (3, "small.jsonl", "boom", BOOM, "f", sha(BOOM), keys["boom"]),
-        (4, "small.jsonl", "neg", NEG, "f", sha(NEG), keys["neg"]),
-        (5, "small.jsonl", "loop", LOOP, "f", sha(LOOP), keys["loop"]),
+        (1, "small.jsonl", "add", ADD, "f", sha(ADD), keys["add"], "call", None),
+        (2, "small.jsonl", "sq", SQUARE, "f", sha(SQUARE), keys["sq"], "call", None),
+        (3, "small.jsonl", "boom", BOOM, "f", sha(BOOM), keys["boom"], "call", None),
+        (4, "small.jsonl", "neg", NEG, "f", sha(NEG), keys["neg"], "call", None),
+        (5, "small.jsonl", "loop", LOOP, "f", sha(LOOP), keys["loop"], "call", None),
     ]
-    assert rows(db, "SELECT * FROM meta") == [("schema_version", "3")]
+    assert rows(db, "SELECT * FROM meta") == [("schema_version", "4")]
 
 
 def test_runs_rows(traced):
@@ -123,10 +123,10 @@ def test_steps_and_states_of_a_small_program(traced):
         (1, 3, "return", "f", 3, 0, 0),
     ]
     assert rows(db, "SELECT * FROM states WHERE run_id = 1 ORDER BY step, rowid") == [
-        (1, 0, "a", "1", "int", False),
-        (1, 0, "b", "2", "int", False),
-        (1, 2, "c", "3", "int", False),
-        (1, 3, "<return>", "3", "int", False),
+        (1, 0, "a", "1", "int", False, None),
+        (1, 0, "b", "2", "int", False, None),
+        (1, 2, "c", "3", "int", False, None),
+        (1, 3, "<return>", "3", "int", False, None),
     ]
 
 

@@ -28,23 +28,30 @@ from steptrace.tasks._tasks import TaskOptions, generate_tasks
 from steptrace.tracing._analysis import AnalysisOptions, analyse_store
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 
-# The schema as the README documents it (schema version 3): table -> (column, type, NOT
+# The schema as the README documents it (schema version 4): table -> (column, type, NOT
 # NULL) in column order, and the key. "!" marks NOT NULL (a key column is NOT NULL).
 CONTRACT = {
     "meta": ("key VARCHAR!, value VARCHAR", ("key",)),
     "programs": ("program_id BIGINT!, source VARCHAR!, sample_id VARCHAR!, code VARCHAR!, "
-                 "entry VARCHAR!, code_sha256 VARCHAR!, program_key VARCHAR!", ("program_id",)),
+                 "entry VARCHAR!, code_sha256 VARCHAR!, program_key VARCHAR!, shape VARCHAR!, "
+                 "test VARCHAR", ("program_id",)),
     "runs": ("run_id BIGINT!, program_id BIGINT!, sample_id VARCHAR!, input_index INTEGER!, "
              "input VARCHAR!, status VARCHAR!, output VARCHAR, output_type VARCHAR, "
              "output_truncated BOOLEAN, exception_type VARCHAR, exception_message VARCHAR, "
              "expected VARCHAR, output_matches BOOLEAN, note VARCHAR, stdout VARCHAR, "
              "line_steps BIGINT, instruction_steps BIGINT, calls BIGINT, max_depth INTEGER, "
              "n_steps BIGINT, duration_us BIGINT, call_us BIGINT, isolation VARCHAR, "
-             "run_key VARCHAR!, traced_at TIMESTAMP", ("run_id",)),
+             "run_key VARCHAR!, traced_at TIMESTAMP, chain VARCHAR, stdin VARCHAR", ("run_id",)),
     "steps": ("run_id BIGINT!, step INTEGER!, event VARCHAR!, func VARCHAR!, line INTEGER!, "
               "depth INTEGER!, frame INTEGER!", ()),
     "states": ("run_id BIGINT!, step INTEGER!, var VARCHAR!, value VARCHAR, type VARCHAR, "
-               "truncated BOOLEAN!", ()),
+               "truncated BOOLEAN!, object_id INTEGER", ()),
+    "objects": ("run_id BIGINT!, object_id INTEGER!, type VARCHAR!, step INTEGER!",
+                ("run_id", "object_id")),
+    "attributes": ("run_id BIGINT!, step INTEGER!, object_id INTEGER!, attr VARCHAR!, "
+                   "value VARCHAR, type VARCHAR, truncated BOOLEAN!, ref_id INTEGER", ()),
+    "global_states": ("run_id BIGINT!, step INTEGER!, name VARCHAR!, value VARCHAR, "
+                      "type VARCHAR, truncated BOOLEAN!, object_id INTEGER", ()),
     "analyses": ("run_id BIGINT!, status VARCHAR!, agrees BOOLEAN, disagreement VARCHAR, "
                  "int_ops BIGINT, int_ops_large BIGINT, seq_ops BIGINT, seq_ops_long BIGINT, "
                  "float_ops BIGINT, true_divisions BIGINT, evaluations BIGINT, "
@@ -90,7 +97,7 @@ def test_the_declarations_are_the_documented_schema():
         assert (spelled(declared), declared.primary_key) == (columns, key), declared.name
         assert {(declared.name, c.name) for c in declared.columns if c.unique} == {
             pair for pair in UNIQUE if pair[0] == declared.name}
-    assert table("scores") is tables()[10]
+    assert table("scores") is tables()[13]
     with pytest.raises(KeyError):
         table("nope")
 
@@ -108,7 +115,7 @@ def test_every_column_is_documented_for_the_schema_page():
     assert table("scores").doc_rows()[:2] == [
         ("task_id", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions"),
         ("model", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions")]
-    assert table("runs").doc_rows()[-2][2] == ("unique; unique identity of the job; resume "
+    assert table("runs").doc_rows()[-4][2] == ("unique; unique identity of the job; resume "
                                                "skips stored keys")
 
 
@@ -205,6 +212,6 @@ def test_connect_creates_the_store_tables_from_their_declarations(tmp_path):
                                             "ORDER BY table_name").fetchall()]
     finally:
         con.close()
-    assert names == sorted(["meta", "programs", "runs", "steps", "states", "analyses",
-                            "branches"])
-    assert SCHEMA == "".join(t.ddl() for t in tables()[:7])
+    assert names == sorted(["meta", "programs", "runs", "steps", "states", "objects",
+                            "attributes", "global_states", "analyses", "branches"])
+    assert SCHEMA == "".join(t.ddl() for t in tables()[:10])

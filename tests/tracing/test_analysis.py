@@ -189,7 +189,7 @@ def test_force_retrace_drops_the_old_analysis(tmp_path):
 
 def test_version_1_store_is_upgraded_on_write(tmp_path):
     """A store written by schema version 1 (no analyses/branches) opens read-only as it
-    is and gains the new tables (and the current version, 3) when opened for writing."""
+    is and gains the new tables (and the current version, 4) when opened for writing."""
     db = trace(tmp_path, [{"id": "boom", "code": BOOM, "input": "0"}])
     with duckdb.connect(str(db)) as con:
         con.execute("DROP TABLE analyses")
@@ -197,7 +197,7 @@ def test_version_1_store_is_upgraded_on_write(tmp_path):
         con.execute("UPDATE meta SET value = '1'")
     connect(db, read_only=True).close()
     connect(db).close()
-    assert rows(db, "SELECT value FROM meta") == [("3",)]
+    assert rows(db, "SELECT value FROM meta") == [("4",)]
     assert analyse_store(db, AnalysisOptions(workers=0)).analysed == 1
     with duckdb.connect(str(db)) as con:
         con.execute("UPDATE meta SET value = '9'")

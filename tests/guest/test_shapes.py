@@ -1,0 +1,519 @@
+"""Programs that are not ``f(args)``: scripts with stdin, method chains, dotted entries,
+unittest test drivers, asyncio, threads — exact steps and states in the real sandbox.
+
+Steps are ``(event, func, line, depth, frame)`` and states ``(step, var, repr, type)``,
+as in test_tracer_exact.py, every expected value checked by hand against CPython's
+semantics. A script's module frame also holds the module's dunder names (``__name__``,
+``__builtins__``): how the tracer shows those is the heap model's business, so the
+script tests compare the other names' rows (``script_states``) and say so.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.traces import states_of, steps_of
+
+THREADS = "the program starts a thread; the sandbox (WASI) has no threads"
+
+
+def job(sandbox, isolation: str = "job", **request) -> dict:
+    request.setdefault("input", "")
+    return sandbox.run(request, isolation).result
+
+
+def outcome(result: dict) -> tuple:
+    return (result["status"], result["exception_type"], result["exception_message"],
+            result["output"], result["stdout"])
+
+
+def script_states(result: dict) -> list[tuple]:
+    """The state rows but the module's dunder names (see the module docstring)."""
+    return [row for row in states_of(result)
+            if not (row[1].startswith("__") and row[1].endswith("__"))]
+
+
+KNOWN = "def f(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n"
+
+
+def assert_next_job_exact(sandbox, isolation: str) -> None:
+    """The next job in the same sandbox runs and is traced as in a fresh instance."""
+    result = job(sandbox, isolation, code=KNOWN, input="2")
+    assert outcome(result) == ("ok", None, None, "1", "")
+    assert steps_of(result) == [
+        ("call", "f", 1, 0, 0), ("line", "f", 2, 0, 0), ("line", "f", 3, 0, 0),
+        ("line", "f", 4, 0, 0), ("line", "f", 3, 0, 0), ("line", "f", 4, 0, 0),
+        ("line", "f", 3, 0, 0), ("line", "f", 5, 0, 0), ("return", "f", 5, 0, 0)]
+    assert states_of(result) == [
+        (0, "n", "2", "int"), (2, "s", "0", "int"), (3, "i", "0", "int"),
+        (5, "i", "1", "int"), (6, "s", "1", "int"), (8, "<return>", "1", "int")]
+
+
+# ====================================================================== scripts
+READ_STDIN = """\
+n = int(input())
+total = 0
+from sys import stdin
+for line in stdin:
+    total += int(line)
+print(n, total)
+"""
+STDIN_REPR = "<_io.TextIOWrapper name='<stdin>' mode='r' encoding='utf-8'>"
+
+
+def test_script_reads_stdin_with_input_and_a_loop(sandbox):
+    """The module is traced from its first line (depth 0, ``<module>``); input() and
+    iterating sys.stdin read the job's stdin with universal newlines (``\\r\\n`` and a
+    last line without a newline); the output is stdout."""
+    result = job(sandbox, code=READ_STDIN, input="2\r\n3\n4", shape="script")
+    assert outcome(result) == ("ok", None, None, None, "2 7\n")
+    assert result["output_type"] is None
+    assert steps_of(result) == [
+        ("call", "<module>", 1, 0, 0), ("line", "<module>", 1, 0, 0),
+        ("line", "<module>", 2, 0, 0), ("line", "<module>", 3, 0, 0),
+        ("line", "<module>", 4, 0, 0), ("line", "<module>", 5, 0, 0),
+        ("line", "<module>", 4, 0, 0), ("line", "<module>", 5, 0, 0),
+        ("line", "<module>", 4, 0, 0), ("line", "<module>", 6, 0, 0),
+        ("return", "<module>", 6, 0, 0)]
+    assert script_states(result) == [
+        (2, "n", "2", "int"), (3, "total", "0", "int"), (4, "stdin", STDIN_REPR, "TextIOWrapper"),
+        (5, "line", "'3\\n'", "str"), (6, "total", "3", "int"), (7, "line", "'4'", "str"),
+        (8, "total", "7", "int"), (10, "<return>", "None", "NoneType")]
+    assert (result["line_steps"], result["calls"], result["max_depth"]) == (9, 1, 0)
+
+
+def test_script_stdin_read_readline_buffer_and_eof(sandbox):
+    """sys.stdin.read() reads it all (newlines translated), then '' as a real stdin at
+    EOF; .buffer has the bytes as given; input() past the end raises EOFError."""
+    code = ("import sys\nprint(repr(sys.stdin.read()), repr(sys.stdin.read()), "
+            "repr(sys.stdin.readline()))\n")
+    result = job(sandbox, code=code, input="a\r\nb\rc", shape="script")
+    assert outcome(result) == ("ok", None, None, None, "'a\\nb\\nc' '' ''\n")
+    code = "import sys\nprint(sys.stdin.buffer.read())\n"
+    result = job(sandbox, code=code, input="a\r\nb", shape="script")
+    assert outcome(result) == ("ok", None, None, None, "b'a\\r\\nb'\n")
+    result = job(sandbox, code="a = input()\nb = input()\n", input="x", shape="script")
+    assert outcome(result) == ("exception", "EOFError", "EOF when reading a line", None, "")
+    assert steps_of(result) == [
+        ("call", "<module>", 1, 0, 0), ("line", "<module>", 1, 0, 0),
+        ("line", "<module>", 2, 0, 0), ("raise", "<module>", 2, 0, 0),
+        ("unwind", "<module>", 2, 0, 0)]
+    assert script_states(result) == [
+        (2, "a", "'x'", "str"), (3, "<exception>", "EOFError('EOF when reading a line')",
+                                 "EOFError"),
+        (4, "<exception>", "EOFError('EOF when reading a line')", "EOFError")]
+
+
+@pytest.mark.parametrize("code, want", [
+    ("print('a')\nraise SystemExit(0)\nprint('b')\n", ("ok", None, None, None, "a\n")),
+    ("print('a')\nraise SystemExit\n", ("ok", None, None, None, "a\n")),
+    ("import sys\nsys.exit(False)\n", ("ok", None, None, None, "")),
+    ("print('a')\nraise SystemExit(3)\n", ("exception", "SystemExit", "3", None, "a\n")),
+    ("import sys\nsys.exit('bad input')\n",
+     ("exception", "SystemExit", "bad input", None, "")),
+    # a subclass's ``code`` property is not what CPython's exit status reads
+    ("class E(SystemExit):\n    code = property(lambda self: 0)\nraise E(1)\n",
+     ("exception", "E", "1", None, "")),
+])
+def test_script_exit_status(sandbox, code, want):
+    """SystemExit with code 0/None (or False) is a clean end (``ok``); any other code is
+    ``exception`` SystemExit, as the process's exit status would be nonzero."""
+    assert outcome(job(sandbox, code=code, shape="script")) == want
+
+
+def test_script_system_exit_steps(sandbox):
+    result = job(sandbox, code="x = 1\nraise SystemExit(x)\n", shape="script")
+    assert outcome(result) == ("exception", "SystemExit", "1", None, "")
+    assert steps_of(result) == [
+        ("call", "<module>", 1, 0, 0), ("line", "<module>", 1, 0, 0),
+        ("line", "<module>", 2, 0, 0), ("raise", "<module>", 2, 0, 0),
+        ("unwind", "<module>", 2, 0, 0)]
+    assert script_states(result) == [
+        (2, "x", "1", "int"), (3, "<exception>", "SystemExit(1)", "SystemExit"),
+        (4, "<exception>", "SystemExit(1)", "SystemExit")]
+
+
+def test_script_functions_are_one_deeper_and_recursion_fails_where_cpython_does(sandbox):
+    """A function called from the module is depth 1; the module frame is the script's
+    top level, so a recursive function reaches the depth plain CPython allows."""
+    code = "def g(n):\n    return n\ny = g(5)\n"
+    result = job(sandbox, code=code, shape="script")
+    assert steps_of(result) == [
+        ("call", "<module>", 1, 0, 0), ("line", "<module>", 1, 0, 0),
+        ("line", "<module>", 3, 0, 0), ("call", "g", 1, 1, 1), ("line", "g", 2, 1, 1),
+        ("return", "g", 2, 1, 1), ("return", "<module>", 3, 0, 0)]
+    code = ("import sys\nsys.setrecursionlimit(60)\ndepth = 0\ndef down():\n"
+            "    global depth\n    depth += 1\n    down()\n"
+            "try:\n    down()\nexcept RecursionError:\n    print(depth)\n")
+    # CPython 3.14 running this file: the module frame is 1 deep, down() 2 to 60
+    result = job(sandbox, code=code, shape="script")
+    assert outcome(result) == ("ok", None, None, None, "59\n")
+
+
+def test_stdin_of_a_call_and_empty_stdin(sandbox):
+    """``stdin`` gives a call-shaped program its standard input; without it stdin is
+    empty (input() raises EOFError, as before)."""
+    code = "import sys\ndef f():\n    return sys.stdin.readline(), sys.stdin.read()\n"
+    result = job(sandbox, code=code, stdin="one\ntwo\n")
+    assert outcome(result) == ("ok", None, None, "('one\\n', 'two\\n')", "")
+    result = job(sandbox, code="def f():\n    return input()\n")
+    assert outcome(result) == ("exception", "EOFError", "EOF when reading a line", None, "")
+
+
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+def test_a_script_that_replaces_stdin_and_input_leaves_the_next_job_its_own(sandbox,
+                                                                               isolation):
+    """Rebinding sys.stdin and builtins.input works for the program (as in CPython) and
+    is undone for the next job, which reads its own stdin."""
+    code = ("import sys, io, builtins\nsys.stdin = io.StringIO('mine\\n')\nprint(input())\n"
+            "builtins.input = lambda *a: 'fake'\nprint(input())\nsys.__dict__['stdin'] = 3\n")
+    result = job(sandbox, isolation, code=code, input="real\n", shape="script")
+    assert outcome(result) == ("ok", None, None, None, "mine\nfake\n")
+    result = job(sandbox, isolation, code="print(input(), input())\n", input="a\nb\n",
+                 shape="script")
+    assert outcome(result) == ("ok", None, None, None, "a b\n")
+    code = "import sys\nsys.stdin.close()\nsys.stdin.buffer.close()\n"
+    assert outcome(job(sandbox, isolation, code=code, input="x", shape="script"))[0] == "ok"
+    result = job(sandbox, isolation, code="import sys\ndef f():\n    return sys.stdin.read()\n",
+                 stdin="fresh")
+    assert outcome(result) == ("ok", None, None, "'fresh'", "")
+    assert_next_job_exact(sandbox, isolation)
+
+
+# ====================================================================== entries
+STACK = """\
+class Stack:
+    def __init__(self):
+        self.items = []
+
+    def push(self, x):
+        self.items.append(x)
+
+    def pop(self):
+        return self.items.pop()
+
+    def __repr__(self):
+        return f'Stack({self.items})'
+"""
+
+
+def test_method_chain_push_push_pop(sandbox):
+    """The entry (the class) is called with ``input``, then each method on the object,
+    all in one traced run: each call a depth-0 activation; the output is the last
+    call's value, compared with ``expected``."""
+    calls = [{"method": "push", "input": "1"}, {"method": "push", "input": "x=2"},
+             {"method": "pop", "input": ""}]
+    result = job(sandbox, code=STACK, entry="Stack", calls=calls, expected="2")
+    assert (result["status"], result["output"], result["output_type"],
+            result["output_matches"]) == ("ok", "2", "int", True)
+    assert steps_of(result) == [
+        ("call", "Stack.__init__", 2, 0, 0), ("line", "Stack.__init__", 3, 0, 0),
+        ("return", "Stack.__init__", 3, 0, 0),
+        ("call", "Stack.push", 5, 0, 1), ("line", "Stack.push", 6, 0, 1),
+        ("return", "Stack.push", 6, 0, 1),
+        ("call", "Stack.push", 5, 0, 2), ("line", "Stack.push", 6, 0, 2),
+        ("return", "Stack.push", 6, 0, 2),
+        ("call", "Stack.pop", 8, 0, 3), ("line", "Stack.pop", 9, 0, 3),
+        ("return", "Stack.pop", 9, 0, 3)]
+    assert states_of(result) == [
+        # __init__'s self is not yet set up: its repr fails (no ``items``)
+        (0, "self", "<repr failed: AttributeError>", "Stack"),
+        (2, "self", "Stack([])", "Stack"), (2, "<return>", "None", "NoneType"),
+        (3, "self", "Stack([])", "Stack"), (3, "x", "1", "int"),
+        (5, "self", "Stack([1])", "Stack"), (5, "<return>", "None", "NoneType"),
+        (6, "self", "Stack([1])", "Stack"), (6, "x", "2", "int"),
+        (8, "self", "Stack([1, 2])", "Stack"), (8, "<return>", "None", "NoneType"),
+        (9, "self", "Stack([1, 2])", "Stack"), (11, "self", "Stack([1])", "Stack"),
+        (11, "<return>", "2", "int")]
+    assert (result["calls"], result["max_depth"]) == (4, 0)
+
+
+def test_dotted_entry(sandbox):
+    """``Math.square`` (a staticmethod) and an unbound ``Stack.pop`` called on an object
+    the input makes."""
+    code = "class Math:\n    @staticmethod\n    def square(x):\n        return x * x\n"
+    result = job(sandbox, code=code, entry="Math.square", input="3", expected="9")
+    assert (result["status"], result["output"], result["output_matches"]) == ("ok", "9", True)
+    assert steps_of(result) == [("call", "Math.square", 2, 0, 0),
+                                ("line", "Math.square", 4, 0, 0),
+                                ("return", "Math.square", 4, 0, 0)]
+    result = job(sandbox, code=STACK, entry="Stack.__repr__", input="Stack()")
+    assert (result["status"], result["output"]) == ("ok", "'Stack([])'")
+    result = job(sandbox, code=STACK, entry="Stack.nope", input="")
+    assert outcome(result) == (
+        "invalid", None, "entry 'Stack.nope' cannot be looked up: AttributeError: type "
+        "object 'Stack' has no attribute 'nope'", None, "")
+    result = job(sandbox, code=STACK, entry="Queue.push", input="")
+    assert outcome(result) == ("invalid", None, "entry 'Queue.push' is not defined by the "
+                                                 "program", None, "")
+    result = job(sandbox, code=STACK + "LIMIT = 3\n", entry="LIMIT.real", input="")
+    assert outcome(result) == ("invalid", None, "entry 'LIMIT.real' is not callable", None, "")
+
+
+@pytest.mark.parametrize("calls, message", [
+    ([{"method": "peek", "input": ""}], "calls[0]: Stack has no method 'peek'"),
+    ([{"method": "push", "input": "1"}, {"method": "items", "input": ""}],
+     "calls[1]: Stack.items is not callable"),
+    ([{"method": "push", "input": "1), (2"}],
+     "calls[0] (push): input does not parse as call arguments: input is not a plain "
+     "argument list"),
+    ([{"method": "push", "input": "undefined_name"}],
+     "calls[0] (push): input does not evaluate: NameError: name 'undefined_name' is not "
+     "defined"),
+    ([{"method": "push"}] * 10_000, "'calls' has more than 1,000 methods"),
+    ([{"method": "push()", "input": ""}],
+     "'calls' entries must be {\"method\": name, \"input\": arguments}"),
+])
+def test_a_bad_chain_is_invalid(sandbox, calls, message):
+    result = job(sandbox, "batch", code=STACK, entry="Stack", calls=calls)
+    assert outcome(result) == ("invalid", None, message, None, "")
+    assert_next_job_exact(sandbox, "batch")
+
+
+HOSTILE_GETATTR = """\
+class Weird:
+    def __getattr__(self, name):
+        if name == 'boom':
+            raise KeyError(name)
+        if name == 'deep':
+            return self.deep
+        if name == 'loud':
+            print('x' * 70_000)
+        return 42
+"""
+
+
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+@pytest.mark.parametrize("method, want", [
+    ("boom", ("invalid", None, "calls[0]: looking up Weird.boom raised KeyError: 'boom'",
+              None, "")),
+    ("deep", ("invalid", None, "calls[0]: looking up Weird.deep raised RecursionError: "
+                               "maximum recursion depth exceeded", None, "")),
+    ("other", ("invalid", None, "calls[0]: Weird.other is not callable", None, "")),
+])
+def test_a_chain_whose_getattr_misbehaves(sandbox, isolation, method, want):
+    """The lookup is program code (traced); what it raises or returns makes the chain
+    invalid with a clear message, and the next job is exact."""
+    result = job(sandbox, isolation, code=HOSTILE_GETATTR, entry="Weird",
+                 calls=[{"method": method, "input": ""}])
+    assert outcome(result) == want
+    assert_next_job_exact(sandbox, isolation)
+
+
+def test_a_getattr_that_floods_stdout_is_output_limit(sandbox):
+    """A limit hit inside the lookup is that limit's status, not ``invalid``."""
+    result = job(sandbox, "batch", code=HOSTILE_GETATTR, entry="Weird",
+                 calls=[{"method": "loud", "input": ""}])
+    assert (result["status"], result["exception_message"], len(result["stdout"])) == (
+        "output_limit", "stdout exceeds 65536 characters", 65_536)
+    assert_next_job_exact(sandbox, "batch")
+
+
+# ====================================================================== test drivers
+CALC = "class Calc:\n    def add(self, a, b):\n        return a + b\n"
+CALC_TESTS = """\
+import unittest
+
+class TestCalc(unittest.TestCase):
+    def setUp(self):
+        self.calc = Calc()
+
+    def test_add(self):
+        self.assertEqual(self.calc.add(1, 2), 3)
+
+    def test_wrong(self):
+        self.assertEqual(self.calc.add(2, 2), 5)
+
+    def test_escape(self):
+        import sys
+        return sys._getframe(0).f_back
+
+def helper(x):
+    return Calc().add(x, x)
+"""
+CALC_STEPS = [("call", "Calc.add", 2, 0, 0), ("line", "Calc.add", 3, 0, 0),
+              ("return", "Calc.add", 3, 0, 0)]
+
+
+def test_a_passing_test_method(sandbox):
+    """``TestCalc.test_add`` runs setUp and the test (test code untraced): only the code
+    under test shows, at depth 0."""
+    result = job(sandbox, code=CALC, test=CALC_TESTS, entry="TestCalc.test_add")
+    assert outcome(result) == ("ok", None, None, "None", "")
+    assert steps_of(result) == CALC_STEPS
+    assert [row[1:] for row in states_of(result)][1:] == [
+        ("a", "1", "int"), ("b", "2", "int"), ("<return>", "3", "int")]
+
+
+def test_a_failing_test_method(sandbox):
+    result = job(sandbox, code=CALC, test=CALC_TESTS, entry="TestCalc.test_wrong")
+    assert outcome(result) == ("exception", "AssertionError", "4 != 5", None, "")
+    assert steps_of(result) == CALC_STEPS
+
+
+def test_a_plain_function_of_the_test_code_is_called(sandbox):
+    result = job(sandbox, code=CALC, test=CALC_TESTS, entry="helper", input="4")
+    assert outcome(result) == ("ok", None, None, "8", "")
+    assert steps_of(result) == CALC_STEPS
+
+
+def test_a_test_driver_cannot_reach_the_runner(sandbox):
+    """Test code runs guarded like the program: frames are refused."""
+    result = job(sandbox, code=CALC, test=CALC_TESTS, entry="TestCalc.test_escape")
+    assert outcome(result) == (
+        "exception", "RuntimeError",
+        "steptrace: sys._getframe is not available to traced programs", None, "")
+    assert result["note"] == "refused to the program: sys._getframe"
+    assert steps_of(result) == []
+    assert_next_job_exact(sandbox, "batch")
+
+
+@pytest.mark.parametrize("request_fields, message", [
+    ({"entry": "TestCalc.test_nope"},
+     "entry 'TestCalc.test_nope' cannot be looked up: ValueError: no such test method in "
+     "<class '__main__.TestCalc'>: test_nope"),
+    ({"entry": "TestCalc.test_add", "input": "1"},
+     "entry 'TestCalc.test_add' is a test method: it takes no input"),
+    ({"entry": "helper", "test": "def helper(:\n"}, "syntax error in the test code: "
+     "invalid syntax (line 1)"),
+    ({"entry": "helper", "test": "raise ValueError('no')\n"},
+     "test code failed at top level: ValueError: no"),
+])
+def test_bad_test_drivers_are_invalid(sandbox, request_fields, message):
+    result = job(sandbox, **{"code": CALC, "test": CALC_TESTS, **request_fields})
+    assert outcome(result)[:3] == ("invalid", result["exception_type"], message)
+
+
+# ====================================================================== asyncio, threads
+ASYNC = """\
+import asyncio
+
+async def tick(name, n):
+    for i in range(n):
+        await asyncio.sleep(0)
+    return name * n
+
+async def main():
+    return await asyncio.gather(tick('a', 2), tick('b', 1))
+
+def f():
+    return asyncio.run(main())
+"""
+
+
+def test_asyncio_two_coroutines(sandbox):
+    """asyncio.run runs on the sandbox's event loop; coroutines are traced across their
+    awaits (``yield``/``resume``), each at depth 1 (run by the loop, below f). Awaiting
+    the finished gather raises StopIteration in main (CPython's RAISE event, from the
+    future's iterator) before main returns."""
+    result = job(sandbox, code=ASYNC)
+    assert outcome(result) == ("ok", None, None, "['aa', 'b']", "")
+    assert steps_of(result) == [
+        ("call", "f", 11, 0, 0), ("line", "f", 12, 0, 0),
+        ("call", "main", 8, 1, 1), ("line", "main", 9, 1, 1), ("yield", "main", 9, 1, 1),
+        ("call", "tick", 3, 1, 2), ("line", "tick", 4, 1, 2), ("line", "tick", 5, 1, 2),
+        ("yield", "tick", 5, 1, 2),
+        ("call", "tick", 3, 1, 3), ("line", "tick", 4, 1, 3), ("line", "tick", 5, 1, 3),
+        ("yield", "tick", 5, 1, 3),
+        ("resume", "tick", 5, 1, 2), ("line", "tick", 4, 1, 2), ("line", "tick", 5, 1, 2),
+        ("yield", "tick", 5, 1, 2),
+        ("resume", "tick", 5, 1, 3), ("line", "tick", 4, 1, 3), ("line", "tick", 6, 1, 3),
+        ("return", "tick", 6, 1, 3),
+        ("resume", "tick", 5, 1, 2), ("line", "tick", 4, 1, 2), ("line", "tick", 6, 1, 2),
+        ("return", "tick", 6, 1, 2),
+        ("resume", "main", 9, 1, 1), ("raise", "main", 9, 1, 1), ("return", "main", 9, 1, 1),
+        ("return", "f", 12, 0, 0)]
+    assert states_of(result) == [
+        (4, "<yield>", "<_GatheringFuture pending>", "_GatheringFuture"),
+        (5, "name", "'a'", "str"), (5, "n", "2", "int"), (7, "i", "0", "int"),
+        (8, "<yield>", "None", "NoneType"),
+        (9, "name", "'b'", "str"), (9, "n", "1", "int"), (11, "i", "0", "int"),
+        (12, "<yield>", "None", "NoneType"),
+        (15, "i", "1", "int"), (16, "<yield>", "None", "NoneType"),
+        (20, "<return>", "'b'", "str"), (24, "<return>", "'aa'", "str"),
+        (26, "<exception>", "StopIteration(['aa', 'b'])", "StopIteration"),
+        (27, "<return>", "['aa', 'b']", "list"), (28, "<return>", "['aa', 'b']", "list")]
+
+
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+def test_asyncio_leaves_the_next_job_exact(sandbox, isolation):
+    """A job that leaves an event loop set and running state behind: the next job finds
+    no current loop, runs asyncio again the same way, and is exact."""
+    code = ("import asyncio\nasync def m():\n    return 1\ndef f():\n"
+            "    loop = asyncio.new_event_loop()\n    asyncio.set_event_loop(loop)\n"
+            "    asyncio.events._set_running_loop(loop)\n    return 1\n")
+    assert outcome(job(sandbox, isolation, code=code)) == ("ok", None, None, "1", "")
+    assert outcome(job(sandbox, isolation, code=ASYNC)) == ("ok", None, None, "['aa', 'b']", "")
+    assert_next_job_exact(sandbox, isolation)
+
+
+@pytest.mark.parametrize("code, want", [
+    # no loop is current in a job (the interpreter's own, componentize-py's, is hidden)
+    ("import asyncio\ndef f():\n    try:\n        asyncio.get_event_loop()\n"
+     "    except RuntimeError as e:\n        return str(e)\n",
+     ("ok", None, None, "\"There is no current event loop in thread 'MainThread'.\"", "")),
+    ("import asyncio\nasync def m():\n    await asyncio.sleep(0.001)\n    return 5\n"
+     "def f():\n    loop = asyncio.new_event_loop()\n"
+     "    return loop.run_until_complete(m()), asyncio.run(m(), loop_factory=asyncio.EventLoop)\n",
+     ("ok", None, None, "(5, 5)", "")),
+    ("import asyncio\nasync def m():\n    await asyncio.Event().wait()\n"
+     "def f():\n    asyncio.run(m())\n",
+     ("exception", "RuntimeError", "the event loop would wait forever: no task is ready and "
+                                   "no timer is set", None, "")),
+    ("import asyncio\nasync def m():\n    await asyncio.open_connection('127.0.0.1', 80)\n"
+     "def f():\n    asyncio.run(m())\n",
+     ("exception", "PermissionError", "[Errno 2] Permission denied", None, "")),
+])
+def test_asyncio_in_the_sandbox(sandbox, code, want):
+    assert outcome(job(sandbox, code=code)) == want
+
+
+THREAD_STARTS = {
+    "threading": "import threading\ndef f():\n    t = threading.Thread(target=print)\n"
+                 "    try:\n        t.start()\n    except BaseException:\n        pass\n"
+                 "    return 1\n",
+    "_thread": "import _thread\ndef f():\n    _thread.start_new_thread(print, ())\n",
+    "executor": "from concurrent.futures import ThreadPoolExecutor\ndef f():\n"
+                "    with ThreadPoolExecutor() as pool:\n        return pool.submit(int).result()\n",
+    "to_thread": "import asyncio\nasync def m():\n    return await asyncio.to_thread(int)\n"
+                 "def f():\n    return asyncio.run(m())\n",
+}
+
+
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+@pytest.mark.parametrize("name", THREAD_STARTS)
+def test_starting_a_thread_is_unsupported(sandbox, isolation, name):
+    """Every way to start a thread stops the job there (the program cannot catch it and
+    go on), and the next job is exact."""
+    result = job(sandbox, isolation, code=THREAD_STARTS[name])
+    assert outcome(result) == ("unsupported", None, THREADS, None, "")
+    assert_next_job_exact(sandbox, isolation)
+
+
+def test_thread_start_steps(sandbox):
+    result = job(sandbox, code=THREAD_STARTS["threading"])
+    assert steps_of(result) == [("call", "f", 2, 0, 0), ("line", "f", 3, 0, 0),
+                                ("line", "f", 4, 0, 0), ("line", "f", 5, 0, 0)]
+
+
+# ====================================================================== bounds
+def test_huge_stdin_is_refused_and_the_next_job_is_exact(sandbox):
+    text = "x" * (16 * 1024 * 1024 + 1)
+    result = job(sandbox, "batch", code="print(len(input()))\n", input=text, shape="script")
+    assert outcome(result) == ("invalid", None, "stdin is longer than 16,777,216 characters",
+                               None, "")
+    assert_next_job_exact(sandbox, "batch")
+
+
+@pytest.mark.parametrize("request_fields, message", [
+    ({"shape": "module"}, "unknown 'shape'; use one of call, script"),
+    ({"shape": "script", "stdin": "x"},
+     "a script takes no 'stdin', 'test' or 'calls' (its 'input' is its stdin)"),
+    ({"stdin": 3}, "'stdin' must be a string"),
+    ({"test": ["x"]}, "'test' must be a string"),
+    ({"calls": {"method": "f"}}, "'calls' must be a list"),
+    ({"entry": "a..b"}, "'entry' must be a name or a dotted path of names"),
+])
+def test_bad_shape_fields_are_invalid(sandbox, request_fields, message):
+    result = job(sandbox, **{"code": KNOWN, "input": "1", **request_fields})
+    assert outcome(result) == ("invalid", None, message, None, "")
