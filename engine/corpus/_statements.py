@@ -26,6 +26,7 @@ _TRIES = (ast.Try, getattr(ast, "TryStar", ast.Try))
 _BRANCHING = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Match, *_TRIES)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _CLAUSES = (ast.ExceptHandler, ast.match_case)
+MODULE = "<module>"  # the scope of a script's module-level statements (its code's qualname)
 
 
 @dataclass(frozen=True)
@@ -50,12 +51,20 @@ def parse_program(code: str) -> ast.Module | None:
         return None
 
 
-def statements(tree: ast.Module, entry: str | None = None) -> Iterator[Statement]:
+def statements(tree: ast.Module, entry: str | None = None,
+               script: bool = False) -> Iterator[Statement]:
     """Every statement of the program (module docstring), outer before inner and in
     source order within a body; ``entry`` names the entry function (a top-level
     ``def``), whose unconditional statements are marked so. Scopes are named by Python's
     ``__qualname__`` rules: ``f.<locals>.g`` for a def inside a function, ``C.m`` for a
-    method."""
+    method. A ``script``'s module-level statements (and class bodies) are statements too,
+    of the scope ``<module>`` (the qualified name of a module's code), unconditional at
+    the top level: the script runs them whenever it runs."""
+    if script:
+        yield from _walk(tree.body, entry, inside=True, conditional=False, top=True,
+                         scope=None, scope_is_function=False, scope_body=True,
+                         module=True)
+        return
     yield from _walk(tree.body, entry, inside=False, conditional=True, top=True,
                      scope=None, scope_is_function=False, scope_body=False)
 
@@ -84,11 +93,12 @@ def runs_sometimes(node: ast.stmt, field: str) -> bool:
 
 
 def _walk(body: list, entry: str | None, inside: bool, conditional: bool, top: bool,
-          scope: str | None, scope_is_function: bool, scope_body: bool) -> Iterator[Statement]:
+          scope: str | None, scope_is_function: bool, scope_body: bool,
+          module: bool = False) -> Iterator[Statement]:
     for index, node in enumerate(body):
         docstring = scope_body and index == 0 and is_docstring(node)
         if inside and not docstring and not isinstance(node, (ast.Global, ast.Nonlocal)):
-            yield Statement(node, node.lineno, scope, conditional)
+            yield Statement(node, node.lineno, MODULE if module else scope, conditional)
         if isinstance(node, _SCOPES):
             is_class = isinstance(node, ast.ClassDef)
             is_entry = top and isinstance(node, ast.FunctionDef) and node.name == entry
@@ -105,9 +115,10 @@ def _walk(body: list, entry: str | None, inside: bool, conditional: bool, top: b
                     if inside:
                         line = child.lineno if isinstance(child, ast.ExceptHandler) \
                             else child.pattern.lineno
-                        yield Statement(child, line, scope, True)
+                        yield Statement(child, line, MODULE if module else scope, True)
                     yield from _walk(child.body, entry, inside, True, False, scope,
-                                     scope_is_function, scope_body=False)
+                                     scope_is_function, scope_body=False, module=module)
             nested = [child for child in children if isinstance(child, ast.stmt)]
             yield from _walk(nested, entry, inside, conditional or runs_sometimes(node, field),
-                             False, scope, scope_is_function, scope_body=False)
+                             False, scope, scope_is_function, scope_body=False,
+                             module=module)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from steptrace.store._store import MEMORY_ADDRESS, OPAQUE_REPR
+from steptrace.corpus._statements import MODULE
 from steptrace.tasks._program import ANONYMOUS, ProgramInfo
 from steptrace.tasks._runs import LineExec, RunData, replay
 
@@ -134,9 +135,9 @@ def build_state_any(facts: RunFacts) -> list[Candidate]:
 
 
 def build_type(facts: RunFacts) -> list[Candidate]:
-    """The type of a local (or attribute path) right after the k-th execution of a line;
-    asked where the name's type is not the same after every execution of the line, or
-    is a program-defined class, or the value is cut (its repr would not say)."""
+    """The type of a local (or attribute path) right after the k-th execution of a line.
+    Never asked where the type is one a repr shows at a glance (``_OBVIOUS_TYPES``) and
+    the same after every execution of the line; first where it varies."""
     found = []
     for line, func, execs in _line_groups(facts, anonymous=True):
         if any(e.after is None for e in execs):
@@ -144,29 +145,32 @@ def build_type(facts: RunFacts) -> list[Candidate]:
         kinds: dict[str, set] = {}
         for e in execs:
             for var, value in e.after.items():
-                kinds.setdefault(var, set()).add(value[1])
+                if _bound(value):
+                    kinds.setdefault(var, set()).add(value[1])
         for e in _asked(facts, execs):
             for var, value in sorted(e.after.items()):
                 if not _plain_var(var) or not _bound(value):
                     continue
                 type_name = value[1]
                 varies = len(kinds[var]) > 1
-                score = 2 * varies + (var in e.changed) - (type_name in _OBVIOUS_TYPES
-                                                            and not varies)
+                score = 2 * varies + (var in e.changed)
+                if type_name in _OBVIOUS_TYPES and not varies:
+                    score = -1  # the repr says it, and it is the same every time
                 found.append(Candidate(score, (line, func, var), type_name, "type", line, var,
                                        e.k, (("func", func),), type_name))
     return found
 
 
 # Types a repr shows at a glance: asked only where the type varies over the executions.
-_OBVIOUS_TYPES = frozenset({"int", "str", "list", "dict", "bool", "NoneType", "tuple"})
+_OBVIOUS_TYPES = frozenset({"int", "float", "str", "bytes", "list", "dict", "set", "tuple",
+                            "bool", "NoneType", "function", "generator"})
 
 
 def build_alias(facts: RunFacts) -> list[Candidate]:
     """Whether two names (locals or attribute paths) refer to the same object right after
     the k-th execution of a line: pairs of names bound to tracked objects (docs/guides/
-    runs.md, "Objects"). Asked first where the answer is not visible in the values: the
-    same object under two names, or two objects with equal values."""
+    runs.md, "Objects") whose values do not give the answer away: the same object under
+    two names (true), or two objects with equal values (false)."""
     found = []
     for line, func, execs in _line_groups(facts, anonymous=True):
         if any(e.after is None for e in execs):
@@ -178,9 +182,10 @@ def build_alias(facts: RunFacts) -> list[Candidate]:
                 for second, b in named[index + 1:_MAX_ALIAS_NAMES]:
                     same = a[3] == b[3]
                     equal_text = a[0] == b[0] and a[1] == b[1] and not a[2]
-                    score = (3 if equal_text and not same else 2 if same else
-                             0 if a[1] == b[1] else -1)
-                    score += first in e.changed or second in e.changed
+                    if not same and not equal_text:
+                        continue  # two objects with different values: the values say so
+                    score = (3 if not same else 2) + (first in e.changed
+                                                      or second in e.changed)
                     found.append(Candidate(score, (line, func, first, second),
                                            json.dumps(same), "bool", line, first, e.k,
                                            (("func", func), ("other", second))))
@@ -251,11 +256,15 @@ def _line_groups(facts: RunFacts, anonymous: bool) -> list[tuple[int, str, list[
             and (anonymous or not anonymous_tag(func))]
 
 
+MODULE_WORDS = "the script's top level"  # how a prompt names a script's module code
+
+
 def anonymous_tag(func: str) -> str | None:
     """``<lambda>``, ``<genexpr>``, ...: the last part of an anonymous function's qualified
-    name; None for a function with a name (a def, or a class body)."""
+    name; None for a function with a name (a def, or a class body) and for a script's
+    top level (``<module>``)."""
     last = func.rsplit(".", 1)[-1]
-    return last if last.startswith("<") else None
+    return last if last.startswith("<") and func != MODULE else None
 
 
 def function_words(func: str, line: int, info: ProgramInfo) -> str | None:
@@ -263,6 +272,8 @@ def function_words(func: str, line: int, info: ProgramInfo) -> str | None:
     (`` `f` ``, `` `f.<locals>.helper` ``), an anonymous one by its kind and line ("the
     lambda on line 3"), None when that would not say which (the line holds two lambdas,
     or the host's ``ast`` does not see the syntax the trace names)."""
+    if func == MODULE:
+        return MODULE_WORDS
     tag = anonymous_tag(func)
     if tag is None:
         return f"`{func}`"
@@ -320,8 +331,12 @@ def build_branch(facts: RunFacts) -> list[Candidate]:
 
 
 def build_output(facts: RunFacts) -> list[Candidate]:
+    """The call's return value: not asked of a script (it returns nothing; what it prints
+    is its output), of a test method (it returns None; whether it passes is the
+    ``exception`` question) or of a call given stdin (the output prompts show no stdin)."""
     run = facts.run
-    if run.status != "ok" or run.output_truncated or _opaque(run.output):
+    if (run.status != "ok" or run.output_truncated or _opaque(run.output)
+            or run.shape == "script" or run.test is not None or run.stdin is not None):
         return []
     return [Candidate(0, (), run.output, "repr", question=(("input", run.input),),
                       value_type=run.output_type)]
@@ -329,8 +344,9 @@ def build_output(facts: RunFacts) -> list[Candidate]:
 
 def build_input(facts: RunFacts) -> list[Candidate]:
     """The call's input from its output: not asked of a method chain (its input is the
-    constructor's, and a predicted one could not be checked by calling the entry)."""
-    if facts.run.chain is not None:
+    constructor's, and a predicted one could not be checked by calling the entry) or of a
+    call given stdin (the check calls the entry without it)."""
+    if facts.run.chain is not None or facts.run.stdin is not None:
         return []
     return ([Candidate(0, (), facts.run.input, "input", question=(("output", facts.run.output),))]
             if build_output(facts) else [])

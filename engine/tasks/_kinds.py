@@ -25,7 +25,7 @@ from steptrace.tasks._names import KINDS
 # Template placeholders (README, "Prompts"): every kind's prompt can show the program
 # and the call; kinds about a line can name it, its text and the function asked about.
 CODE = frozenset({"code", "numbered_code"})
-CALL = frozenset({"input", "call"})
+CALL = frozenset({"input", "call", "invocation"})
 COMMON_FIELDS = CODE | CALL | {"entry"}
 LINE_FIELDS = frozenset({"line", "line_text", "func", "function"})
 K = frozenset({"k", "kth"})

@@ -53,14 +53,15 @@ ANONYMOUS = {"<lambda>": (ast.Lambda, "lambda"),
              "<dictcomp>": (ast.DictComp, "dict comprehension")}
 
 
-def program_info(code: str, entry: str) -> ProgramInfo | None:
+def program_info(code: str, entry: str, script: bool = False) -> ProgramInfo | None:
     """Question lines, loop spans and condition texts; None if the host cannot parse the
-    program (the guest is a newer CPython)."""
+    program (the guest is a newer CPython). A ``script``'s module-level statements are
+    question lines too (its top level is traced)."""
     tree = parse_program(code)
     if tree is None:
         return None
     info = ProgramInfo(source_lines(code))
-    for statement in statements(tree, entry):
+    for statement in statements(tree, entry, script):
         _add_header(info, _header_span(statement.node), statement.conditional, statement.scope)
         if isinstance(statement.node, ast.Return):
             info.return_lines.add(statement.line)

@@ -58,6 +58,9 @@ class RunData:
     branch_count: int | None
     agrees: bool | None
     chain: str | None = None  # a method chain's JSON (runs.chain), None for a plain call
+    shape: str = "call"       # programs.shape: call or script
+    test: str | None = None   # programs.test: the test code that drives the call
+    stdin: str | None = None  # runs.stdin of a call (a script's stdin is its input)
     steps: list[tuple] = field(default_factory=list)    # (step, event, func, line, depth, frame)
     # (step, var, value, type, truncated, object_id)
     states: list[tuple] = field(default_factory=list)
@@ -69,24 +72,22 @@ class RunData:
 _RUNS_SQL = """
 SELECT r.run_id, r.sample_id, r.run_key, r.status, r.input, r.output, r.output_type,
        r.output_truncated, r.exception_type, r.line_steps, p.code, p.entry,
-       coalesce(d.distinct_lines, 0), b.branch_count, a.agrees, r.chain
+       coalesce(d.distinct_lines, 0), b.branch_count, a.agrees, r.chain, p.shape,
+       p.test, r.stdin
 FROM runs r JOIN programs p USING (program_id)
 LEFT JOIN (SELECT run_id, count(DISTINCT line) AS distinct_lines FROM steps
            WHERE event = 'line' GROUP BY run_id) d USING (run_id)
 LEFT JOIN (SELECT run_id, count(*) AS branch_count FROM branches GROUP BY run_id) b USING (run_id)
 LEFT JOIN analyses a USING (run_id)
-WHERE r.status IN ('ok', 'exception') AND {ASKABLE}
+WHERE r.status IN ('ok', 'exception')
 ORDER BY r.run_id
 """
-# The runs a question can be asked about: a prompt shows the program and the call, so a
-# script (its stdin and stdout are no call), a test driver (its test code is not shown) and
-# a call given stdin (neither is the stdin) get no tasks yet. A method chain does: its call
-# is shown as ``Stack().push(1).pop()`` (every kind but ``input``).
-ASKABLE = "p.shape = 'call' AND p.test IS NULL AND r.stdin IS NULL"
-_RUNS_SQL = _RUNS_SQL.replace("{ASKABLE}", ASKABLE)
-_FINISHED = ("run_id IN (SELECT run_id FROM runs r JOIN programs p USING (program_id) "
-             "WHERE status IN (" + ", ".join(f"'{status}'" for status in FINISHED_STATUSES)
-             + f") AND {ASKABLE})")
+# Every finished run can be asked about: a prompt shows the program and how it was run
+# (a call, a method chain, a script and its stdin, the test code that drives it: see
+# engine/tasks/_templates.py, ``invocation``); which kinds fit which shape is each
+# kind's builder's to say (engine/tasks/_candidates.py).
+_FINISHED = ("run_id IN (SELECT run_id FROM runs WHERE status IN ("
+             + ", ".join(f"'{status}'" for status in FINISHED_STATUSES) + "))")
 _DETAIL_SQL = {
     "steps": "SELECT run_id, step, event, func, line, depth, frame FROM steps "
              f"WHERE {_FINISHED} ORDER BY run_id, step",

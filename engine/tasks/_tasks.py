@@ -167,7 +167,7 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
         for run in runs:
             key = (run.code, run.entry)
             if key not in infos:
-                infos[key] = program_info(run.code, run.entry)
+                infos[key] = program_info(run.code, run.entry, run.shape == "script")
             summary.unparsed += infos[key] is None
             made = tasks_for_run(run, infos[key], options, templates, now)
             summary.by_kind.update(t.kind for t in made)

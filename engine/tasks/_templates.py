@@ -13,7 +13,8 @@ from steptrace.corpus._formats import source_lines
 from steptrace.store._runs import call_text
 from steptrace.corpus._text import read_utf8
 from steptrace.errors import InputError
-from steptrace.tasks._candidates import Candidate, RunFacts, function_words
+from steptrace.tasks._candidates import MODULE_WORDS, Candidate, RunFacts, function_words
+from steptrace.tasks._runs import RunData
 from steptrace.tasks._kinds import TASK_KINDS
 from steptrace.tasks._names import STYLES
 
@@ -74,8 +75,8 @@ def ordinal(k: int) -> str:
 def render(template: string.Template, facts: RunFacts, candidate: Candidate) -> str:
     run = facts.run
     values = {"code": run.code, "numbered_code": numbered(run.code), "entry": run.entry,
-              "input": run.input, "call": call_text(run.entry, run.input, "call", run.chain),
-              "output": run.output or ""}
+              "input": run.input, "call": call_text(run.entry, run.input, run.shape, run.chain),
+              "invocation": invocation(run), "output": run.output or ""}
     if candidate.line is not None:
         values.update(line=candidate.line,
                       line_text=facts.info.text(candidate.line) if facts.info else "")
@@ -100,6 +101,31 @@ def what_words(var: str, function: str) -> str:
     `f`", or for an attribute path "`self.total` (where `self` is the local variable of
     `Acc.add`)"."""
     root, dot, _ = var.partition(".")
+    scope = "global variable" if function == MODULE_WORDS else "local variable"
     if not dot:
-        return f"the local variable `{var}` of {function}"
-    return f"`{var}` (where `{root}` is the local variable of {function})"
+        return f"the {scope} `{var}` of {function}"
+    return f"`{var}` (where `{root}` is the {scope} of {function})"
+
+
+def invocation(run: RunData) -> str:
+    """The prompt's sentence on how the program is run: "It is called as `f(1)`." (a
+    method chain as `Stack().push(1).pop()`), or run as a script with its standard input,
+    or by test code (shown, not traced); a call's standard input follows."""
+    if run.shape == "script":
+        return "It is run as a script" + _stdin_words(run.input)
+    call = call_text(run.entry, run.input, "call", run.chain)
+    if run.test is not None:
+        text = (f"It is run by the test `{run.entry}` of this test code (the questions are "
+                f"about the program above, not the test code):\n\n```\n"
+                f"{run.test.rstrip()}\n```")
+    else:
+        text = f"It is called as `{call}`."
+    if run.stdin is not None:
+        text = text.removesuffix(".") + _stdin_words(run.stdin)
+    return text
+
+
+def _stdin_words(stdin: str) -> str:
+    if not stdin:
+        return ", with an empty standard input."
+    return f", with this standard input:\n\n```\n{stdin.rstrip(chr(10))}\n```"

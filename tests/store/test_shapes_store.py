@@ -100,9 +100,11 @@ def test_a_run_read_back_equals_trace_one(traced):
 
 def test_show_analyse_tasks_and_features_take_every_shape(traced, tmp_path):
     """Nothing downstream assumes ``input`` is call arguments: show prints each run,
-    analysis runs agree with the traced runs, tasks are made only for the runs a prompt
-    can show (the plain call and the method chain, which gets no input task), features
-    are computed for every run."""
+    analysis runs agree with the traced runs, tasks are made for every run, each kind
+    where it is defined (output only of a call that returns what it computes: not of a
+    script, a test method or a call reading stdin the output prompt does not show; input
+    only of a plain call), every prompt saying how the program is run, features are
+    computed for every run."""
     _, db, _ = traced
     for run_id, header in ((1, "script < '3\\n'"), (3, "Stack().push(1).pop()"),
                            (4, "T.test_add()")):
@@ -113,9 +115,17 @@ def test_show_analyse_tasks_and_features_take_every_shape(traced, tmp_path):
     assert (summary.analysed, summary.agreed) == (6, 6)
     tasks = generate_tasks(db, TaskOptions(kinds=("output", "input", "steps")))
     made = sorted(tasks.tasks.select("run_id", "kind").rows())
-    assert made == [(3, "output"), (3, "steps"), (6, "input"), (6, "output"), (6, "steps")]
+    assert made == [(1, "steps"), (2, "steps"), (3, "output"), (3, "steps"), (4, "steps"),
+                    (5, "steps"), (6, "input"), (6, "output"), (6, "steps")]
     prompt = tasks.tasks.filter(run_id=3, kind="output")["prompt"][0]
     assert "What does the call `Stack().push(1).pop()` return?" in prompt
+    steps = dict(tasks.tasks.filter(kind="steps").select("run_id", "prompt").rows())
+    assert "```\n\nIt is run as a script, with this standard input:\n\n```\n3\n```\n" in steps[1]
+    assert "It is called as `Stack().push(1).pop()`.\n" in steps[3]
+    assert ("It is run by the test `T.test_add` of this test code (the questions are about "
+            f"the program above, not the test code):\n\n```\n{CALC_TEST}```\n") in steps[4]
+    assert "It is called as `f()`, with this standard input:\n\n```\nhi\n```\n" in steps[5]
+    assert "It is called as `f(1)`.\n" in steps[6]
     features = run_features(db)
     assert rows(db, "SELECT count(*) FROM run_features") == [(6,)]
     assert features is not None

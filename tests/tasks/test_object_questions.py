@@ -72,7 +72,7 @@ def _run() -> RunData:
         (10, 2, "total", "1", "int", False, None),
     ]
     return RunData(1, "s1", "key", "ok", "[1]", "1", "int", False, None, 7, CODE, "f",
-                   7, None, None, steps, states, attributes)
+                   7, None, None, steps=steps, states=states, attributes=attributes)
 
 
 def test_replay_gives_attribute_paths_after_a_line():
@@ -117,11 +117,12 @@ def test_state_questions_name_attribute_paths():
 def test_type_and_alias_questions():
     types = {(c.line, c.var, c.occurrence): (c.answer, c.score) for c in build_type(_facts())}
     assert types[(10, "b", 1)] == ("Acc", 1)       # a program class, changed at that step
-    assert types[(5, "self.total", 1)] == ("int", 0)
+    assert types[(5, "self.total", 1)] == ("int", -1)  # never asked: an int every time
     alias = {(c.line, c.var, dict(c.question)["other"], c.occurrence): (c.answer, c.score)
              for c in build_alias(_facts())}
     assert alias[(10, "a", "b", 1)] == ("true", 3)  # same object, and b just changed
     assert alias[(11, "a", "b", 1)] == ("true", 2)
+    assert not any(var == "xs" or other == "xs" for _, var, other, _ in alias)  # differ
     assert not any(var.endswith(".total") for _, var, _, _ in alias)  # ints are not objects
 
 

@@ -116,6 +116,24 @@ def f(n):
         add(out, i)
     return out
 """
+OBJECTS = """\
+class Acc:
+    def __init__(self):
+        self.total = 0
+        self.seen = []
+    def add(self, x):
+        self.total += x
+        self.seen.append(x)
+
+def f(xs):
+    a = Acc()
+    b = a
+    for x in xs:
+        b.add(x)
+        copy = list(a.seen)
+        total = a.total
+    return total
+"""
 RECORDS = [
     {"id": "loop", "code": LOOP, "input": "[1, 2, 3]"},
     {"id": "rec", "code": REC, "input": "3"},
@@ -126,6 +144,7 @@ RECORDS = [
     {"id": "branchy", "code": BRANCHY, "input": "[0, 2, 3]"},
     {"id": "cover", "code": COVER, "input": "-1"},
     {"id": "implicit", "code": IMPLICIT, "input": "2"},
+    {"id": "objects", "code": OBJECTS, "input": "[2, 0.5]"},
 ]
 ALL = 1000  # per_run large enough to take every question that is not trivial
 
@@ -154,8 +173,10 @@ def copy_db(source: Path, target_dir: Path) -> Path:
 def key_of(task: dict):
     """The question's identity within one run and kind, as the expected tables write it."""
     kind = task["kind"]
-    if kind == "state":
+    if kind in ("state", "type"):
         return task["line"], task["var"], task["occurrence"]
+    if kind == "alias":
+        return task["line"], task["var"], json.loads(task["question"])["other"], task["occurrence"]
     if kind == "state_any":
         return task["line"], task["var"]
     if kind in ("next_line", "branch"):
@@ -392,6 +413,37 @@ def test_exact_answers_for_every_kind(generated, sample):
     assert answers(tasks, sample) == EXPECTED[sample]
 
 
+def test_questions_about_objects(generated):
+    """The objects program: attribute paths through `self` and through both names of one
+    Acc, the type where it changes (int, then float after adding 0.5), and whether two
+    names are one object (a and b, a.seen and b.seen) or two equal ones (a.seen and the
+    argument xs, both [2, 0.5], after the second add; the copy)."""
+    _, tasks = generated
+    found = answers(tasks, "objects")
+    assert {key: found["state"][key] for key in [
+        (3, "self.total", 1), (4, "self.seen", 1), (6, "self.total", 2), (6, "self.seen", 2),
+        (7, "self.seen", 1), (11, "b.total", 1), (13, "a.total", 2), (16, "b.total", 1)]} == {
+        (3, "self.total", 1): "0", (4, "self.seen", 1): "[]", (6, "self.total", 2): "2.5",
+        (6, "self.seen", 2): "[2]", (7, "self.seen", 1): "[2]", (11, "b.total", 1): "0",
+        (13, "a.total", 2): "2.5", (16, "b.total", 1): "2.5"}
+    assert found["state"][(4, "self", 1)] == "Acc(total=0, seen=[])"
+    assert (7, "self.seen", 2) not in found["state"]  # [2, 0.5]: the argument's own value
+    assert {key: found["type"][key] for key in [
+        (6, "self.total", 1), (6, "self.total", 2), (12, "x", 2), (15, "total", 2),
+        (10, "a", 1)]} == {(6, "self.total", 1): "int", (6, "self.total", 2): "float",
+                           (12, "x", 2): "float", (15, "total", 2): "float", (10, "a", 1): "Acc"}
+    assert not [key for key in found["type"] if key[1] in ("copy", "a.seen")]  # lists always
+    alias = found["alias"]
+    assert {key: alias[key] for key in [
+        (11, "a", "b", 1), (11, "a.seen", "b.seen", 1), (16, "a.seen", "xs", 1),
+        (14, "a.seen", "copy", 1), (12, "copy", "xs", 3)]} == {
+        (11, "a", "b", 1): "true", (11, "a.seen", "b.seen", 1): "true",
+        (16, "a.seen", "xs", 1): "false", (14, "a.seen", "copy", 1): "false",
+        (12, "copy", "xs", 3): "false"}
+    assert (13, "a.seen", "xs", 1) not in alias  # [2] and [2, 0.5]: the values say so
+    assert set(alias.values()) == {"true", "false"}
+
+
 # ------------------------------------------------------------------ lines two functions run
 # A lambda or generator expression runs in a frame of its own, on the line of the
 # statement that uses it, so one line has executions by two functions. A question names
@@ -575,7 +627,8 @@ def test_difficulty_features(generated):
     assert {(t["sample_id"], t["line_steps"], t["distinct_lines"]) for t in tasks
             if t["kind"] == "steps"} == {
         ("loop", 12, 6), ("rec", 8, 4), ("gen", 17, 9), ("exc", 23, 12), ("uncaught", 2, 2),
-        ("while", 10, 6), ("branchy", 3, 3), ("cover", 6, 5), ("implicit", 9, 5)}
+        ("while", 10, 6), ("branchy", 3, 3), ("cover", 6, 5), ("implicit", 9, 5),
+        ("objects", 18, 11)}
 
 
 def test_question_fields_and_ids(generated):
@@ -602,12 +655,24 @@ def test_question_fields_and_ids(generated):
 # instead of the task's columns. A task whose answer does not follow from what its prompt
 # says fails, whatever the columns hold.
 FUNCTION_WORDS = r"`[^`\n]+`|the (?:lambda|generator expression) on line \d+"
+# What a state question names: a local of the function, or an attribute path through one.
+WHAT = (r"(?:the local variable `(?P<var>[^`\n]+)` of (?P=function)|`(?P<path>[^`\n]+)` "
+        r"\(where `(?P<root>[^`\n]+)` is the local variable of (?P=function)\))")
 QUESTIONS = {
     "state": re.compile(
         r"Count the executions of line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) by "
-        rf"(?P<function>{FUNCTION_WORDS}) during this call, .* What is the value of the local "
-        r"variable `(?P<var>[^`\n]+)` of (?P=function) right after the "
-        r"(?P<k>\d+)(?:st|nd|rd|th) execution of line (?P=line), in the call"),
+        rf"(?P<function>{FUNCTION_WORDS}) during this call, .* What is the value of {WHAT} "
+        r"right after the (?P<k>\d+)(?:st|nd|rd|th) execution of line (?P=line), in the call"),
+    "type": re.compile(
+        r"Count the executions of line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) by "
+        rf"(?P<function>{FUNCTION_WORDS}) during this call, .* What is the type of {WHAT} "
+        r"right after the (?P<k>\d+)(?:st|nd|rd|th) execution of line (?P=line), in the call"),
+    "alias": re.compile(
+        r"Count the executions of line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) by "
+        rf"(?P<function>{FUNCTION_WORDS}) during this call, .* Right after the "
+        r"(?P<k>\d+)(?:st|nd|rd|th) execution of line (?P=line), in the call of (?P=function) "
+        r"that executed it, do `(?P<var>[^`\n]+)` and `(?P<other>[^`\n]+)` refer to the same "
+        r"object"),
     "next_line": re.compile(
         r"Count the executions of line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) by "
         rf"(?P<function>{FUNCTION_WORDS}) during this call, .* After the "
@@ -615,9 +680,8 @@ QUESTIONS = {
         r"runs next in the same call"),
     "state_any": re.compile(
         r"Line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) is run several times by "
-        rf"(?P<function>{FUNCTION_WORDS}) during this call\. .* Which values does the local "
-        r"variable `(?P<var>[^`\n]+)` of (?P=function) have right after line (?P=line) runs, "
-        r"over all these executions\?"),
+        rf"(?P<function>{FUNCTION_WORDS}) during this call\. .* Which values does {WHAT} "
+        r"have right after line (?P=line) runs, over all these executions\?"),
     "next_line_any": re.compile(
         r"Line (?P<line>\d+) \(`(?P<text>[^\n]*)`\) is run several times by "
         rf"(?P<function>{FUNCTION_WORDS}) during this call\. .* Over all these executions, "
@@ -658,7 +722,8 @@ WITH nxt AS (
     SELECT run_id, step, event, line, frame,
            lead(step) OVER (PARTITION BY run_id, frame ORDER BY step) AS after_step
     FROM steps)
-SELECT ls.run_id, ls.step, st.var, arg_max({'value': st.value, 'type': st.type}, st.step)
+SELECT ls.run_id, ls.step, st.var,
+       arg_max({'value': st.value, 'type': st.type, 'object_id': st.object_id}, st.step)
 FROM nxt ls
 JOIN asked_lines USING (run_id, line)
 JOIN steps fs ON fs.run_id = ls.run_id AND fs.frame = ls.frame AND fs.step <= ls.after_step
@@ -720,6 +785,9 @@ def condition_col(code: str, line: int, condition: str) -> int:
     return cols[0]
 
 
+VALUE_KINDS = ("state", "state_any", "type", "alias")  # questions about a name's value
+
+
 def check_prompts(db: Path) -> Counter:
     """Assert that every stored task of a kind about a line (state, state_any, next_line,
     next_line_any, line_count, coverage, branch) has the answer its prompt's words give,
@@ -732,7 +800,7 @@ def check_prompts(db: Path) -> Counter:
     with duckdb.connect(str(db), read_only=True) as con:
         con.execute("CREATE TEMP TABLE asked_lines (run_id BIGINT, line INTEGER)")
         con.executemany("INSERT INTO asked_lines VALUES (?, ?)", sorted(
-            {(run, q["line"]) for kind, run, q, _, _ in asked if kind in ("state", "state_any")}))
+            {(run, q["line"]) for kind, run, q, _, _ in asked if kind in VALUE_KINDS}))
         execs: dict[tuple, list[tuple]] = defaultdict(list)   # (run, func, line) -> steps
         on_line: dict[tuple, set[str]] = defaultdict(set)     # (run, line) -> funcs
         for run, func, line, step, after_step, after_event, following in con.execute(
@@ -741,9 +809,29 @@ def check_prompts(db: Path) -> Counter:
             on_line[(run, line)].add(func)
         after: dict[tuple, dict[str, tuple]] = defaultdict(dict)  # (run, step) -> locals
         for run, step, var, last in con.execute(AFTER).fetchall():
-            after[(run, step)][var] = (last["value"], last["type"])
+            after[(run, step)][var] = (last["value"], last["type"], last["object_id"])
+        # (run, object, attribute) -> its rows (step, value, type, ref_id), in step order
+        history: dict[tuple, list[tuple]] = defaultdict(list)
+        for run, step, obj, attr, value, type_, ref in con.execute(
+                "SELECT run_id, step, object_id, attr, value, type, ref_id FROM attributes "
+                "ORDER BY run_id, step, rowid").fetchall():
+            history[(run, obj, attr)].append((step, value, type_, ref))
         branches = {(run, line, col, k): taken for run, line, col, k, taken in con.execute(
             "SELECT run_id, line, col, evaluation, taken FROM branches").fetchall()}
+
+    def named(run: int, step: int, after_step: int, name: str) -> tuple:
+        """(value, type, object id) of a local or an attribute path right after the line
+        step ``step``, at the frame's next step ``after_step``: the local's last state row
+        in its frame, then each attribute's last row at or before that step, followed
+        through ref_id."""
+        root, *attrs = name.split(".")
+        value, type_, obj = after[(run, step)][root]
+        for attr in attrs:
+            rows_ = [row for row in history[(run, obj, attr)] if row[0] <= after_step]
+            assert rows_, (run, step, name)
+            _, value, type_, obj = rows_[-1]
+        return value, type_, obj
+
     checked: Counter = Counter()
     for kind, run, q, answer, code in asked:
         line = q["line"]
@@ -752,15 +840,25 @@ def check_prompts(db: Path) -> Counter:
             func = function_named(q["function"], line, code, on_line[(run, line)])
             mine = execs[(run, func, line)]
             assert q.get("k") is None or q["k"] <= len(mine), (kind, run, q, len(mine))
-        if kind == "state":
+        if kind in VALUE_KINDS:
+            var = q["var"] or q["path"]
+            assert q.get("root") is None or var.partition(".")[0] == q["root"]
+        if kind in ("state", "type", "alias"):
             step, after_step, after_event, _ = mine[q["k"] - 1]
             assert after_step is not None and after_event != "yield"  # the line finished
-            value, type_ = after[(run, step)][q["var"]]
+            value, type_, obj = named(run, step, after_step, var)
+        if kind == "state":
             expected = value if type_ is not None else "unbound"
+        elif kind == "type":
+            expected = type_
+        elif kind == "alias":
+            other = named(run, step, after_step, q["other"])
+            assert obj is not None and other[2] is not None
+            expected = json.dumps(obj == other[2])
         elif kind == "state_any":
-            values = [after[(run, step)][q["var"]] for step, _, _, _ in mine]
-            assert all(type_ is not None for _, type_ in values)
-            expected = json.dumps(sorted({value for value, _ in values}), ensure_ascii=False)
+            values = [named(run, step, after_step, var) for step, after_step, _, _ in mine]
+            assert all(type_ is not None for _, type_, _ in values)
+            expected = json.dumps(sorted({value for value, _, _ in values}), ensure_ascii=False)
         elif kind == "next_line":
             expected = mine[q["k"] - 1][3]
         elif kind == "next_line_any":
@@ -1100,7 +1198,7 @@ def test_cli_json(traced, tmp_path):
     counts = json.loads(result.stdout)
     expected = _cli_counts(db)
     assert counts == [{"kind": k, "tasks": n, "runs": r} for k, n, r in expected]
-    assert result.stderr.startswith(f"{expected[-1][1]} tasks from 9 runs in ")
+    assert result.stderr.startswith(f"{expected[-1][1]} tasks from 10 runs in ")
     assert len(read_jsonl(out)) == expected[-1][1]
     assert pl.read_parquet(tmp_path / "tasks.parquet").height == expected[-1][1]
 
@@ -1110,7 +1208,7 @@ def _cli_counts(db: Path) -> list[tuple[str, int, int]]:
     found = dict((k, (n, r)) for k, n, r in rows(
         db, "SELECT kind, count(*), count(DISTINCT run_id) FROM tasks GROUP BY kind"))
     return [("state", *found["state"]), ("branch", *found["branch"]),
-            ("total", found["state"][0] + found["branch"][0], 9)]
+            ("total", found["state"][0] + found["branch"][0], 10)]
 
 
 def test_cli_csv_and_table(traced, tmp_path):
@@ -1118,15 +1216,15 @@ def test_cli_csv_and_table(traced, tmp_path):
     result = invoke("tasks", "--db", db, "--kinds", "steps,exception", "--format", "csv")
     assert result.exit_code == 0, result.output
     assert list(csv.reader(io.StringIO(result.stdout))) == [
-        ["kind", "tasks", "runs"], ["steps", "9", "9"], ["exception", "9", "9"],
-        ["total", "18", "9"]]
+        ["kind", "tasks", "runs"], ["steps", "10", "10"], ["exception", "10", "10"],
+        ["total", "20", "10"]]
     result = invoke("tasks", "--db", db, "--kinds", "output")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "steptrace tasks" in lines[0]
     cells = [[c.strip() for c in line.split("│")[1:-1]] for line in lines if line.startswith("│")]
-    assert cells == [["output", "8", "8"], ["total", "8", "9"]]  # the header row is "┃"
-    assert rows(db, "SELECT count(*) FROM tasks") == [(26,)]
+    assert cells == [["output", "9", "9"], ["total", "9", "10"]]  # the header row is "┃"
+    assert rows(db, "SELECT count(*) FROM tasks") == [(29,)]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -1161,10 +1259,10 @@ CRUXEVAL_COUNTS = {
     "output": (800, 800), "input": (800, 800), "state": (1626, 576), "state_any": (880, 317),
     "next_line": (1129, 483), "next_line_any": (743, 313), "coverage": (1169, 558),
     "line_count": (1148, 543), "branch": (883, 438), "steps": (800, 800),
-    "trace": (798, 798), "exception": (800, 800),
+    "trace": (798, 798), "exception": (800, 800), "type": (35, 13), "alias": (164, 64),
 }
 LINE_KINDS = ("state", "state_any", "next_line", "next_line_any", "coverage", "line_count",
-              "branch")
+              "branch", "type", "alias")
 SHARED_LINES = """
 WITH shared AS (SELECT run_id, line FROM steps WHERE event = 'line'
                 GROUP BY ALL HAVING count(DISTINCT func) > 1)
@@ -1190,7 +1288,9 @@ def test_cruxeval_counts_by_kind_and_answers(cruxeval_tasks):
     every answer re-derived a second way, the if/while branch answers also checked
     against the steps."""
     db, printed = cruxeval_tasks
-    assert printed == {**CRUXEVAL_COUNTS, "total": (11576, 800)}
+    # type: where a name's type changes over a line's executions, or is no built-in one
+    # (35); alias: two names for one list or dict, or two equal ones (164)
+    assert printed == {**CRUXEVAL_COUNTS, "total": (11775, 800)}
     (ok,), = rows(db, "SELECT count(*) FROM runs WHERE status = 'ok' AND NOT output_truncated "
                       "AND output NOT LIKE '% at 0x%'")
     (finished,), = rows(db, "SELECT count(*) FROM runs WHERE status IN ('ok', 'exception')")
