@@ -1317,7 +1317,7 @@ def test_every_cruxeval_task_agrees_with_its_prompt(cruxeval_tasks):
     shared = {kind: (n, lambdas) for kind, n, lambdas in rows(db, SHARED_LINES)}
     assert shared == {"state": (15, 6), "state_any": (8, 7), "next_line": (2, 0),
                       "next_line_any": (1, 0), "line_count": (1, 0), "coverage": (1, 0),
-                      "branch": (13, 0)}
+                      "branch": (13, 0), "type": (1, 0)}
 
 
 def test_numbered_code_breaks_lines_where_python_does():
