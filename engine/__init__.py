@@ -34,6 +34,9 @@ _EXPORTS = {
     "Run": "store._runs",
     "Step": "store._runs",
     "State": "store._runs",
+    "Object": "store._runs",
+    "Attribute": "store._runs",
+    "GlobalState": "store._runs",
     # inputs
     "Limits": "sandbox._limits",
     "Records": "corpus._formats",

@@ -124,7 +124,8 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
               calls: list | None = None, test: str | None = None,
               stdin: str | None = None) -> Run:
     """Run one call of a program in the sandbox, traced, and return it decoded as a
-    ``Run`` (status, output, exception, stdout, counts, ``steps`` and ``states``).
+    ``Run`` (status, output, exception, stdout, counts, ``steps`` and ``states``, and the
+    object state: ``objects``, ``attributes``, ``globals``).
 
     code: the program's source, defining ``entry``.
     input: the text of the call's arguments, as inside ``entry(...)`` (``"1, 'a'"``).
@@ -154,10 +155,12 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
     except CorpusError as exc:
         raise InputError(str(exc)) from None
     outcome = _SANDBOX.run(job.request(), limits)
-    row, steps, states = run_rows(TracedRun(job, outcome.result, outcome.duration_us, "job"))
+    row, steps, states, objects, attributes, globals_ = run_rows(
+        TracedRun(job, outcome.result, outcome.duration_us, "job"))
     row.update(shape=job.program.shape, test=job.program.test)
     return Run.from_rows(row, job.program.code, job.program.entry, steps.to_pylist(),
-                         states.to_pylist(), stored=False)
+                         states.to_pylist(), stored=False, objects=objects.to_pylist(),
+                         attributes=attributes.to_pylist(), globals=globals_.to_pylist())
 
 
 # ====================================================================== the pipeline

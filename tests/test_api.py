@@ -15,6 +15,7 @@ files, the CLI through click's CliRunner, and an OpenAI-compatible server on 127
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -64,7 +65,8 @@ def test_import_steptrace_is_light_and_names_its_api():
     assert done.stdout == "[] ['steptrace', 'steptrace._lazy']\n"
     assert st.__all__ == sorted([
         "trace_one", "trace", "analyse", "make_tasks", "predict", "score", "report",
-        "open_store", "Store", "Run", "Step", "State", "Limits", "Records",
+        "open_store", "Store", "Run", "Step", "State", "Object", "Attribute", "GlobalState",
+        "Limits", "Records",
         "SteptraceError", "InputError", "StoreError", "SandboxError", "PredictError"])
     for name in st.__all__:
         value = getattr(st, name)
@@ -79,7 +81,8 @@ SUM_STEPS = (st.Step(0, "call", "f", 1, 0, 0), st.Step(1, "line", "f", 2, 0, 0),
              st.Step(4, "line", "f", 3, 0, 0), st.Step(5, "line", "f", 4, 0, 0),
              st.Step(6, "line", "f", 3, 0, 0), st.Step(7, "line", "f", 5, 0, 0),
              st.Step(8, "return", "f", 5, 0, 0))
-SUM_STATES = (st.State(0, "xs", "[1, 2]", "list", False), st.State(2, "total", "0", "int", False),
+SUM_STATES = (st.State(0, "xs", "[1, 2]", "list", False, 1),
+              st.State(2, "total", "0", "int", False),
               st.State(3, "x", "1", "int", False), st.State(4, "total", "1", "int", False),
               st.State(5, "x", "2", "int", False), st.State(6, "total", "3", "int", False),
               st.State(8, "<return>", "3", "int", False))
@@ -119,8 +122,13 @@ def test_trace_one_decodes_a_run_exactly():
     assert steps.schema == pl.Schema({"step": pl.Int32, "event": pl.String, "func": pl.String,
                                       "line": pl.Int32, "depth": pl.Int32, "frame": pl.Int32})
     assert steps.rows() == [(s.step, s.event, s.func, s.line, s.depth, s.frame) for s in SUM_STEPS]
-    assert run.states_frame().rows() == [(s.step, s.var, s.value, s.type, s.truncated)
-                                         for s in SUM_STATES]
+    assert run.states_frame().schema == pl.Schema({
+        "step": pl.Int32, "var": pl.String, "value": pl.String, "type": pl.String,
+        "truncated": pl.Boolean, "object_id": pl.Int32})
+    assert run.states_frame().rows() == [(s.step, s.var, s.value, s.type, s.truncated,
+                                          s.object_id) for s in SUM_STATES]
+    assert run.objects == (st.Object(1, "list", 0),)  # xs
+    assert (run.attributes, run.globals) == ((), ())
 
 
 def test_trace_one_exception_and_stdout():
@@ -155,6 +163,106 @@ def test_trace_one_equals_the_cli_stored_run(tmp_path):
     first = store.run(1)
     assert (first.steps, first.states) == (SUM_STEPS, SUM_STATES)
     assert str(first) == "run 1: " + SUM_TEXT
+
+
+ACC = """\
+count = 0
+
+class Acc:
+    def __init__(self, start):
+        self.total = start
+        self.items = []
+
+    def add(self, x):
+        global count
+        count += 1
+        self.total += x
+        self.items.append(x)
+        return self
+
+def f(xs):
+    a = Acc(10)
+    b = a
+    for x in xs:
+        b.add(x)
+    return a.total
+"""
+# xs is object 1, the Acc object 2 (a, b and self all name it), its items list 3.
+ACC_OBJECTS = (st.Object(1, "list", 0), st.Object(2, "Acc", 2), st.Object(3, "list", 5))
+ACC_ATTRIBUTES = (st.Attribute(4, 2, "total", "10", "int", False, None),
+                  st.Attribute(5, 2, "items", "[]", "list", False, 3),
+                  st.Attribute(12, 2, "total", "11", "int", False, None),
+                  st.Attribute(13, 2, "items", "[1]", "list", False, 3),
+                  st.Attribute(20, 2, "total", "13", "int", False, None),
+                  st.Attribute(21, 2, "items", "[1, 2]", "list", False, 3))
+ACC_GLOBALS = (st.GlobalState(0, "count", "0", "int", False, None),
+               st.GlobalState(11, "count", "1", "int", False, None),
+               st.GlobalState(19, "count", "2", "int", False, None))
+ACC_TRACE = """\
+26 steps (18 line, 74 instruction), 25 state changes, 6 attribute changes, 3 global changes
+step  event   line  depth  func          changed
+   0  call      15      0  f             xs=[1, 2], global count=0
+   1  line      16      0  f
+   2  call       4      1  Acc.__init__  self=Acc(), start=10
+   3  line       5      1  Acc.__init__
+   4  line       6      1  Acc.__init__  self=Acc(total=10), #2.total=10
+   5  return     6      1  Acc.__init__  self=Acc(total=10, items=[]), <return>=None, #2.items=[]
+   6  line      17      0  f             a=Acc(total=10, items=[])
+   7  line      18      0  f             b=Acc(total=10, items=[])
+   8  line      19      0  f             x=1
+   9  call       8      1  Acc.add       self=Acc(total=10, items=[]), x=1
+  10  line      10      1  Acc.add
+  11  line      11      1  Acc.add       global count=1
+  12  line      12      1  Acc.add       self=Acc(total=11, items=[]), #2.total=11"""
+
+
+def test_trace_one_decodes_object_state_and_equals_the_stored_run(tmp_path):
+    """A class program with attribute changes, an alias (``b = a``: both name object 2)
+    and a global the method changes: ``trace_one`` gives the exact objects, attributes,
+    globals and states' object ids, ``str`` lists them per step as ``steptrace show``
+    does, and the same job traced into a store and read back is equal, frame for frame."""
+    run = st.trace_one(ACC, "[1, 2]", expected="13")
+    assert (run.status, run.output, run.output_matches) == ("ok", "13", True)
+    assert run.objects == ACC_OBJECTS
+    assert run.attributes == ACC_ATTRIBUTES
+    assert run.globals == ACC_GLOBALS
+    assert [(s.step, s.var, s.object_id) for s in run.states if s.var in ("a", "b", "self")] == [
+        (2, "self", 2), (4, "self", 2), (5, "self", 2), (6, "a", 2), (7, "b", 2),
+        (9, "self", 2), (12, "self", 2), (13, "self", 2), (15, "a", 2), (15, "b", 2),
+        (17, "self", 2), (20, "self", 2), (21, "self", 2), (23, "a", 2), (23, "b", 2)]
+    text = str(run).splitlines()
+    assert "\n".join(text[22:37]) == ACC_TRACE
+    assert repr(run) == "Run(f([1, 2]) -> 13, status='ok', 26 steps, 25 states)"
+    assert run.objects_frame().schema == pl.Schema(
+        {"object_id": pl.Int32, "type": pl.String, "step": pl.Int32})
+    assert run.objects_frame().rows() == [(1, "list", 0), (2, "Acc", 2), (3, "list", 5)]
+    assert run.attributes_frame().schema == pl.Schema(
+        {"step": pl.Int32, "object_id": pl.Int32, "attr": pl.String, "value": pl.String,
+         "type": pl.String, "truncated": pl.Boolean, "ref_id": pl.Int32})
+    assert run.attributes_frame().rows() == [
+        (a.step, a.object_id, a.attr, a.value, a.type, a.truncated, a.ref_id)
+        for a in ACC_ATTRIBUTES]
+    assert run.globals_frame().schema == pl.Schema(
+        {"step": pl.Int32, "name": pl.String, "value": pl.String, "type": pl.String,
+         "truncated": pl.Boolean, "object_id": pl.Int32})
+    assert run.globals_frame().rows() == [(0, "count", "0", "int", False, None),
+                                          (11, "count", "1", "int", False, None),
+                                          (19, "count", "2", "int", False, None)]
+
+    db = tmp_path / "acc.duckdb"
+    st.trace([{"id": "acc", "code": ACC, "input": "[1, 2]", "output": "13"}], db, workers=0)
+    with st.open_store(db) as store:
+        stored = store.run(1)
+        assert stored == run
+        assert (stored.objects, stored.attributes, stored.globals, stored.states) == (
+            run.objects, run.attributes, run.globals, run.states)
+        assert str(stored) == "run 1: " + str(run)
+        assert store.states(1).equals(run.states_frame())
+        for frame in ("objects_frame", "attributes_frame", "globals_frame"):
+            assert getattr(stored, frame)().equals(getattr(run, frame)()), frame
+    # the records are compared: a run differing only in one attribute is another run
+    changed = dataclasses.replace(run, attributes=run.attributes[:-1])
+    assert changed != run and dataclasses.replace(changed, attributes=run.attributes) == run
 
 
 def test_python_c_prints_a_decoded_run():

@@ -4,8 +4,11 @@
 from steptrace._lazy import lazy_exports
 
 _EXPORTS = {
+    "Attribute": "_runs",
     "Column": "_tables",
     "DEFAULT_DB": "_store",
+    "GlobalState": "_runs",
+    "Object": "_runs",
     "QueryResult": "_store",
     "Run": "_runs",
     "SCHEMA_VERSION": "_store",

@@ -23,13 +23,19 @@ from steptrace.errors import StoreError
 from steptrace.store._runs import Run
 from steptrace.store._store import (STATE_COLUMNS, STEP_COLUMNS, check_database_file, connect,
                                     first_line, has_table, shape_columns)
+from steptrace.store._tables import ATTRIBUTES, GLOBAL_STATES, OBJECTS
 
 if TYPE_CHECKING:
     import polars as pl
 
-# The states columns a Run record holds (``object_id``, added in schema 4, is read from the
-# table itself: a version 3 store opened read-only has no such column).
+# The states columns a Run record holds; ``object_id``, added in schema 4, is read as NULL
+# from a version 3 store opened read-only (it has no such column).
 _STATE_FIELDS = STATE_COLUMNS[1:6]
+# The object state tables a Run record holds (schema 4), with the columns read, by their
+# order: a version 3 store opened read-only has none of them.
+_OBJECT_TABLES = (("objects", OBJECTS.column_names[1:], "object_id"),
+                  ("attributes", ATTRIBUTES.column_names[1:], "step, rowid"),
+                  ("global_states", GLOBAL_STATES.column_names[1:], "step, rowid"))
 
 # The tables later commands add, and the command (library function) that makes each.
 MADE_BY = {"tasks": "make_tasks (steptrace tasks)", "predictions": "predict (steptrace predict)",
@@ -120,9 +126,9 @@ class Store:
         return self._table("programs", {}, "program_id")
 
     def run(self, run_id: int) -> Run:
-        """Run ``run_id`` read back as a ``Run`` record (its program, outcome, steps and
-        states): equal to the ``steptrace.trace_one`` of the same job. StoreError when
-        there is no such run."""
+        """Run ``run_id`` read back as a ``Run`` record (its program, outcome, steps,
+        states and object state): equal to the ``steptrace.trace_one`` of the same job.
+        StoreError when there is no such run."""
         with self._reading() as con:
             cursor = con.execute(f"SELECT r.*, p.code, p.entry, {shape_columns(con)} FROM runs r "
                                  "JOIN programs p USING (program_id) WHERE r.run_id = ?", [run_id])
@@ -132,9 +138,15 @@ class Store:
             run = dict(zip([d[0] for d in cursor.description], row))
             steps = _dicts(con.execute(f"SELECT {', '.join(STEP_COLUMNS[1:])} FROM steps "
                                        "WHERE run_id = ? ORDER BY step", [run_id]))
-            states = _dicts(con.execute(f"SELECT {', '.join(_STATE_FIELDS)} FROM states "
-                                        "WHERE run_id = ? ORDER BY step, rowid", [run_id]))
-        return Run.from_rows(run, run.pop("code"), run.pop("entry"), steps, states)
+            states = _dicts(con.execute(_states_query(con), [run_id]))
+            details = {}
+            for table, columns, order in _OBJECT_TABLES:
+                details[table] = [] if not has_table(con, table) else _dicts(con.execute(
+                    f"SELECT {', '.join(columns)} FROM {table} WHERE run_id = ? "
+                    f"ORDER BY {order}", [run_id]))
+        return Run.from_rows(run, run.pop("code"), run.pop("entry"), steps, states,
+                             objects=details["objects"], attributes=details["attributes"],
+                             globals=details["global_states"])
 
     def steps(self, run_id: int) -> "pl.DataFrame":
         """The steps of run ``run_id`` in order: step, event, func, line, depth, frame
@@ -145,10 +157,9 @@ class Store:
 
     def states(self, run_id: int) -> "pl.DataFrame":
         """The state changes of run ``run_id`` in order: step, var, value, type,
-        truncated (``store.run(run_id).states_frame()``)."""
+        truncated, object_id (``store.run(run_id).states_frame()``)."""
         with self._reading() as con:
-            return _polars(con, f"SELECT {', '.join(_STATE_FIELDS)} FROM states "
-                           "WHERE run_id = ? ORDER BY step, rowid", [run_id])
+            return _polars(con, _states_query(con), [run_id])
 
     def status_counts(self) -> dict[str, int]:
         """How many runs the store holds of each status."""
@@ -191,6 +202,17 @@ def _polars(con: duckdb.DuckDBPyConnection, query: str,
         import polars as pl
         return pl.DataFrame()
     return relation.pl()
+
+
+def _states_query(con: duckdb.DuckDBPyConnection) -> str:
+    """The states of one run (``?``) in their recorded order, with ``object_id`` (INTEGER
+    NULL in a version 3 store, read-only, which has no such column)."""
+    has_object_id = con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'main' "
+        "AND table_name = 'states' AND column_name = 'object_id'").fetchall()[0][0]
+    object_id = "object_id" if has_object_id else "CAST(NULL AS INTEGER) AS object_id"
+    return (f"SELECT {', '.join(_STATE_FIELDS)}, {object_id} FROM states "
+            "WHERE run_id = ? ORDER BY step, rowid")
 
 
 def _dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict]:

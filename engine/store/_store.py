@@ -463,19 +463,20 @@ class TraceWriter:
 
 
 def run_rows(traced: TracedRun, run_id: int = 0, program_id: int = 0,
-             now: dt.datetime | None = None) -> tuple[dict, pa.Table, pa.Table]:
+             now: dt.datetime | None = None) -> tuple[dict, pa.Table, ...]:
     """One traced run as the store holds it: its ``runs`` row (a dict of ``RUN_COLUMNS``),
-    and its ``steps`` and ``states`` rows (Arrow tables of ``STEP_COLUMNS`` and
-    ``STATE_COLUMNS``). Made by the code ``TraceWriter`` makes a batch's rows with, the
-    one reading of the guest's wire format (name tables and the indices into them), so
-    that a run decoded without a store (``steptrace.trace_one``) is the run a store
-    would hold."""
+    and its ``steps``, ``states``, ``objects``, ``attributes`` and ``global_states`` rows
+    (Arrow tables of those tables' columns). Made by the code ``TraceWriter`` makes a
+    batch's rows with, the one reading of the guest's wire format (name tables and the
+    indices into them), so that a run decoded without a store (``steptrace.trace_one``)
+    is the run a store would hold."""
     runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
     _append_run(runs, traced, run_id, program_id, now)
-    steps, states = _StepRows(), _StateRows()
-    steps.add(traced.result, run_id)
-    states.add(traced.result, run_id)
-    return {name: values[0] for name, values in runs.items()}, steps.table(), states.table()
+    tables = (_StepRows(), _StateRows(), _ObjectRows(), _AttributeRows(), _GlobalRows())
+    for rows in tables:
+        rows.add(traced.result, run_id)
+    return ({name: values[0] for name, values in runs.items()},
+            *(rows.table() for rows in tables))
 
 
 def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now) -> None:

@@ -122,7 +122,7 @@ def test_job_and_batch_isolation_and_a_second_trace_store_the_same_rows(tmp_path
 
 def test_a_version_3_store_is_upgraded_in_place_and_still_reads(tmp_path):
     """A version 3 store (states without object_id, no object tables) opens read-only as
-    it is (its runs read back), and the first write adds the column (NULL for its rows)
+    it is (its runs read back, without object state), and the first write adds the column (NULL for its rows)
     and the tables, sets version 4 and keeps every row; new runs get object rows."""
     db = trace(tmp_path, "old.duckdb")
     with duckdb.connect(str(db)) as con:
@@ -135,6 +135,10 @@ def test_a_version_3_store_is_upgraded_in_place_and_still_reads(tmp_path):
         run = store.run(2)
         assert (run.output, [s.value for s in run.states]) == (
             "[1, 2]", ["1", "[1]", "[1]", "[1, 2]", "[1, 2]", "[1, 2]"])
+        assert {s.object_id for s in run.states} == {None}
+        assert (run.objects, run.attributes, run.globals) == ((), (), ())
+        assert store.states(2).columns[-1] == "object_id"
+        assert store.states(2)["object_id"].to_list() == [None] * 6
     connect(db).close()
     assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [
         (SCHEMA_VERSION,)] == [("4",)]
