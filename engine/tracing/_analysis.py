@@ -10,9 +10,11 @@ With ``determinism=True`` every finished run not yet checked is also traced agai
 *variant* build of the guest: the same sources, pre-initialised separately, so its
 interpreter has another string-hash secret (set and dict-of-str iteration orders differ;
 checked by a probe before use) and another random state, and it runs later (clocks
-differ). A run whose status, result, stdout, steps or states differ there (memory
-addresses in reprs aside) depends on hashing, randomness or time: ``deterministic`` is
-false and ``determinism_note`` says what differed first.
+differ). A run whose status, result, stdout, steps, states (with their object ids) or
+object state (objects, attributes, global_states) differ there (memory addresses in reprs
+aside) depends on hashing, randomness or time: ``deterministic`` is false and
+``determinism_note`` says what differed first. A run stored without any object state (as
+every run traced before schema 4) is compared on the rest only.
 """
 
 from __future__ import annotations
@@ -262,8 +264,14 @@ def _store_analyses(con, db, runs: list[StoredRun], results: list[dict],
 
 
 # ---------------------------------------------------------------- determinism
+# What a trace digest holds besides its steps: each a list of rows, compared in order.
+_STATE_PARTS = ("states", "objects", "attributes", "globals")
+
+
 def _trace_digest(result: dict) -> dict:
     steps, states = result.get("steps") or {}, result.get("states") or {}
+    objects = result.get("objects") or {}
+    attributes, globals_ = result.get("attributes") or {}, result.get("global_states") or {}
     funcs = result.get("funcs") or []
     events = result.get("events") or []
     return {
@@ -272,28 +280,63 @@ def _trace_digest(result: dict) -> dict:
                   for e, f, line, depth, frame in zip(steps.get("event", ()), steps.get("func", ()),
                                                       steps.get("line", ()), steps.get("depth", ()),
                                                       steps.get("frame", ()))],
-        "states": sorted((step, var, _plain(value), kind) for step, var, value, kind in zip(
-            states.get("step", ()), states.get("var", ()), states.get("value", ()),
-            states.get("type", ()))),
+        "states": _sorted((step, var, _plain(value), kind, oid)
+                          for step, var, value, kind, oid in zip(*_columns(
+                              states, ("step", "var", "value", "type", "object_id")))),
+        "objects": [(oid, kind, step) for oid, (kind, step) in enumerate(
+            zip(*_columns(objects, ("type", "step"))), start=1)],
+        "attributes": _sorted((step, oid, attr, _plain(value), kind, ref)
+                              for step, oid, attr, value, kind, ref in zip(*_columns(
+                                  attributes, ("step", "object_id", "attr", "value", "type",
+                                               "ref_id")))),
+        "globals": _sorted((step, name, _plain(value), kind, oid)
+                           for step, name, value, kind, oid in zip(*_columns(
+                               globals_, ("step", "name", "value", "type", "object_id")))),
     }
+
+
+def _columns(table: dict, names: tuple[str, ...]) -> list:
+    """The columns ``names`` of a result's table (a missing one: None per row)."""
+    count = len(table.get(names[0]) or ())
+    return [table.get(name) or [None] * count for name in names]
+
+
+def _sorted(rows: Iterator[tuple]) -> list[tuple]:
+    """Rows in one order whatever order they came in (NULLs first in a column)."""
+    return sorted(rows, key=lambda row: tuple((value is not None, value) for value in row))
 
 
 def _stored_digests(con, run_ids: list[int]) -> dict[int, dict]:
     con.register("wanted", pa.table({"run_id": pa.array(run_ids, pa.int64())}))
+    wanted = "WHERE run_id IN (SELECT run_id FROM wanted)"
     try:
         steps = con.execute("SELECT run_id, event, func, line, depth, frame FROM steps "
-                            "WHERE run_id IN (SELECT run_id FROM wanted) "
-                            "ORDER BY run_id, step").fetchall()
-        states = con.execute("SELECT run_id, step, var, value, type FROM states "
-                             "WHERE run_id IN (SELECT run_id FROM wanted) "
-                             "ORDER BY run_id, step, var").fetchall()
+                            f"{wanted} ORDER BY run_id, step").fetchall()
+        found = {
+            "states": con.execute("SELECT run_id, step, var, value, type, object_id FROM "
+                                  f"states {wanted}").fetchall(),
+            "objects": con.execute("SELECT run_id, object_id, type, step FROM objects "
+                                   f"{wanted} ORDER BY run_id, object_id").fetchall(),
+            "attributes": con.execute("SELECT run_id, step, object_id, attr, value, type, "
+                                      f"ref_id FROM attributes {wanted}").fetchall(),
+            "globals": con.execute("SELECT run_id, step, name, value, type, object_id FROM "
+                                   f"global_states {wanted}").fetchall(),
+        }
     finally:
         con.unregister("wanted")
-    digests = {run_id: {"steps": [], "states": []} for run_id in run_ids}
+    digests = {run_id: {"steps": [], **{part: [] for part in _STATE_PARTS}}
+               for run_id in run_ids}
     for run_id, *step in steps:
         digests[run_id]["steps"].append(tuple(step))
-    for run_id, step, var, value, kind in states:
-        digests[run_id]["states"].append((step, var, _plain(value), kind))
+    value_at = {"states": 2, "attributes": 3, "globals": 2}  # the rendering's position
+    for part, rows in found.items():
+        for run_id, *row in rows:
+            if part in value_at:
+                row[value_at[part]] = _plain(row[value_at[part]])
+            digests[run_id][part].append(tuple(row))
+    for digest in digests.values():
+        for part in ("states", "attributes", "globals"):
+            digest[part] = _sorted(digest[part])
     return digests
 
 
@@ -306,11 +349,35 @@ def determinism_difference(run: StoredRun, stored: dict, result: dict) -> str | 
         first = next((i for i, (a, b) in enumerate(zip(again["steps"], stored["steps"]))
                       if a != b), min(len(again["steps"]), len(stored["steps"])))
         return f"steps differ from step {first}"
-    if again["states"] != stored["states"]:
-        first = next((a for a, b in zip(again["states"], stored["states"]) if a != b),
-                     again["states"][-1] if again["states"] else None)
-        return "variable states differ" + (f" (step {first[0]}, {first[1]})" if first else "")
+    if not (stored["objects"] or stored["attributes"] or stored["globals"]):
+        # no object state stored: a run traced before schema 4 (or one without any), its
+        # states' object ids NULL; its states are compared without them
+        again = {"states": [row[:4] + (None,) for row in again["states"]],
+                 "objects": [], "attributes": [], "globals": []}
+    first = _first_difference(again["states"], stored["states"])
+    if first is not None:
+        return f"variable states differ (step {first[0]}, {first[1]})"
+    first = _first_difference(again["objects"], stored["objects"])
+    if first is not None:
+        return f"objects differ (object {first[0]})"
+    first = _first_difference(again["attributes"], stored["attributes"])
+    if first is not None:
+        return f"attributes differ (step {first[0]}, #{first[1]}.{first[2]})"
+    first = _first_difference(again["globals"], stored["globals"])
+    if first is not None:
+        return f"globals differ (step {first[0]}, {first[1]})"
     return None
+
+
+def _first_difference(again: list[tuple], stored: list[tuple]) -> tuple | None:
+    """The first row where two lists of rows differ (the re-traced run's; past the end of
+    the shorter, the longer's next row), or None when they are equal."""
+    for a, b in zip(again, stored):
+        if a != b:
+            return a
+    if len(again) == len(stored):
+        return None
+    return (again if len(again) > len(stored) else stored)[min(len(again), len(stored))]
 
 
 def _store_determinism(con, db, runs: list[StoredRun], results: list[dict],

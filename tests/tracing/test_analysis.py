@@ -78,6 +78,38 @@ SET_ORDER = "def f(xs):\n    return list(set(xs))\n"
 RANDOM = "import random\n\ndef f():\n    return random.random() < 2.0, random.random()\n"
 CLOCK = "import time\n\ndef f():\n    return time.time() > 0\n"
 BOOM = "def f(x):\n    if x > 0:\n        return 1\n    return 1 // x\n"
+# Object state (objects, attributes, globals): a class program with an alias and a global
+# it changes, deterministic; then set orders that only the object state records (each
+# returns 7 and keeps its locals' reprs alike): a global's value, an attribute of an
+# instance whose repr hides it, and the types of objects made in set order.
+ACCOUNT = """\
+count = 0
+
+class Acc:
+    def __init__(self):
+        self.total = 0
+
+    def add(self, x):
+        global count
+        count += 1
+        self.total += x
+
+def f(xs):
+    a = Acc()
+    b = a
+    for x in xs:
+        b.add(x)
+    return a.total
+"""
+GLOBAL_SET = ("seen = None\n\ndef f(xs):\n    global seen\n    seen = list(set(xs))\n"
+              "    return len(seen)\n")
+ATTRIBUTE_SET = ("class Bag:\n    def __repr__(self):\n        return 'Bag'\n\n"
+                 "def f(xs):\n    bag = Bag()\n    bag.items = list(set(xs))\n"
+                 "    return len(bag.items)\n")
+OBJECT_SET = ("class O:\n    def __repr__(self):\n        return 'o'\n\n"
+              "def f(xs):\n    made = list(map(type.__call__, map(type, set(xs), [(O,)] * 7, "
+              "[{}] * 7)))\n    return len(made)\n")
+SEVEN = "['a', 'b', 'c', 'd', 'e', 'f', 'g']"
 
 
 def trace(tmp_path: Path, records: list[dict]) -> Path:
@@ -173,6 +205,65 @@ def test_determinism_agreement_and_resume(tmp_path):
     again = analyse_store(db, AnalysisOptions(workers=0, determinism=True))
     assert (again.analysed, again.determinism_checked) == (0, 0)
     assert rows(db, "SELECT count(*) FROM analyses") == [(4,)]
+
+
+@pytest.mark.slow  # builds the determinism variant of the guest when it is not cached
+def test_determinism_compares_object_state(tmp_path):
+    """Objects, attributes and global states are part of what the variant's trace must
+    agree on. The class program agrees, and what it was compared on is its exact object
+    state; each set-order program differs only there, and the note names the first
+    difference: the global, the attribute (``#2.items``: of the bag, object 2) or the
+    object (object 3: the first one made from the set)."""
+    from steptrace.tracing._analysis import _stored_digests
+
+    db = trace(tmp_path, [
+        {"id": "account", "code": ACCOUNT, "input": "[1, 2]"},
+        {"id": "attribute", "code": ATTRIBUTE_SET, "input": SEVEN},
+        {"id": "global", "code": GLOBAL_SET, "input": SEVEN},
+        {"id": "object", "code": OBJECT_SET, "input": SEVEN},
+    ])
+    with connect(db) as con:
+        (account,) = _stored_digests(con, [1]).values()
+    assert {part: account[part] for part in ("objects", "attributes", "globals")} == {
+        "objects": [(1, "list", 0), (2, "Acc", 2)],
+        "attributes": [(4, 2, "total", "0", "int", None), (11, 2, "total", "1", "int", None),
+                       (17, 2, "total", "3", "int", None)],
+        "globals": [(0, "count", "0", "int", None), (10, "count", "1", "int", None),
+                    (16, "count", "2", "int", None)]}
+    assert [row for row in account["states"] if row[1] in ("a", "b")] == [
+        (5, "a", "Acc(total=0)", "Acc", 2), (6, "b", "Acc(total=0)", "Acc", 2),
+        (12, "a", "Acc(total=1)", "Acc", 2), (12, "b", "Acc(total=1)", "Acc", 2),
+        (18, "a", "Acc(total=3)", "Acc", 2), (18, "b", "Acc(total=3)", "Acc", 2)]
+    summary = analyse_store(db, AnalysisOptions(workers=0, determinism=True))
+    assert (summary.determinism_checked, summary.nondeterministic) == (4, 3)
+    assert rows(db, "SELECT r.sample_id, r.output, a.agrees, a.deterministic, "
+                    "a.determinism_note FROM analyses a JOIN runs r USING (run_id) "
+                    "ORDER BY r.sample_id") == [
+        ("account", "3", True, True, None),
+        ("attribute", "7", True, False, "attributes differ (step 3, #2.items)"),
+        ("global", "7", True, False, "globals differ (step 2, seen)"),
+        ("object", "7", True, False, "objects differ (object 3)"),
+    ]
+
+
+@pytest.mark.slow  # builds the determinism variant of the guest when it is not cached
+def test_determinism_of_a_run_stored_without_object_state(tmp_path):
+    """A run traced before schema 4 has no object rows and NULL object ids in its states
+    (a store upgraded in place): its variant trace, which has them, is compared on the
+    rest, and agrees; the same run with its object rows kept but one attribute's value
+    changed does not."""
+    db = trace(tmp_path, [{"id": "account", "code": ACCOUNT, "input": "[1, 2]"},
+                          {"id": "again", "code": ACCOUNT, "input": "[1, 2, 3]"}])
+    with duckdb.connect(str(db)) as con:
+        for table in ("objects", "attributes", "global_states"):
+            con.execute(f"DELETE FROM {table} WHERE run_id = 1")
+        con.execute("UPDATE states SET object_id = NULL WHERE run_id = 1")
+        con.execute("UPDATE attributes SET value = '7' WHERE run_id = 2 AND step = 11")
+    summary = analyse_store(db, AnalysisOptions(workers=0, determinism=True))
+    assert (summary.determinism_checked, summary.nondeterministic) == (2, 1)
+    assert rows(db, "SELECT r.sample_id, a.deterministic, a.determinism_note FROM analyses a "
+                    "JOIN runs r USING (run_id) ORDER BY r.sample_id") == [
+        ("account", True, None), ("again", False, "attributes differ (step 11, #2.total)")]
 
 
 def test_force_retrace_drops_the_old_analysis(tmp_path):
