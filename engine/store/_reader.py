@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 # The states columns a Run record holds; ``object_id``, added in schema 4, is read as NULL
 # from a version 3 store opened read-only (it has no such column).
 _STATE_FIELDS = STATE_COLUMNS[1:6]
-# The object state tables a Run record holds (schema 4), with the columns read, by their
-# order: a version 3 store opened read-only has none of them.
+# The object state tables a Run record holds (schema 4): (table, the columns read, the
+# order they are read in). A version 3 store opened read-only has none of them.
 _OBJECT_TABLES = (("objects", OBJECTS.column_names[1:], "object_id"),
                   ("attributes", ATTRIBUTES.column_names[1:], "step, rowid"),
                   ("global_states", GLOBAL_STATES.column_names[1:], "step, rowid"))
