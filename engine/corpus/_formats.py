@@ -158,18 +158,28 @@ class Job:
     def request(self) -> dict:
         """What the guest needs (see tracer/job.py)."""
         program = self.program
-        request = {"code": program.code, "entry": program.entry, "input": self.input,
-                   "expected": self.expected}
-        if program.shape != "call":
-            request["shape"] = program.shape
-            del request["entry"]
-        if program.test is not None:
-            request["test"] = program.test
-        if self.calls is not None:
-            request["calls"] = chain_records(self.calls)
-        if self.stdin is not None:
-            request["stdin"] = self.stdin
-        return request
+        return guest_request(program.code, program.entry, self.input, self.expected,
+                             program.shape, program.test,
+                             None if self.calls is None else chain_records(self.calls),
+                             self.stdin)
+
+
+def guest_request(code: str, entry: str, input: str, expected: str | None,
+                  shape: str = "call", test: str | None = None,
+                  calls: list[dict] | None = None, stdin: str | None = None) -> dict:
+    """The request of one job as the guest reads it (tracer/job.py): a script has no
+    entry; the shape fields only when given, so a plain call's request is as it was."""
+    request = {"code": code, "entry": entry, "input": input, "expected": expected}
+    if shape != "call":
+        request["shape"] = shape
+        del request["entry"]
+    if test is not None:
+        request["test"] = test
+    if calls is not None:
+        request["calls"] = calls
+    if stdin is not None:
+        request["stdin"] = stdin
+    return request
 
 
 def chain_records(calls: Chain) -> list[dict]:

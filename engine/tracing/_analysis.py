@@ -31,6 +31,7 @@ from typing import Callable, Iterator
 import duckdb
 import pyarrow as pa
 
+from steptrace.corpus._formats import guest_request
 from steptrace.store._store import (FINISHED_STATUSES, MEMORY_ADDRESS, StoreError,
                                     analysis_missing, connect, first_line)
 from steptrace.store._tables import ANALYSES, BRANCHES
@@ -91,17 +92,10 @@ class StoredRun:
 
     def request(self, mode: str | None = None) -> dict:
         """The traced job's request again (Job.request: the same shape fields)."""
-        request = {"code": self.code, "entry": self.entry, "input": self.input,
-                   "expected": self.expected}
-        if self.shape != "call":
-            request["shape"] = self.shape
-            del request["entry"]
-        if self.test is not None:
-            request["test"] = self.test
-        if self.chain is not None:
-            request["calls"] = json.loads(self.chain)
-        if self.stdin is not None:
-            request["stdin"] = self.stdin
+        request = guest_request(self.code, self.entry, self.input, self.expected,
+                                self.shape, self.test,
+                                None if self.chain is None else json.loads(self.chain),
+                                self.stdin)
         if mode:
             request["mode"] = mode
         return request
