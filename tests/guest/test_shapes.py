@@ -3,9 +3,8 @@ unittest test drivers, asyncio, threads — exact steps and states in the real s
 
 Steps are ``(event, func, line, depth, frame)`` and states ``(step, var, repr, type)``,
 as in test_tracer_exact.py, every expected value checked by hand against CPython's
-semantics. A script's module frame also holds the module's dunder names (``__name__``,
-``__builtins__``): how the tracer shows those is the heap model's business, so the
-script tests compare the other names' rows (``script_states``) and say so.
+semantics. A script's module frame's locals are the module's globals; its dunder names
+(``__name__``, ``__builtins__``, ...) are never recorded (``script_states`` checks).
 """
 
 from __future__ import annotations
@@ -28,9 +27,10 @@ def outcome(result: dict) -> tuple:
 
 
 def script_states(result: dict) -> list[tuple]:
-    """The state rows but the module's dunder names (see the module docstring)."""
-    return [row for row in states_of(result)
-            if not (row[1].startswith("__") and row[1].endswith("__"))]
+    """The state rows, which hold none of the module's dunder names."""
+    rows = states_of(result)
+    assert not [row for row in rows if row[1].startswith("__") and row[1].endswith("__")]
+    return rows
 
 
 KNOWN = "def f(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n"
@@ -341,8 +341,10 @@ def test_a_passing_test_method(sandbox):
     result = job(sandbox, code=CALC, test=CALC_TESTS, entry="TestCalc.test_add")
     assert outcome(result) == ("ok", None, None, "None", "")
     assert steps_of(result) == CALC_STEPS
-    assert [row[1:] for row in states_of(result)][1:] == [
-        ("a", "1", "int"), ("b", "2", "int"), ("<return>", "3", "int")]
+    assert states_of(result) == [(0, "self", "Calc()", "Calc"), (0, "a", "1", "int"),
+                                 (0, "b", "2", "int"), (2, "<return>", "3", "int")]
+    assert result["states"]["object_id"] == [1, None, None, None]
+    assert result["objects"] == {"type": ["Calc"], "step": [0]}  # made by setUp, untraced
 
 
 def test_a_failing_test_method(sandbox):
