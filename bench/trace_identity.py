@@ -7,6 +7,9 @@ two such directories table by table with SQL ``EXCEPT ALL`` both ways (every col
 the timings ``duration_us``, ``call_us`` and ``traced_at``; ``run_id`` and ``program_id``,
 which follow the order the workers finish in, are replaced by the run's ``run_key`` and the
 program's ``program_key``) and exits 1 on any difference.
+Two builds of the guest differ in their string-hash secret (docs/guides/sandbox.md), so a
+set of strings may list in another order after any change to tracer/: such rows (one in
+CRUXEval, ``whitespaces`` of sample 66deba1c...) are the build's, not the change's.
 Typical use: ``write /tmp/ref`` on the code before a change, ``write /tmp/new`` after,
 then ``compare /tmp/ref /tmp/new``.
 """
