@@ -485,6 +485,7 @@ def _walk(roots: list, index: int) -> None:
 def _visit(level: list, index: int) -> None:
     global walk_cut
     layouts_get = _br._layouts.get
+    index_get = object_index.get
     seen = set()
     count = 0
     for _ in range(MAX_WALK_DEPTH + 1):
@@ -505,7 +506,12 @@ def _visit(level: list, index: int) -> None:
                 if count > MAX_WALK_OBJECTS:
                     walk_cut = True
                     return
-                oid = _object_id(value, kind, index)
+                entry = index_get(key)
+                if entry is not None and entry[2] == id(kind) and (
+                        entry[1] is None or entry[1]() is value):
+                    oid = entry[0]  # seen before (what _object_id checks first)
+                else:
+                    oid = _object_id(value, kind, index)
                 if shape is not None:
                     _attributes(value, kind, shape, oid, index, following)
                     continue
@@ -550,7 +556,13 @@ def _attributes(value, kind, shape, oid: int, index: int, following: list) -> No
         else:
             kept = None
             following.append(item)
-            if item_kind in _TRACKED:
+            entry = object_index.get(id(item))
+            if entry is not None and entry[2] == id(item_kind) and (
+                    entry[1]() is item if entry[1] is not None else item_kind in _TRACKED):
+                ref = entry[0]  # an object seen before (what _object_id checks first)
+                if old is not None and old[3] == ref and item_kind not in _TRACKED:
+                    continue  # the same instance (see below)
+            elif item_kind in _TRACKED:
                 ref = _object_id(item, item_kind, index)
             elif _shape(item_kind) is not None:
                 ref = _object_id(item, item_kind, index)
