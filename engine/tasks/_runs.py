@@ -22,6 +22,11 @@ DETAIL_TABLES = ("steps", "states", "attributes", "branches")
 # three hops), and how many attribute paths one frame's state holds at most.
 MAX_PATH_HOPS = 3
 MAX_PATHS = 64
+# Tracked built-in containers: an attribute holding one is recorded again whenever its
+# rendering changes (docs/guides/runs.md, "Objects"), so its value is current; an
+# attribute holding a program instance is recorded only when it refers to another object.
+CONTAINER_TYPES = frozenset({"list", "dict", "set", "bytearray", "deque", "defaultdict",
+                             "OrderedDict", "Counter"})
 
 
 @dataclass
@@ -178,7 +183,9 @@ def attribute_paths(local: dict[str, tuple], heap: dict[int, dict[str, tuple]],
                     changed: set[tuple[int, str]] = frozenset()
                     ) -> tuple[dict[str, tuple], list[str]]:
     """The attributes reachable from a frame's locals: ``{"self.total": (value, type,
-    truncated, object_id)}`` (object_id: the attribute value's own object, if tracked),
+    truncated, object_id)}`` (object_id: the attribute value's own object, if tracked; an
+    attribute holding a program instance is marked truncated: its stored rendering is the
+    one from when the reference was made, not its value now),
     breadth first, in local then attribute order, at most ``MAX_PATH_HOPS`` attributes
     deep and ``MAX_PATHS`` paths; a path that would revisit an object is not followed (a
     cycle, or an alias of a shorter path). Also the paths whose attribute is in
@@ -195,6 +202,10 @@ def attribute_paths(local: dict[str, tuple], heap: dict[int, dict[str, tuple]],
                 if len(paths) >= MAX_PATHS:
                     return paths, changed_paths
                 path = f"{prefix}.{attr}"
+                if ref_id is not None and type_ not in CONTAINER_TYPES:
+                    # an instance's rendering as it was when the reference was made: its
+                    # later changes are its own rows, so the text is no answer (cut)
+                    truncated = True
                 paths[path] = (value, type_, truncated, ref_id)
                 if (object_id, attr) in changed:
                     changed_paths.append(path)

@@ -98,7 +98,12 @@ def test_attribute_paths_follow_references_and_stop_at_cycles():
     paths, changed = attribute_paths({"head": ("Node(...)", "Node", False, 1),
                                       "n": ("3", "int", False, None)}, heap, {(2, "val")})
     assert list(paths) == ["head.val", "head.next", "head.next.val", "head.next.next"]
-    assert paths["head.next.next"] == ("Node(...)", "Node", False, 1)
+    # an attribute holding a program instance: its text is the rendering from when the
+    # reference was made (the instance's own changes are its own rows), so it is marked
+    # cut and never asked as a value; its type and object id stand
+    assert paths["head.next.next"] == ("Node(...)", "Node", True, 1)
+    assert paths["head.next"] == ("Node(...)", "Node", True, 2)
+    assert paths["head.val"] == ("1", "int", False, None)
     assert changed == ["head.next.val"]
 
 
