@@ -75,6 +75,7 @@ from steptrace.analytics._step_kernels import (line_coverage, longest_cycles, lo
                                                transition_counts)
 from steptrace.store._store import StoreError, connect, first_line
 from steptrace.store._tables import RUN_FEATURES
+from steptrace.store._transaction import transaction
 
 FEATURES_TABLE = RUN_FEATURES.name  # declared, with its columns, in engine/store/_tables.py
 FEATURE_TYPES = {column.name: column.type for column in RUN_FEATURES.columns}
@@ -223,16 +224,11 @@ def _assemble(run_ids: np.ndarray, run_program: np.ndarray, stmts: StatementLine
 def write_features(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> None:
     """Replace ``run_features`` with ``frame`` in one transaction."""
     table = frame.to_arrow()
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute(RUN_FEATURES.ddl(replace=True))
         con.register("incoming_features", table)
         con.execute(f"INSERT INTO {FEATURES_TABLE} SELECT * FROM incoming_features")
         con.unregister("incoming_features")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def warm_up() -> float:

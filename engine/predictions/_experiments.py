@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import duckdb
 from steptrace.errors import InputError
 from steptrace.store._tables import EXPERIMENTS, PREDICTIONS, SCORES
+from steptrace.store._transaction import transaction
 
 LEGACY_LABEL = "legacy"  # predictions stored before experiments were recorded (schema 2)
 MAX_LABEL_CHARS = 100
@@ -156,8 +157,7 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> list[str]:
         ("scores", V2_SCORE_COLUMNS, SCORES_DDL)) if found.get(table) == old]
     if not plan:
         return []
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute(EXPERIMENTS_DDL)
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         for table, ddl in plan:
@@ -172,11 +172,4 @@ def upgrade(con: duckdb.DuckDBPyConnection) -> list[str]:
             con.execute("INSERT INTO experiments (model, label, created_at) "
                         f"SELECT DISTINCT model, '{LEGACY_LABEL}', ? FROM {table} "
                         "ON CONFLICT DO NOTHING", [now])
-        con.execute("COMMIT")
-    except BaseException:
-        try:
-            con.execute("ROLLBACK")
-        except duckdb.Error:
-            pass  # already aborted: keep the real error
-        raise
     return [table for table, _ in plan]

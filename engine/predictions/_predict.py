@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 # The settings of a run and their defaults live in _options, which the CLI reads at start.
 from steptrace.predictions._options import DEFAULT_API_KEY_ENV, PredictOptions  # noqa: E402,F401
+from steptrace.store._transaction import transaction
 PLACEHOLDER_API_KEY = "steptrace-no-key"  # local servers need none, the client needs one
 
 PREDICTION_TYPES = PREDICTIONS.arrow_types()  # the table's columns, in its order
@@ -225,17 +226,8 @@ class PredictionStore:
     def _execute(self, con: duckdb.DuckDBPyConnection, doing: str, work: Callable[[], object]):
         """``work()`` in one transaction, its DuckDB error as one line naming the store."""
         try:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                result = work()
-                con.execute("COMMIT")
-                return result
-            except BaseException:
-                try:
-                    con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass  # already aborted: keep the real error
-                raise
+            with transaction(con):
+                return work()
         except duckdb.Error as exc:
             raise StoreError(f"cannot {doing} database {self.path}: {first_line(exc)}") from exc
 

@@ -38,6 +38,7 @@ from steptrace.scoring._verdicts import (Progress, ScoreError, ScoreOptions, Ver
 from steptrace.store._store import StoreError, connect, first_line
 from steptrace.tasks._source import TasksLike, tasks_name
 from steptrace.store._tables import SCORES
+from steptrace.store._transaction import transaction
 
 SCORE_TYPES = SCORES.arrow_types()
 
@@ -110,21 +111,13 @@ def store_verdicts(db: str | Path, verdicts: list[Verdict]) -> int:
     con = connect(db)
     try:
         con.register("incoming_scores", table)
-        con.execute("BEGIN")
-        try:
+        with transaction(con):
             con.execute(SCORES_DDL)
             con.execute(f"DELETE FROM scores WHERE ({key}) IN (SELECT ({key}) FROM incoming_scores)")
             stored = con.execute(
                 f"INSERT INTO scores SELECT {', '.join(f'i.{c}' for c in SCORE_TYPES)} "
                 f"FROM incoming_scores i JOIN predictions p USING ({key}) "
                 "WHERE p.created_at IS NOT DISTINCT FROM i.predicted_at").fetchall()[0][0]
-            con.execute("COMMIT")
-        except BaseException:
-            try:
-                con.execute("ROLLBACK")
-            except duckdb.Error:
-                pass  # already aborted: keep the real error
-            raise
     except duckdb.Error as exc:
         raise StoreError(f"cannot store scores in {db}: {first_line(exc)}") from exc
     finally:

@@ -35,6 +35,7 @@ from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
 from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CONNECT_TABLES,
                                      GLOBAL_STATES, OBJECTS, PROGRAMS, RUN_FEATURES, RUNS,
                                      STATES, STEPS, TASKS, Table)
+from steptrace.store._transaction import transaction
 
 SCHEMA_VERSION = "4"
 # 4 added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
@@ -375,16 +376,8 @@ class TraceWriter:
         self._held, self._saved, self.held_bytes = [], None, 0
         con = self.con
         try:
-            con.execute("BEGIN TRANSACTION")
-            try:
+            with transaction(con):
                 self._insert(*tables)
-                con.execute("COMMIT")
-            except BaseException:
-                try:
-                    con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass  # DuckDB already aborted it (a failed COMMIT): keep the real error
-                raise
         except BaseException as exc:
             # nothing of these runs is stored: forget the ids handed out for them
             self.next_run_id, self.next_program_id, self.program_ids = saved

@@ -45,6 +45,7 @@ from steptrace.tasks._program import ProgramInfo, program_info
 from steptrace.tasks._runs import RunData, load_runs
 from steptrace.tasks._templates import load_templates, render
 from steptrace.tracing._analysis import ensure_analysed
+from steptrace.store._transaction import transaction
 
 TASK_TYPES = TASKS.arrow_types()  # the table's one declaration is in engine/store/_tables.py
 TASK_COLUMNS = TASKS.column_names
@@ -239,18 +240,13 @@ def store_tasks(con: duckdb.DuckDBPyConnection, db: str | Path,
         con.execute(TASKS.ddl())
         con.register("incoming_tasks", incoming)
         con.register("task_order", order)
-        con.execute("BEGIN TRANSACTION")
-        if tasks:
-            con.execute(f"INSERT INTO tasks SELECT * FROM incoming_tasks "
-                        f"ON CONFLICT (task_id) DO UPDATE SET {updates}")
-        con.execute("COMMIT")
+        with transaction(con):
+            if tasks:
+                con.execute(f"INSERT INTO tasks SELECT * FROM incoming_tasks "
+                            f"ON CONFLICT (task_id) DO UPDATE SET {updates}")
         return con.sql("SELECT t.* FROM tasks t JOIN task_order o USING (task_id) "
                            "ORDER BY o.ord").pl()
     except duckdb.Error as exc:
-        try:
-            con.execute("ROLLBACK")
-        except duckdb.Error:
-            pass
         raise StoreError(f"cannot write tasks to database {db}: {first_line(exc)}") from exc
     finally:
         con.unregister("incoming_tasks")

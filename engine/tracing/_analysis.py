@@ -40,6 +40,7 @@ from steptrace.sandbox._build import BuildError, ensure_component
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._pool import prepare
 from steptrace.sandbox._runtime import Sandbox
+from steptrace.store._transaction import transaction
 
 VARIANT = "reseeded"
 # The guest's str hash is FNV (WASI CPython): for a one-character string the secret only
@@ -389,12 +390,10 @@ def _store_determinism(con, db, runs: list[StoredRun], results: list[dict],
                       "note": pa.array(notes, pa.string())})
     try:
         con.register("checked", table)
-        con.execute("BEGIN TRANSACTION")
-        con.execute("UPDATE analyses SET deterministic = c.deterministic, "
-                    "determinism_note = c.note FROM checked c WHERE analyses.run_id = c.run_id")
-        con.execute("COMMIT")
+        with transaction(con):
+            con.execute("UPDATE analyses SET deterministic = c.deterministic, "
+                        "determinism_note = c.note FROM checked c WHERE analyses.run_id = c.run_id")
     except duckdb.Error as exc:
-        _rollback(con)
         raise StoreError(f"cannot write to database {db}: {first_line(exc)}") from exc
     finally:
         con.unregister("checked")
@@ -408,22 +407,15 @@ _BRANCH_TYPES = BRANCHES.arrow_types()
 def _commit(con, db, tables: list[tuple[str, dict, dict]]) -> None:
     """Insert all ``tables`` (name, arrow types, columns) in one transaction."""
     try:
-        con.execute("BEGIN TRANSACTION")
-        for name, types, columns in tables:
-            table = pa.table({column: pa.array(values, types[column])
-                              for column, values in columns.items()})
-            if table.num_rows:
-                con.register("incoming", table)
-                con.execute(f"INSERT INTO {name} SELECT * FROM incoming")
-                con.unregister("incoming")
-        con.execute("COMMIT")
+        with transaction(con):
+            for name, types, columns in tables:
+                table = pa.table({column: pa.array(values, types[column])
+                                  for column, values in columns.items()})
+                if table.num_rows:
+                    con.register("incoming", table)
+                    con.execute(f"INSERT INTO {name} SELECT * FROM incoming")
+                    con.unregister("incoming")
     except duckdb.Error as exc:
-        _rollback(con)
         raise StoreError(f"cannot write to database {db}: {first_line(exc)}") from exc
 
 
-def _rollback(con) -> None:
-    try:
-        con.execute("ROLLBACK")
-    except duckdb.Error:
-        pass  # already aborted
