@@ -67,8 +67,6 @@ _EXPOSED_CLASSES = [(cls, dict(cls.__dict__)) for cls in
                      exposed.RefusedNamespace, exposed.NoSelector, exposed.SandboxEventLoop)]
 _JOB_STDOUT, _JOB_STDERR = exposed.StdStream(), exposed.StdErr()  # they hold nothing
 _TYPE_NAME = _tracer.type_name
-_type_dict = type.__dict__["__dict__"].__get__
-_set_type_attr, _del_type_attr = type.__setattr__, type.__delattr__
 
 # ------------------------------------------------------------------ state (one job)
 guarding = False      # a job runs: the audit hook refuses introspection and serves channels
@@ -285,12 +283,6 @@ def exposed_changed() -> list[str]:
         found.append("the program changed the runner's exposed module")
         shared_state._put_back(_EXPOSED, _EXPOSED_STATE)
     for cls, state in _EXPOSED_CLASSES:
-        namespace = _type_dict(cls)
-        if shared_state._differs(namespace, state):
+        if shared_state.put_back_class(cls, state):
             found.append(f"the program changed the runner's class {_TYPE_NAME(cls, None)}")
-            for key in [key for key in namespace if key not in state]:
-                _del_type_attr(cls, key)
-            for key, value in state.items():
-                if namespace.get(key, state) is not value:
-                    _set_type_attr(cls, key, value)
     return found

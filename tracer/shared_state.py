@@ -233,14 +233,8 @@ def changed(codes: list) -> list[str]:
                 found.append(name)
                 _put_back(namespace, state)
         for cls, state in snap.classes:
-            namespace = _type_dict(cls)
-            if _differs(namespace, state):
+            if put_back_class(cls, state):
                 found.append(f"{_qualified(cls)}")
-                for key in [key for key in namespace if key not in state]:
-                    _del_type_attr(cls, key)
-                for key, value in state.items():
-                    if namespace.get(key, state) is not value:
-                        _set_type_attr(cls, key, value)
     for name in _names(codes):
         for label, container, items in snap.containers.get(name, ()):
             if not _same_items(_items(container), items):
@@ -258,6 +252,20 @@ def _differs(namespace, state: dict) -> bool:
         if namespace.get(key, state) is not value:
             return True
     return False
+
+
+def put_back_class(cls, state: dict) -> bool:
+    """Whether ``cls``'s namespace is not ``state``, its copy as built; if so, put back
+    as built (through type's own setattr, not a metaclass's)."""
+    namespace = _type_dict(cls)
+    if not _differs(namespace, state):
+        return False
+    for key in [key for key in namespace if key not in state]:
+        _del_type_attr(cls, key)
+    for key, value in state.items():
+        if namespace.get(key, state) is not value:
+            _set_type_attr(cls, key, value)
+    return True
 
 
 def _put_back(namespace: dict, state: dict) -> None:
