@@ -492,6 +492,20 @@ def test_starting_a_thread_is_unsupported(sandbox, isolation, name):
     assert_next_job_exact(sandbox, isolation)
 
 
+@pytest.mark.parametrize("isolation", ["job", "batch"])
+def test_raising_the_thread_event_itself_is_a_thread_start(sandbox, isolation):
+    """The guard sees a thread start by its audit event, which a program can also raise
+    itself (``sys.audit``): that is the same request, and gets the same status as a
+    thread actually started, caught or not. Nothing more: the run is never ``ok``, its
+    output never matches, and the next job is exact."""
+    code = ("import sys\ndef f():\n    try:\n        sys.audit('_thread.start_new_thread', "
+            "print, (), {})\n    except BaseException:\n        pass\n    return 1\n")
+    result = job(sandbox, isolation, code=code, expected="1")
+    assert outcome(result) == ("unsupported", None, THREADS, None, "")
+    assert result["output_matches"] is False
+    assert_next_job_exact(sandbox, isolation)
+
+
 def test_thread_start_steps(sandbox):
     result = job(sandbox, code=THREAD_STARTS["threading"])
     assert steps_of(result) == [("call", "f", 2, 0, 0), ("line", "f", 3, 0, 0),
