@@ -85,9 +85,10 @@ def long_var_name() -> dict:
     return {"id": "long_var_name", "code": code, "input": "15"}
 
 
-def many_states(count: int = 1, rounds: int = 950) -> Callable[[], dict]:
-    """200 locals changed on every line, ``rounds`` times: small state rows (950: ~190,000
-    rows, just under max_result_values); ``count`` jobs in the one line."""
+def many_states(count: int = 1, rounds: int = 790) -> Callable[[], dict]:
+    """200 locals changed on every line, ``rounds`` times: small state rows (790: ~158,000
+    rows of six values each, just under max_result_values); ``count`` jobs in the one
+    line."""
     names = [f"a{i}" for i in range(200)]
 
     def make() -> dict:
@@ -123,13 +124,13 @@ def guest_memory() -> dict:
 def memory_and_states() -> dict:
     """32 jobs, each first filling ~400 MiB of guest memory (kept resident: linear memory
     does not shrink), then rebinding 100 locals every round, as many rounds as
-    max_result_values lets through (~190,000 state rows): the guest's memory and large
+    max_result_values lets through (~158,000 state rows): the guest's memory and large
     results at once, in both workers, each holding its chunk's earlier results while
     the next job runs."""
     names = ", ".join(f"a{i}" for i in range(100))
     code = ("def f(n):\n    b = b'x' * (400 * 2**20)\n    del b\n    for i in range(n):\n"
             f"        {names} = range(i, i + 100)\n    return n\n")
-    return {"id": "memory_and_states", "code": code, "inputs": [str(1900 + i) for i in range(32)]}
+    return {"id": "memory_and_states", "code": code, "inputs": [str(1580 + i) for i in range(32)]}
 
 
 def deep_recursion() -> dict:
