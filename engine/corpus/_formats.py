@@ -47,6 +47,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence, Union
 
+from steptrace.corpus._statements import MODULE  # a script's entry: its module code's name
 from steptrace.corpus._text import NotUtf8Error, decode_line, decode_text, file_kind
 from steptrace.errors import InputError
 
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 
 DEFAULT_ENTRY = "f"
 SHAPES = ("call", "script")
-SCRIPT_ENTRY = "<module>"  # a script's entry, as its module frame's code is named
 MAX_CALLS = 1_000  # methods in one chain (the guest refuses more)
 MAX_STDIN = 16 * 1024 * 1024  # characters of one stdin text (the guest refuses more)
 STDIN = "-"  # the corpus path that means standard input
@@ -493,7 +493,7 @@ def jobs_from_record(record: object, source: str, default_id: str) -> list[Job]:
         if extra:
             raise CorpusError(f"a script takes no '{extra[0]}' (its 'input' is its stdin, "
                               "its 'output' the expected stdout)")
-        entry = SCRIPT_ENTRY
+        entry = MODULE
     else:
         entry = _text(record, "entry") or DEFAULT_ENTRY
         if not all(part.isidentifier() for part in entry.split(".")):
