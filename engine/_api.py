@@ -33,6 +33,7 @@ from steptrace.corpus._formats import (MEMORY_NAME, Corpus, CorpusError, CorpusL
                                        as_corpus_source, jobs_from_record)
 from steptrace.errors import InputError
 from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._packages import PackageLock, read_lock
 from steptrace.store._runs import Run
 
 if TYPE_CHECKING:
@@ -167,7 +168,8 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
 def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int | None = None,
           isolation: str = "job", limits: Limits | Mapping[str, float] | None = None,
           force: bool = False, name: str | None = None,
-          progress: Progress | None = None) -> TraceSummary:
+          progress: Progress | None = None,
+          packages: PackageLock | str | os.PathLike | None = None) -> TraceSummary:
     """Trace every job of ``corpus`` not yet in ``store`` (``steptrace trace``); return the
     summary the CLI prints (jobs, skipped, traced, by status, steps, bad records).
 
@@ -186,6 +188,9 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
         records (part of each job's identity: records traced under a file's name are
         the same jobs as that file's).
     progress: called as ``progress(done, total)`` while runs are stored.
+    packages: a package lock (``steptrace build --with ... --lock FILE``: its path, or a
+        ``steptrace.sandbox.PackageLock``): trace in the guest that bundles those
+        packages (built now if it is not cached); default the standard guest.
 
     Bad records do not stop the trace: they are listed in ``summary.corpus_errors``."""
     from steptrace.sandbox._runtime import ISOLATIONS
@@ -194,8 +199,10 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
         raise InputError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
     if workers is not None and workers < 0:
         raise InputError(f"workers must be 0 or more, not {workers}")
+    if packages is not None and not isinstance(packages, PackageLock):
+        packages = read_lock(Path(packages))
     options = TraceOptions(limits=as_limits(limits), isolation=isolation, force=force,
-                           **_options(workers=workers))
+                           packages=packages, **_options(workers=workers))
     if not isinstance(corpus, (str, os.PathLike, Corpus)):
         corpus = as_corpus_source(corpus, name)
     if isinstance(corpus, Corpus) and name is None:

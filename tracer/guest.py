@@ -28,7 +28,7 @@ import sysmon_tracer
 import wire
 
 _RUNNER_MODULES = ("guest", "job", "guard", "wire", "sysmon_tracer", "bounded_repr",
-                   "shared_state", "stdlib_preload", "exposed", "analysis")
+                   "shared_state", "stdlib_preload", "exposed", "analysis", "guest_packages")
 _HIDDEN_MODULES = (job, guard, wire, sysmon_tracer, bounded_repr, shared_state)
 _AFTER_INIT = ("componentize_py_types", "componentize_py_runtime", "os", "weakref", "random",
                "componentize_py_async_support", "componentize_py_async_support.streams",
@@ -112,7 +112,8 @@ _install_event_loop()
 guard.install()
 sysmon_tracer.install()
 job.PRELOADED = {"imported": list(stdlib_preload.imported),
-                 "failed": dict(stdlib_preload.failed)}
+                 "failed": dict(stdlib_preload.failed),
+                 "packages": list(stdlib_preload.packages)}
 _warm_up()
 
 _ENTRY = SimpleNamespace(run=job.handle)

@@ -53,3 +53,20 @@ import pkgutil  # noqa: E402
 
 for _info in pkgutil.iter_modules(encodings.__path__):
     _load(f"encodings.{_info.name}")
+
+# A guest built with packages (steptrace.sandbox._packages) has a generated module naming
+# the packages' top-level modules and the imports the user asked for: each must import
+# here, or the build fails naming it (a package that cannot work under WASI).
+packages: list[str] = []
+try:
+    import guest_packages  # noqa: E402
+except ImportError:
+    guest_packages = None
+if guest_packages is not None:
+    for _name in guest_packages.MODULES:
+        try:
+            importlib.import_module(_name)
+        except BaseException as exc:
+            raise ImportError(f"steptrace: the guest cannot import {_name!r} from its packages: "
+                              f"{type(exc).__name__}: {exc}") from None
+        packages.append(_name)

@@ -7,10 +7,14 @@ _EXPORTS = {
     "BuildError": "_build",
     "JobOutcome": "_runtime",
     "Limits": "_limits",
+    "PackageError": "_packages",
+    "PackageLock": "_packages",
     "PoolError": "_pool",
     "Sandbox": "_runtime",
     "WorkerPool": "_pool",
     "ensure_component": "_build",
+    "read_lock": "_packages",
+    "resolve": "_packages",
     "run_chunks": "_runner",
 }
 __all__ = sorted(_EXPORTS)

@@ -29,6 +29,9 @@ from pathlib import Path
 
 import steptrace.guest as tracer
 from steptrace.errors import SandboxError
+from steptrace.sandbox._packages import PackageLock, install
+
+PACKAGES_MODULE = "guest_packages"  # written into a build with packages: what to import
 
 WORLD = "tracer"
 APP_MODULE = "guest"
@@ -65,7 +68,9 @@ def guest_sources() -> list[Path]:
     return sorted(files)
 
 
-def cache_key() -> str:
+def cache_key(packages: PackageLock | None = None) -> str:
+    """The build's key: the guest's sources, the tools' versions, the machine, and the
+    package lock's digest (none for the standard guest)."""
     import importlib.metadata  # here: a worker never computes the key, and this costs 12 ms
 
     digest = hashlib.sha256()
@@ -78,11 +83,14 @@ def cache_key() -> str:
     for dist in ("componentize-py", "wasmtime"):
         digest.update(f"{dist}={importlib.metadata.version(dist)}\0".encode())
     digest.update(f"{platform.machine()}-{sys.platform}".encode())
+    if packages is not None:
+        digest.update(f"\0packages={packages.digest}".encode())
     return digest.hexdigest()[:24]
 
 
-def artifacts(key: str | None = None, variant: str = "") -> GuestArtifacts:
-    key = (key or cache_key()) + (f"-{variant}" if variant else "")
+def artifacts(key: str | None = None, variant: str = "",
+              packages: PackageLock | None = None) -> GuestArtifacts:
+    key = (key or cache_key(packages)) + (f"-{variant}" if variant else "")
     root = cache_dir()
     return GuestArtifacts(key, root / f"guest-{key}.wasm", root / f"guest-{key}.cwasm")
 
@@ -163,9 +171,11 @@ def stamped_digest(path: Path, stamp: Path) -> str:
     return digest
 
 
-def componentize(output: Path) -> None:
+def componentize(output: Path, packages: PackageLock | None = None) -> None:
     """Run componentize-py on a private copy of ``tracer/`` (so nothing else is on the
-    guest's module path) and write the component to ``output``."""
+    guest's module path) and write the component to ``output``. With ``packages``, their
+    locked wheels are installed beside it and their top-level modules, and the lock's
+    imports, are imported into the snapshot (stdlib_preload.py)."""
     with tempfile.TemporaryDirectory(prefix="steptrace-build-") as tmp:
         src = Path(tmp) / "guest"
         src.mkdir()
@@ -174,10 +184,16 @@ def componentize(output: Path) -> None:
             target = src / path.relative_to(root)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
+        paths = ["-p", str(src)]
+        if packages is not None:
+            site = Path(tmp) / "site-packages"
+            modules = install(packages, site) + [m for m in packages.imports]
+            (src / f"{PACKAGES_MODULE}.py").write_text(f"MODULES = {tuple(modules)!r}\n")
+            paths += ["-p", str(site)]
         command = [sys.executable, "-c",
                    "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()",
                    "-q", "-d", str(src / "wit"), "-w", WORLD, "componentize", APP_MODULE,
-                   "-p", str(src), "-o", str(output)]
+                   *paths, "-o", str(output)]
         # componentize-py adds $VIRTUAL_ENV's site-packages to the guest's path (or, with
         # none, asks pipenv or the host's `python3` for theirs): an empty environment keeps
         # the building machine's packages out of the snapshot
@@ -192,14 +208,15 @@ def componentize(output: Path) -> None:
                              f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
 
 
-def ensure_component(force: bool = False, variant: str = "") -> GuestArtifacts:
+def ensure_component(force: bool = False, variant: str = "",
+                     packages: PackageLock | None = None) -> GuestArtifacts:
     """Return verified artifacts for the current sources, building what is missing.
 
     A ``variant`` is a second, separately pre-initialised build of the same sources: its
     interpreter snapshot has its own string-hash secret (drawn when it was initialised:
     componentize-py offers no way to choose it), which is what the determinism check needs
     (engine/tracing/_analysis.py; it also gives the variant's jobs another random seed)."""
-    found = artifacts(variant=variant)
+    found = artifacts(variant=variant, packages=packages)
     try:
         found.wasm.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -207,7 +224,7 @@ def ensure_component(force: bool = False, variant: str = "") -> GuestArtifacts:
     if force or not is_verified(found.wasm):
         with tempfile.TemporaryDirectory(prefix="steptrace-out-") as tmp:
             out = Path(tmp) / "guest.wasm"
-            componentize(out)
+            componentize(out, packages)
             write_verified(found.wasm, out.read_bytes())
         for stale in compiled_files(found):
             stale.unlink(missing_ok=True)

@@ -45,6 +45,7 @@ from typing import Iterable, Iterator, NamedTuple
 from steptrace.sandbox._build import GuestArtifacts, ensure_component, is_verified
 from steptrace.sandbox._build import artifacts as guest_artifacts
 from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._packages import PackageLock
 from steptrace.sandbox._runtime import JobOutcome, compiled_path, load_component, make_engine
 from steptrace.sandbox._worker import WorkerSetup
 from steptrace.errors import InputError, SandboxError
@@ -126,15 +127,16 @@ class _Assembly:
         return slots  # type: ignore[return-value]
 
 
-def prepare(limits: Limits, variant: str = "") -> GuestArtifacts:
+def prepare(limits: Limits, variant: str = "", packages: PackageLock | None = None
+            ) -> GuestArtifacts:
     """Build the component and compile its ``.cwasm`` in this process, so workers only
     deserialise (and never race to build). Checking the ``.cwasm`` here also stamps it
     (see ``build.is_verified``), so the workers' own checks need not hash it again. When
     it is valid the ``.wasm`` it was compiled from is not needed, nor hashed."""
-    found = guest_artifacts(variant=variant)
+    found = guest_artifacts(variant=variant, packages=packages)
     if is_verified(compiled_path(found, limits)):
         return found
-    found = ensure_component(variant=variant)
+    found = ensure_component(variant=variant, packages=packages)
     if not is_verified(compiled_path(found, limits)):
         load_component(make_engine(limits)[0], limits, found)
     return found
@@ -149,7 +151,8 @@ class WorkerPool:
     """``with WorkerPool(2, limits, "job") as pool: for chunk_id, outcomes in pool.run(chunks)``."""
 
     def __init__(self, workers: int, limits: Limits, isolation: str = "job",
-                 artifacts: GuestArtifacts | None = None, variant: str = "") -> None:
+                 artifacts: GuestArtifacts | None = None, variant: str = "",
+                 packages: PackageLock | None = None) -> None:
         """Without ``artifacts`` the workers are started first and the component is
         prepared (:func:`prepare`: built if need be, its ``.cwasm`` hashed, ~25 ms) while
         their interpreters start; they get their set-up once it is ready."""
@@ -165,7 +168,7 @@ class WorkerPool:
             self._start_worker()
         if self.artifacts is None:
             try:
-                self.artifacts = prepare(limits, variant)
+                self.artifacts = prepare(limits, variant, packages)
             except BaseException:
                 self.close()
                 raise

@@ -22,18 +22,49 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.option("--force", is_flag=True, help="Rebuild even if the cache is valid.")
+@click.option("--with", "requirements", multiple=True, metavar="REQUIREMENT",
+              help="A pure-Python package to bundle (pip syntax: 'toolz==1.0.0'); repeatable. "
+                   "Resolved with its dependencies and written to --lock.")
+@click.option("-r", "--requirements", "requirements_file",
+              type=click.Path(path_type=Path, dir_okay=False),
+              help="A requirements file of packages to bundle (as --with).")
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="A module to import into the guest besides the packages' top-level "
+                   "modules (a lazily imported submodule: 'dateutil.parser'); repeatable.")
+@click.option("--lock", "lock_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="The package lock: written when packages are given, else read (build "
+                   "the guest a lock describes).")
 @format_option
-def build(force: bool, fmt: str) -> None:
-    """Build (or verify) the guest component and its compiled cache."""
+def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | None,
+          imports: tuple[str, ...], lock_path: Path | None, fmt: str) -> None:
+    """Build (or verify) the guest component and its compiled cache; with packages, a
+    guest that bundles them (docs/guides/packages.md)."""
     from steptrace.sandbox._build import cache_dir, ensure_component
+    from steptrace.sandbox._packages import (PackageError, read_lock, read_requirements,
+                                             resolve)
     from steptrace.sandbox._runtime import Sandbox
-    found = ensure_component(force=force)
-    with Sandbox(Limits()) as sandbox:
+    specs = list(requirements) + (read_requirements(requirements_file)
+                                  if requirements_file else [])
+    lock = None
+    if specs:
+        if lock_path is None:
+            raise PackageError("packages need --lock FILE: where their lock is written")
+        lock = resolve(specs, imports)
+        lock_path.write_text(lock.text)
+    elif lock_path is not None:
+        lock = read_lock(lock_path)
+    elif imports:
+        raise PackageError("--import needs packages (--with, -r) or a --lock")
+    found = ensure_component(force=force, packages=lock)
+    with Sandbox(Limits(), found) as sandbox:
         modules = sandbox.preloaded_modules()
     rows = [("cache_dir", str(cache_dir())), ("component", str(found.wasm)),
-            ("component_bytes", found.wasm.stat().st_size),
+            ("component_bytes", found.wasm.stat().st_size), ("guest", found.key),
             ("preloaded_modules", len(modules["imported"])),
             ("unavailable", ", ".join(sorted(modules["failed"])) or "-")]
+    if lock is not None:
+        rows += [("lock", str(lock_path)), ("packages", str(lock)),
+                 ("package_modules", ", ".join(modules.get("packages", [])))]
     click.echo(render(["item", "value"], rows, fmt))
 
 
@@ -73,11 +104,14 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
 @click.option("--isolation", type=click.Choice(ISOLATIONS), default="job", show_default=True,
               help="job: a fresh interpreter per job; batch: reuse one per chunk (trusted code).")
 @click.option("--force", is_flag=True, help="Trace again jobs already in the store.")
+@click.option("--packages", "lock", type=click.Path(path_type=Path, dir_okay=False),
+              help="A package lock (steptrace build --with ... --lock FILE): trace in the "
+                   "guest that bundles those packages.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @format_option
 def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout: float,
           max_steps: int, memory_mb: int, max_repr: int, isolation: str, force: bool,
-          quiet: bool, fmt: str) -> None:
+          lock: Path | None, quiet: bool, fmt: str) -> None:
     """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
     read once, into a temporary file) into the store."""
     from steptrace.corpus._formats import demo_corpus_path
@@ -90,7 +124,7 @@ def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout
     with _progress_bar("tracing", quiet) as progress:
         summary = api.trace(path, db, workers=workers, isolation=isolation, limits=limits,
                             force=force, name="demo" if demo else str(corpus),
-                            progress=_progress_callback(progress))
+                            progress=_progress_callback(progress), packages=lock)
     for error in summary.corpus_errors:
         click.echo(f"warning: {error}", err=True)
     if fmt == "json":

@@ -37,12 +37,12 @@ from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CONNECT_TAB
                                      STATES, STEPS, TASKS, Table)
 from steptrace.store._transaction import transaction
 
-SCHEMA_VERSION = "4"
-# 4 added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
+SCHEMA_VERSION = "5"
+# 5 added runs.guest (which guest build traced the run), 4 added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
 # by experiment (engine/predictions/_experiments.py), 2 added branches and analyses; older
 # versions are read as they are and upgraded on write.
-READABLE_VERSIONS = ("1", "2", "3", "4")
+READABLE_VERSIONS = ("1", "2", "3", "4", "5")
 LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
 DEFAULT_LOCK_WAIT_S = 10.0
 
@@ -68,20 +68,31 @@ class TracedRun:
     result: dict
     duration_us: int
     isolation: str
+    guest: str | None = None  # the guest build's key (steptrace.sandbox._build.cache_key)
 
 
-# What a file must hold to be a store: the tables of schema version 1, exactly (programs
-# and runs with or without the columns version 4 added at their end); those version 2
-# added are checked when present (connect creates them in an older store).
+# What a file must hold to be a store: the tables of schema version 1, exactly (programs,
+# runs and states with or without the columns later versions added at their end); those
+# version 2 added are checked when present (connect creates them in an older store).
 EXPECTED_COLUMNS = {t.name: t.column_names for t in (PROGRAMS, RUNS, STEPS, STATES)}
 ADDED_IN_2 = {t.name: t.column_names for t in (ANALYSES, BRANCHES)}
-# Version 4's columns, added at the end of their tables (``ALTER TABLE ... ADD COLUMN``):
-# (table, column, value of the rows stored before), and its new tables.
-ADDED_IN_4 = ((PROGRAMS, "shape", "'call'"), (PROGRAMS, "test", None),
-              (RUNS, "chain", None), (RUNS, "stdin", None), (STATES, "object_id", None))
-BEFORE_4 = {table.name: tuple(c for c in table.column_names
-                              if (table, c) not in {(t, n) for t, n, _ in ADDED_IN_4})
-            for table in (PROGRAMS, RUNS, STATES)}
+# Columns later versions added at the end of their tables (``ALTER TABLE ... ADD
+# COLUMN``): (version, table, column, value of the rows stored before); version 4's new
+# tables.
+ADDED_COLUMNS = ((4, PROGRAMS, "shape", "'call'"), (4, PROGRAMS, "test", None),
+                 (4, RUNS, "chain", None), (4, RUNS, "stdin", None),
+                 (4, STATES, "object_id", None), (5, RUNS, "guest", None))
+
+
+def _columns_before(table: Table, version: int) -> tuple[str, ...]:
+    """``table``'s columns in a store made before ``version``."""
+    later = {column for added, t, column, _ in ADDED_COLUMNS if t is table and added >= version}
+    return tuple(c for c in table.column_names if c not in later)
+
+
+# every column list programs, runs and states have had
+ACCEPTED_COLUMNS = {table.name: {_columns_before(table, version) for version in (4, 5, 6)}
+                    for table in (PROGRAMS, RUNS, STATES, STEPS)}
 TABLES_IN_4 = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES)}
 
 
@@ -121,10 +132,11 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
 
 
 def upgrade_columns(con: duckdb.DuckDBPyConnection) -> None:
-    """A store made before schema 4: add programs.shape (``call`` for the programs it
-    holds), programs.test, runs.chain, runs.stdin and states.object_id (NULL), at the end
+    """A store made before schema 5: add the columns it lacks (``ADDED_COLUMNS``: schema
+    4's programs.shape, ``call`` for the programs it holds, programs.test, runs.chain,
+    runs.stdin and states.object_id; schema 5's runs.guest; NULL unless said), at the end
     of their tables as the declarations put them."""
-    for table, column, before in ADDED_IN_4:
+    for _, table, column, before in ADDED_COLUMNS:
         present = con.execute("SELECT count(*) FROM information_schema.columns WHERE "
                               "table_schema = 'main' AND table_name = ? AND column_name = ?",
                               [table.name, column]).fetchall()[0][0]
@@ -264,7 +276,7 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: boo
             if allow_missing and not any(t in found for t in EXPECTED_COLUMNS):
                 continue
             raise StoreError(f"{path} is not a steptrace store (no table {table})")
-        if tuple(found[table]) not in (tuple(columns), BEFORE_4.get(table)):
+        if tuple(found[table]) not in ACCEPTED_COLUMNS[table]:
             raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
     for table, columns in {**ADDED_IN_2, **TABLES_IN_4}.items():
         if table in found and tuple(found[table]) != tuple(columns):
@@ -487,7 +499,7 @@ def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now
         "calls": r.get("calls"), "max_depth": r.get("max_depth"), "n_steps": n_steps,
         "duration_us": traced.duration_us, "call_us": r.get("call_us"),
         "isolation": traced.isolation, "run_key": job.key, "traced_at": now,
-        "chain": job.calls_json, "stdin": job.stdin,
+        "chain": job.calls_json, "stdin": job.stdin, "guest": traced.guest,
     }
     for name in RUN_COLUMNS:
         runs[name].append(values[name])

@@ -207,7 +207,11 @@ RUNS = Table(
         "entry returned, JSON `[{\"method\": ..., \"input\": ...}, ...]`; NULL if none; "
         "added in schema 4"),
      _c("stdin", "VARCHAR", "stdin text of a call-shaped run; NULL if none (a script's "
-        "stdin is `input`); added in schema 4")),
+        "stdin is `input`); added in schema 4"),
+     _c("guest", "VARCHAR", "the key of the guest build that traced the run: SHA-256 "
+        "(24 hex digits) over the guest's sources, componentize-py's and wasmtime's "
+        "versions, the machine and the package lock of a guest with packages "
+        "(`steptrace build --with`); NULL for runs stored before schema 5")),
     primary_key=("run_id",), made_by="trace")
 
 STEPS = Table(

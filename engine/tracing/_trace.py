@@ -24,7 +24,9 @@ from typing import Callable, Iterable, Iterator
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
                                        spool)
 from steptrace.store._store import TracedRun, TraceWriter, connect, run_matches
+from steptrace.sandbox._build import cache_key
 from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._packages import PackageLock
 from steptrace.sandbox._pool import WorkerPool
 from steptrace.sandbox._result_schema import STATUSES  # noqa: F401  (re-exported: the run statuses)
 from steptrace.sandbox._runner import run_chunks
@@ -43,6 +45,8 @@ class TraceOptions:
     # Arrow bytes of finished runs held for the next commit: large results commit early
     # (also within a chunk), so the parent holds about this much of them at most.
     commit_bytes: int = 32 << 20
+    # a guest with these packages (steptrace.sandbox._packages), else the standard guest
+    packages: PackageLock | None = None
 
 
 @dataclass
@@ -111,7 +115,8 @@ def start_pool(options: TraceOptions) -> WorkerPool | None:
     ``workers=0``."""
     if options.workers == 0:
         return None
-    return WorkerPool(options.workers, options.limits, options.isolation)
+    return WorkerPool(options.workers, options.limits, options.isolation,
+                      packages=options.packages)
 
 
 def run_jobs(jobs: Iterable[Job], options: TraceOptions,
@@ -121,6 +126,7 @@ def run_jobs(jobs: Iterable[Job], options: TraceOptions,
     as an iterator that takes each run's result from its outcome when it is reached:
     read once, it makes one large result a dict at a time (see ``JobOutcome``)."""
     held: dict[int, list[Job]] = {}  # the jobs of chunks handed out and not yet back
+    guest = cache_key(options.packages)  # the build the workers load (its artifacts' key)
 
     def requests() -> Iterator[list[dict]]:
         for index, chunk in enumerate(_chunks(jobs, options.chunk_size)):
@@ -128,9 +134,9 @@ def run_jobs(jobs: Iterable[Job], options: TraceOptions,
             yield [job.request() for job in chunk]
 
     for index, outcomes in run_chunks(requests(), options.workers, options.limits,
-                                      options.isolation, pool=pool):
-        yield (TracedRun(job, outcome.take_result(), outcome.duration_us, options.isolation)
-               for job, outcome in zip(held.pop(index), outcomes))
+                                      options.isolation, pool=pool, packages=options.packages):
+        yield (TracedRun(job, outcome.take_result(), outcome.duration_us, options.isolation,
+                         guest) for job, outcome in zip(held.pop(index), outcomes))
 
 
 def trace_corpus(corpus: CorpusLike | Corpus, db: str | Path, options: TraceOptions,

@@ -16,6 +16,7 @@ from steptrace import __version__
 from steptrace.cli._main import main
 from steptrace.store._store import connect
 from steptrace.sandbox._build import cache_dir
+from steptrace.sandbox._build import cache_key as component_key
 from helpers.sample_corpus import RECORDS, SQUARE
 from helpers.cli import assert_one_line_error, new_store, rows  # noqa: F401
 
@@ -466,8 +467,9 @@ def test_build_json():
     result = invoke("build", "--format", "json")
     assert result.exit_code == 0, result.output
     items = {row["item"]: row["value"] for row in json.loads(result.stdout)}
-    assert list(items) == ["cache_dir", "component", "component_bytes", "preloaded_modules",
-                           "unavailable"]
+    assert list(items) == ["cache_dir", "component", "component_bytes", "guest",
+                           "preloaded_modules", "unavailable"]
+    assert items["guest"] == component_key()
     assert items["cache_dir"] == str(cache_dir())
     component = Path(items["component"])
     assert component.parent == cache_dir() and component.suffix == ".wasm"

@@ -151,7 +151,7 @@ def test_a_rebuilt_component_drops_its_stale_compiled_forms(tmp_path, monkeypatc
     for found in (main, variant):
         for suffix in names:
             (tmp_path / f"guest-{found.key}{suffix}").write_bytes(b"old")
-    monkeypatch.setattr(build, "cache_key", lambda: "k" * 24)
+    monkeypatch.setattr(build, "cache_key", lambda packages=None: "k" * 24)
     rebuilt = build.ensure_component(force=True)
     assert rebuilt == main and main.wasm.read_bytes() == b"new"
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted(
@@ -174,7 +174,7 @@ def test_a_build_prunes_all_but_the_newest_builds(tmp_path, monkeypatch):
     (tmp_path / "notes.txt").write_text("mine")
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(build, "componentize", lambda out, env=None: out.write_bytes(b"new"))
-    monkeypatch.setattr(build, "cache_key", lambda: keys[5])  # the oldest key is rebuilt
+    monkeypatch.setattr(build, "cache_key", lambda packages=None: keys[5])  # the oldest key is rebuilt
     build.ensure_component(force=True)
     left = {p.name for p in tmp_path.iterdir() if not p.name.startswith(".")}
     kept = {keys[5], keys[0], keys[1], keys[2]}

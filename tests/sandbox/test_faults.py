@@ -723,7 +723,7 @@ def test_workers_started_before_a_failing_preparation_exit_quietly(monkeypatch, 
         started.append(real_popen(*args, **kwargs))
         return started[-1]
 
-    def failing_prepare(limits, variant=""):
+    def failing_prepare(limits, variant="", packages=None):
         raise build.BuildError("componentize-py is not installed")
 
     monkeypatch.setattr(pool_module.subprocess, "Popen", recording_popen)

@@ -41,7 +41,8 @@ CONTRACT = {
              "expected VARCHAR, output_matches BOOLEAN, note VARCHAR, stdout VARCHAR, "
              "line_steps BIGINT, instruction_steps BIGINT, calls BIGINT, max_depth INTEGER, "
              "n_steps BIGINT, duration_us BIGINT, call_us BIGINT, isolation VARCHAR, "
-             "run_key VARCHAR!, traced_at TIMESTAMP, chain VARCHAR, stdin VARCHAR", ("run_id",)),
+             "run_key VARCHAR!, traced_at TIMESTAMP, chain VARCHAR, stdin VARCHAR, guest VARCHAR",
+             ("run_id",)),
     "steps": ("run_id BIGINT!, step INTEGER!, event VARCHAR!, func VARCHAR!, line INTEGER!, "
               "depth INTEGER!, frame INTEGER!", ()),
     "states": ("run_id BIGINT!, step INTEGER!, var VARCHAR!, value VARCHAR, type VARCHAR, "
@@ -115,7 +116,7 @@ def test_every_column_is_documented_for_the_schema_page():
     assert table("scores").doc_rows()[:2] == [
         ("task_id", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions"),
         ("model", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions")]
-    assert table("runs").doc_rows()[-4][2] == ("unique; unique identity of the job; resume "
+    assert table("runs").doc_rows()[-5][2] == ("unique; unique identity of the job; resume "
                                                "skips stored keys")
 
 

@@ -1,0 +1,218 @@
+"""Third-party packages in the guest: resolve, lock, install for a build.
+
+A guest with packages is the standard guest plus pure-Python distributions bundled into
+its pre-initialised snapshot (componentize-py's ``-p``). Only modules imported while the
+snapshot is made exist at run time, so the build imports each distribution's top-level
+modules and any further modules the user names (``imports``: lazily imported submodules
+such as ``dateutil.parser``).
+
+* :func:`resolve` asks pip for wheels that run on the guest: CPython 3.14, no ABI, platform
+  ``any`` (pure Python), dependencies included. A requirement with no such wheel (native
+  code: numpy, regex, ...) is named in the error: it cannot run under WASI.
+* The result is a :class:`PackageLock`: every distribution's name, version and wheel
+  SHA-256, and the imports; written as a pip requirements file with hashes
+  (``pip install --require-hashes -r`` accepts it), the imports as ``# import:`` lines.
+  Its :attr:`PackageLock.digest` is part of the guest's cache key (``_build.py``), and so
+  of the ``guest`` column of every run traced with it.
+* :func:`install` installs exactly the locked wheels (hashes checked by pip) into a
+  directory for the build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from steptrace.errors import SandboxError
+
+GUEST_PYTHON = "3.14"  # the guest's CPython (componentize-py 0.25)
+# pip's options for wheels the guest can run: pure Python, any platform
+_TARGET = ("--only-binary=:all:", "--platform", "any", "--python-version", GUEST_PYTHON,
+           "--implementation", "py", "--abi", "none")
+_REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._ -]*\])?"
+                          r"\s*((===|==|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_WHEEL = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl")
+_LOCK_LINE = re.compile(r"(?P<name>[a-z0-9][a-z0-9._-]*)==(?P<version>[^ ]+) "
+                        r"--hash=sha256:(?P<sha256>[0-9a-f]{64})")
+LOCK_HEADER = "# steptrace guest packages (pure-Python wheels for CPython 3.14 under WASI)"
+
+
+class PackageError(SandboxError):
+    """A requirement cannot be resolved or installed for the guest, or a lock is bad."""
+
+
+@dataclass(frozen=True)
+class LockedPackage:
+    name: str      # normalised (PEP 503): lower case, runs of -_. as -
+    version: str
+    sha256: str    # of the wheel
+
+
+@dataclass(frozen=True)
+class PackageLock:
+    """What a guest with packages holds: distributions (sorted by name) and extra imports."""
+
+    packages: tuple[LockedPackage, ...]
+    imports: tuple[str, ...] = field(default=())
+
+    @property
+    def text(self) -> str:
+        """The lock file: a pip requirements file with hashes, imports as comments."""
+        lines = [LOCK_HEADER]
+        lines += [f"{p.name}=={p.version} --hash=sha256:{p.sha256}" for p in self.packages]
+        lines += [f"# import: {name}" for name in self.imports]
+        return "\n".join(lines) + "\n"
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of :attr:`text`: the same lock, the same digest."""
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def __str__(self) -> str:
+        return ", ".join(f"{p.name}=={p.version}" for p in self.packages)
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def check_requirement(spec: str) -> str:
+    """``spec`` stripped, if it is a plain requirement (``name``, ``name==1.2``,
+    ``name>=1,<2``); PackageError otherwise (no URLs, paths or pip options)."""
+    text = spec.strip()
+    if not text or not _REQUIREMENT.fullmatch(text):
+        raise PackageError(f"not a package requirement: {spec!r} (use e.g. 'toolz==1.0.0')")
+    return text
+
+
+def check_import(name: str) -> str:
+    if not _MODULE.fullmatch(name):
+        raise PackageError(f"not a module name: {name!r}")
+    return name
+
+
+def read_requirements(path: Path) -> list[str]:
+    """The requirements of a requirements file (comments and blank lines skipped)."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PackageError(f"cannot read requirements file {path}: {exc}") from exc
+    found = []
+    for line in lines:
+        text = line.split("#", 1)[0].strip()
+        if text:
+            found.append(check_requirement(text))
+    return found
+
+
+def _pip(args: list[str], what: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "pip", *args, "--disable-pip-version-check",
+                           "--no-input"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
+        missing = [m.group(1) for line in errors
+                   if (m := re.search(r"No matching distribution found for (\S+)", line))]
+        if missing:
+            raise PackageError(f"no pure-Python wheel of {', '.join(missing)} for the guest "
+                               "(CPython 3.14 under WASI runs no native code): it cannot be "
+                               "bundled")
+        detail = errors[-1] if errors else (proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise PackageError(f"pip could not {what}: {detail}")
+    return proc
+
+
+def resolve(requirements: list[str], imports: list[str] = ()) -> PackageLock:
+    """Resolve ``requirements`` (and their dependencies) to pure-Python wheels for the
+    guest; return their lock."""
+    if not requirements:
+        raise PackageError("no packages given")
+    specs = [check_requirement(spec) for spec in requirements]
+    with tempfile.TemporaryDirectory(prefix="steptrace-resolve-") as tmp:
+        _pip(["download", "--quiet", "--dest", tmp, *_TARGET, *specs], "resolve "
+             + " ".join(specs))
+        packages = {}
+        for wheel in sorted(Path(tmp).glob("*.whl")):
+            match = _WHEEL.fullmatch(wheel.name)
+            if not match:
+                raise PackageError(f"pip gave an unexpected file {wheel.name}")
+            name = normalise(match.group("name"))
+            sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            packages[name] = LockedPackage(name, match.group("version"), sha256)
+        unwheeled = [p.name for p in Path(tmp).iterdir() if p.suffix != ".whl"]
+        if unwheeled:
+            raise PackageError(f"pip gave files that are not wheels: {', '.join(unwheeled)}")
+    return PackageLock(tuple(packages[name] for name in sorted(packages)),
+                       tuple(sorted({check_import(name) for name in imports})))
+
+
+def parse_lock(text: str, where: str = "lock") -> PackageLock:
+    """A lock written by :attr:`PackageLock.text` (one-line PackageError for anything else)."""
+    packages, imports = [], []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line == LOCK_HEADER:
+            continue
+        if line.startswith("# import:"):
+            imports.append(check_import(line.split(":", 1)[1].strip()))
+            continue
+        if line.startswith("#"):
+            continue
+        match = _LOCK_LINE.fullmatch(line)
+        if not match:
+            raise PackageError(f"{where} line {number} is not 'name==version "
+                               "--hash=sha256:<64 hex>'")
+        packages.append(LockedPackage(normalise(match.group("name")), match.group("version"),
+                                      match.group("sha256")))
+    if not packages:
+        raise PackageError(f"{where} names no packages")
+    names = [p.name for p in packages]
+    if len(set(names)) != len(names):
+        raise PackageError(f"{where} names a package twice")
+    return PackageLock(tuple(sorted(packages, key=lambda p: p.name)), tuple(sorted(set(imports))))
+
+
+def read_lock(path: Path) -> PackageLock:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PackageError(f"cannot read lock file {path}: {exc}") from exc
+    return parse_lock(text, str(path))
+
+
+def install(lock: PackageLock, target: Path) -> list[str]:
+    """Install exactly the locked wheels into ``target`` (pip checks every hash, takes no
+    dependency beyond the lock); return the top-level modules the distributions hold."""
+    with tempfile.TemporaryDirectory(prefix="steptrace-install-") as tmp:
+        requirements = Path(tmp) / "requirements.txt"
+        requirements.write_text(lock.text)
+        _pip(["install", "--quiet", "--target", str(target), "--no-deps", "--no-compile",
+              "--require-hashes", *_TARGET, "-r", str(requirements)],
+             f"install {lock}")
+    return top_level_modules(target)
+
+
+# top-level names a wheel may carry that are not its library (imported by nothing)
+NOT_LIBRARY = frozenset({"test", "tests", "testing", "docs", "doc", "examples", "benchmarks",
+                         "bin", "__pycache__"})
+
+
+def top_level_modules(site: Path) -> list[str]:
+    """The importable top-level names in an installed ``site`` directory: packages
+    (directories with ``__init__.py``) and modules (``.py`` files); not private ones
+    (``_version``: their packages import what they need) nor ``NOT_LIBRARY``."""
+    found = set()
+    for path in site.iterdir():
+        if (path.name.endswith((".dist-info", ".data")) or path.name.startswith("_")
+                or path.stem in NOT_LIBRARY):
+            continue
+        if path.is_dir() and (path / "__init__.py").exists() and path.name.isidentifier():
+            found.add(path.name)
+        elif path.suffix == ".py" and path.stem.isidentifier():
+            found.add(path.stem)
+    return sorted(found)
