@@ -1,0 +1,254 @@
+"""Guests with third-party packages (steptrace.sandbox._packages, ``build --with``): locks,
+resolution against the package registry, and real builds that trace programs using three
+pinned pure-Python packages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import steptrace as st
+from steptrace.sandbox import _build as build
+from steptrace.sandbox._packages import (LOCK_HEADER, LockedPackage, PackageError, PackageLock,
+                                         check_requirement, parse_lock, read_requirements,
+                                         read_lock, resolve, top_level_modules)
+
+from click.testing import CliRunner
+
+from steptrace.cli._main import main
+
+from helpers.cli import rows
+
+# Three real packages from the registry, pinned: the lock `build --with` writes for them.
+LOCK_TEXT = f"""{LOCK_HEADER}
+more-itertools==10.5.0 --hash=sha256:037b0d3203ce90cca8ab1defbbdac29d5f993fc20131f3664dc8d6acfa872aef
+sortedcontainers==2.4.0 --hash=sha256:a163dcaede0f1c021485e957a39245190e74249897e2ae4b2aa38595db237ee0
+toolz==1.0.0 --hash=sha256:292c8f1c4e7516bf9086f8850935c799a874039c8bcf959d47b600e4c44a6236
+"""
+LOCK = parse_lock(LOCK_TEXT)
+
+CHUNKS = ("from more_itertools import chunked\n\n"
+          "def f(xs, n):\n    out = []\n    for part in chunked(xs, n):\n"
+          "        out.append(sum(part))\n    return out\n")
+SORTED = ("from sortedcontainers import SortedList\n\n"
+          "def f(xs):\n    s = SortedList()\n    for x in xs:\n        s.add(x)\n"
+          "    return list(s)\n")
+# a program function called back from package code is traced; the package's is not
+TOOLZ = ("import toolz\n\ndef double(x):\n    return x * 2\n\n"
+         "def f(xs):\n    return toolz.pipe(xs, toolz.curried.map(double), list)\n")
+RECORDS = [
+    {"id": "chunks", "code": CHUNKS, "input": "[1, 2, 3, 4, 5], 2", "output": "[3, 7, 5]"},
+    {"id": "sorted", "code": SORTED, "input": "[3, 1, 2]", "output": "[1, 2, 3]"},
+    {"id": "toolz", "code": TOOLZ, "input": "[1, 2]", "output": "[2, 4]"},
+    {"id": "absent", "code": "import numpy\n\ndef f(x):\n    return x\n", "input": "1"},
+]
+# (step, event, func, line, depth, var, value) of each run, states joined to their step
+EXPECTED = {
+    "chunks": [
+        (0, "call", "f", 3, 0, "n", "2"), (0, "call", "f", 3, 0, "xs", "[1, 2, 3, 4, 5]"),
+        (1, "line", "f", 4, 0, None, None), (2, "line", "f", 5, 0, "out", "[]"),
+        (3, "line", "f", 6, 0, "part", "[1, 2]"), (4, "line", "f", 5, 0, "out", "[3]"),
+        (5, "line", "f", 6, 0, "part", "[3, 4]"), (6, "line", "f", 5, 0, "out", "[3, 7]"),
+        (7, "line", "f", 6, 0, "part", "[5]"), (8, "line", "f", 5, 0, "out", "[3, 7, 5]"),
+        (9, "line", "f", 7, 0, None, None), (10, "return", "f", 7, 0, "<return>", "[3, 7, 5]")],
+    "sorted": [
+        (0, "call", "f", 3, 0, "xs", "[3, 1, 2]"), (1, "line", "f", 4, 0, None, None),
+        (2, "line", "f", 5, 0, "s", "SortedList([])"), (3, "line", "f", 6, 0, "x", "3"),
+        (4, "line", "f", 5, 0, "s", "SortedList([3])"), (5, "line", "f", 6, 0, "x", "1"),
+        (6, "line", "f", 5, 0, "s", "SortedList([1, 3])"), (7, "line", "f", 6, 0, "x", "2"),
+        (8, "line", "f", 5, 0, "s", "SortedList([1, 2, 3])"), (9, "line", "f", 7, 0, None, None),
+        (10, "return", "f", 7, 0, "<return>", "[1, 2, 3]")],
+}
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def traced_rows(db: Path, sample: str) -> list[tuple]:
+    return rows(db, "SELECT s.step, s.event, s.func, s.line, s.depth, st.var, st.value "
+                    "FROM runs r JOIN steps s USING (run_id) LEFT JOIN states st "
+                    "USING (run_id, step) WHERE r.sample_id = ? ORDER BY s.step, st.var"
+                .replace("?", f"'{sample}'"))
+
+
+# ------------------------------------------------------------------ locks (no build)
+def test_a_lock_round_trips_and_its_digest_is_its_text():
+    assert LOCK.packages == (
+        LockedPackage("more-itertools", "10.5.0",
+                      "037b0d3203ce90cca8ab1defbbdac29d5f993fc20131f3664dc8d6acfa872aef"),
+        LockedPackage("sortedcontainers", "2.4.0",
+                      "a163dcaede0f1c021485e957a39245190e74249897e2ae4b2aa38595db237ee0"),
+        LockedPackage("toolz", "1.0.0",
+                      "292c8f1c4e7516bf9086f8850935c799a874039c8bcf959d47b600e4c44a6236"))
+    assert LOCK.text == LOCK_TEXT and parse_lock(LOCK.text) == LOCK
+    assert str(LOCK) == "more-itertools==10.5.0, sortedcontainers==2.4.0, toolz==1.0.0"
+    with_import = PackageLock(LOCK.packages, ("toolz.curried",))
+    assert with_import.text == LOCK_TEXT + "# import: toolz.curried\n"
+    assert parse_lock(with_import.text) == with_import
+    # the digest follows the text: a different import or version is a different guest
+    assert len({LOCK.digest, with_import.digest, parse_lock(LOCK_TEXT.replace(
+        "toolz==1.0.0", "toolz==0.12.1")).digest}) == 3
+    assert build.cache_key(LOCK) == build.cache_key(parse_lock(LOCK_TEXT))
+    assert len({build.cache_key(), build.cache_key(LOCK), build.cache_key(with_import)}) == 3
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "lock names no packages"),
+    ("toolz==1.0.0\n", "lock line 1 is not 'name==version --hash=sha256:<64 hex>'"),
+    ("toolz>=1 --hash=sha256:" + "0" * 64, "lock line 1 is not"),
+    ("toolz==1.0.0 --hash=sha256:" + "0" * 63, "lock line 1 is not"),
+    ("toolz==1.0.0 --hash=sha256:" + "0" * 64 + "\ntoolz==1.0.1 --hash=sha256:" + "1" * 64,
+     "lock names a package twice"),
+    ("toolz==1.0.0 --hash=sha256:" + "0" * 64 + "\n# import: os; rm", "not a module name"),
+])
+def test_a_bad_lock_is_one_error(text, message):
+    with pytest.raises(PackageError) as caught:
+        parse_lock(text)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("spec", ["-e .", "--index-url=http://x", "https://x/y.whl", "../pkg",
+                                  "git+https://github.com/a/b", "toolz; os_name == 'nt'", " "])
+def test_only_plain_requirements_are_taken(spec):
+    with pytest.raises(PackageError, match="not a package requirement"):
+        check_requirement(spec)
+
+
+def test_plain_requirements_and_a_requirements_file(tmp_path):
+    assert [check_requirement(s) for s in ("toolz", " toolz==1.0.0 ", "a.b-c_d>=1,<2",
+                                           "attrs[tests]~=23.1")] == [
+        "toolz", "toolz==1.0.0", "a.b-c_d>=1,<2", "attrs[tests]~=23.1"]
+    path = tmp_path / "requirements.txt"
+    path.write_text("# the corpus needs\ntoolz==1.0.0  # pinned\n\nsortedcontainers\n")
+    assert read_requirements(path) == ["toolz==1.0.0", "sortedcontainers"]
+    path.write_text("toolz\n-r other.txt\n")
+    with pytest.raises(PackageError, match="not a package requirement: '-r other.txt'"):
+        read_requirements(path)
+
+
+def test_top_level_modules_of_an_installed_site(tmp_path):
+    for name in ("pkg", "tests", "_private", "notapkg"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "_private" / "__init__.py").write_text("")
+    (tmp_path / "single.py").write_text("")
+    (tmp_path / "pkg-1.0.dist-info").mkdir()
+    assert top_level_modules(tmp_path) == ["pkg", "single"]
+
+
+# ------------------------------------------------------------------ the registry
+def test_resolving_against_the_registry_locks_exact_wheels():
+    """pip resolves for the guest (pure-Python wheels, CPython 3.14): the pinned
+    requirements give the very lock above, the hashes those of the registry's wheels."""
+    assert resolve(["toolz==1.0.0", "sortedcontainers==2.4.0", "more-itertools==10.5.0"]) == LOCK
+
+
+def test_a_package_with_native_code_only_is_named():
+    with pytest.raises(PackageError) as caught:
+        resolve(["numpy==2.1.0"])
+    assert str(caught.value) == (
+        "no pure-Python wheel of numpy==2.1.0 for the guest (CPython 3.14 under WASI runs "
+        "no native code): it cannot be bundled")
+
+
+# ------------------------------------------------------------------ real builds
+@pytest.fixture(scope="module")
+def package_guest():
+    """The guest with the three packages, built once for this module."""
+    return build.ensure_component(packages=LOCK)
+
+
+@pytest.mark.slow
+def test_programs_using_three_packages_trace_exactly(package_guest, tmp_path):
+    db = tmp_path / "packages.duckdb"
+    summary = st.trace(RECORDS, db, workers=1, packages=LOCK, name="packages")
+    assert dict(summary.by_status) == {"ok": 3, "invalid": 1}
+    assert rows(db, "SELECT sample_id, status, output, output_matches, guest FROM runs "
+                    "ORDER BY run_id") == [
+        ("chunks", "ok", "[3, 7, 5]", True, package_guest.key),
+        ("sorted", "ok", "[1, 2, 3]", True, package_guest.key),
+        ("toolz", "ok", "[2, 4]", True, package_guest.key),
+        ("absent", "invalid", None, None, package_guest.key)]
+    assert rows(db, "SELECT exception_message FROM runs WHERE sample_id = 'absent'") == [
+        ("program failed at top level: ModuleNotFoundError: No module named 'numpy'",)]
+    assert package_guest.key == build.cache_key(LOCK) != build.cache_key()
+    for sample, expected in EXPECTED.items():
+        assert traced_rows(db, sample) == expected, sample
+    # toolz calls the program's function back: those calls are traced (at depth 1, the
+    # package's frames between are not steps); none of toolz's own lines is
+    assert traced_rows(db, "toolz") == [
+        (0, "call", "f", 6, 0, "xs", "[1, 2]"), (1, "line", "f", 7, 0, None, None),
+        (2, "call", "double", 3, 1, "x", "1"), (3, "line", "double", 4, 1, None, None),
+        (4, "return", "double", 4, 1, "<return>", "2"),
+        (5, "call", "double", 3, 1, "x", "2"), (6, "line", "double", 4, 1, None, None),
+        (7, "return", "double", 4, 1, "<return>", "4"),
+        (8, "return", "f", 7, 0, "<return>", "[2, 4]")]
+    assert rows(db, "SELECT DISTINCT func FROM steps ORDER BY func") == [("double",), ("f",)]
+
+
+@pytest.mark.slow
+def test_batch_isolation_puts_a_package_back_after_a_job_changed_it(package_guest, tmp_path):
+    """A program that rebinds a package's function in batch isolation: its own run sees
+    the change; the next job sees the package as built (a fresh instance)."""
+    hostile = ("import toolz\n\ndef f(x):\n    toolz.pipe = lambda *a: 'hijacked'\n"
+               "    return toolz.pipe(x)\n")
+    records = [{"id": "hostile", "code": hostile, "input": "1"},
+               {"id": "after", "code": TOOLZ, "input": "[1, 2]", "output": "[2, 4]"}]
+    db = tmp_path / "batch.duckdb"
+    st.trace(records, db, workers=1, isolation="batch", packages=LOCK)
+    assert rows(db, "SELECT sample_id, status, output, output_matches FROM runs ORDER BY run_id") == [
+        ("hostile", "ok", "'hijacked'", None), ("after", "ok", "[2, 4]", True)]
+    (note,) = rows(db, "SELECT note FROM runs WHERE sample_id = 'hostile'")[0]
+    assert note.startswith("changed shared interpreter state (toolz")
+
+
+@pytest.mark.slow
+def test_the_same_lock_builds_the_same_guest_again(package_guest, tmp_path, monkeypatch):
+    """A second, separate build from the same lock (another cache directory, the lock read
+    back from its file) has the same key, bundles the same modules and traces the same runs.
+    (Its bytes are not identical: componentize-py draws the snapshot's hash secret at build
+    time, docs/guides/packages.md.)"""
+    lock_file = tmp_path / "guest.lock"
+    lock_file.write_text(LOCK.text)
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    again = build.ensure_component(packages=read_lock(lock_file))
+    assert again.key == package_guest.key and again.wasm != package_guest.wasm
+    db = tmp_path / "again.duckdb"
+    st.trace(RECORDS[:2], db, workers=0, packages=lock_file)
+    for sample, expected in EXPECTED.items():
+        assert traced_rows(db, sample) == expected, sample
+
+
+@pytest.mark.slow
+def test_build_and_trace_commands_with_packages(tmp_path, monkeypatch):
+    """build --with resolves, writes the lock and builds; trace --packages uses it; a bad
+    requirement is one line and exit status 1."""
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    lock_file = tmp_path / "toolz.lock"
+    result = invoke("build", "--with", "toolz==1.0.0", "--import", "toolz.curried.operator",
+                    "--lock", str(lock_file), "--format", "json")
+    assert result.exit_code == 0, result.output
+    items = {row["item"]: row["value"] for row in json.loads(result.stdout)}
+    lock = parse_lock(lock_file.read_text())
+    assert lock.imports == ("toolz.curried.operator",) and str(lock) == "toolz==1.0.0"
+    assert (items["guest"], items["packages"], items["package_modules"]) == (
+        build.cache_key(lock), "toolz==1.0.0", "tlz, toolz, toolz.curried.operator")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps(RECORDS[2]) + "\n")
+    db = tmp_path / "t.duckdb"
+    result = invoke("trace", str(corpus), "--db", str(db), "--packages", str(lock_file),
+                    "--workers", "1", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert rows(db, "SELECT status, output, guest FROM runs") == [
+        ("ok", "[2, 4]", build.cache_key(lock))]
+    result = invoke("build", "--with", "https://example.org/x.whl", "--lock", str(lock_file))
+    assert (result.exit_code, result.output) == (
+        1, "Error: not a package requirement: 'https://example.org/x.whl' (use e.g. "
+           "'toolz==1.0.0')\n")
+    result = invoke("build", "--with", "toolz")
+    assert (result.exit_code, result.output) == (
+        1, "Error: packages need --lock FILE: where their lock is written\n")
