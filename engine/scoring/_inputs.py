@@ -11,38 +11,50 @@ from steptrace.scoring._verdicts import Progress, ScoreOptions
 
 
 def input_requests(tasks: dict[str, dict], pending: list[tuple[dict, str]],
-                   programs: dict[int, tuple[str, str]]) -> tuple[list[dict], list[int]]:
-    """Distinct guest requests (mode ``run``) for the (task, predicted input) pairs, and for
-    each pair the index of its request."""
+                   programs: dict[int, tuple]) -> tuple[list[dict], list[int], list]:
+    """Distinct guest requests (mode ``run``) for the (task, predicted input) pairs, for
+    each pair the index of its request, and for each request the package lock of the
+    guest it runs in (the one that traced the task's run; None: the standard guest)."""
     index: dict[tuple, int] = {}
     requests: list[dict] = []
+    locks: list = []
     order = []
     for task, predicted in pending:
-        code, entry = programs[task["run_id"]]
+        code, entry, lock = programs[task["run_id"]]
         output = json.loads(task["question"])["output"]
-        key = (code, entry, predicted, output)
+        key = (code, entry, predicted, output, lock.digest if lock is not None else None)
         if key not in index:
             index[key] = len(requests)
             requests.append({"code": code, "entry": entry, "input": predicted,
                              "expected": output, "mode": "run"})
+            locks.append(lock)
         order.append(index[key])
-    return requests, order
+    return requests, order, locks
 
 
 def run_input_checks(requests: list[dict], options: ScoreOptions,
-                     progress: Progress | None = None, chunk_size: int = 8) -> list[dict]:
-    """Each request in a fresh sandbox instance; the guest's results in order."""
+                     progress: Progress | None = None, chunk_size: int = 8,
+                     locks: list | None = None) -> list[dict]:
+    """Each request in a fresh sandbox instance (of the guest with ``locks[i]``'s packages,
+    or the standard guest); the guest's results in order."""
     from steptrace.sandbox._runner import run_chunks  # the sandbox loads only when inputs are checked
     results: list[dict] = [{} for _ in requests]
-    chunks = [requests[i:i + chunk_size] for i in range(0, len(requests), chunk_size)]
+    groups: dict = {}
+    for position, lock in enumerate(locks or [None] * len(requests)):
+        key = lock.digest if lock is not None else None
+        groups.setdefault(key, (lock, []))[1].append(position)
     workers = options.workers if options.workers is not None else (os.cpu_count() or 1)
     done = 0
-    for index, outcomes in run_chunks(chunks, workers, options.limits, isolation="job"):
-        for offset, outcome in enumerate(outcomes):
-            results[index * chunk_size + offset] = outcome.result
-        done += len(outcomes)
-        if progress:
-            progress(done, len(requests))
+    for lock, positions in groups.values():
+        chunks = [positions[i:i + chunk_size] for i in range(0, len(positions), chunk_size)]
+        for index, outcomes in run_chunks([[requests[p] for p in chunk] for chunk in chunks],
+                                          workers, options.limits, isolation="job",
+                                          packages=lock):
+            for position, outcome in zip(chunks[index], outcomes):
+                results[position] = outcome.result
+            done += len(outcomes)
+            if progress:
+                progress(done, len(requests))
     return results
 
 

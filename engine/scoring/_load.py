@@ -13,6 +13,8 @@ import pyarrow as pa
 from steptrace.corpus._text import open_utf8
 from steptrace.scoring._verdicts import ScoreError
 from steptrace.tasks._source import MEMORY_NAME, TasksLike, in_memory_tasks, is_tasks_file
+from steptrace.sandbox._packages import PackageLock
+from steptrace.store._store import guest_locks
 
 TASK_FIELDS = ("task_id", "kind", "run_id", "sample_id", "answer", "answer_type", "line_steps",
                "loop_nesting", "question")
@@ -71,19 +73,26 @@ def load_predictions(con: duckdb.DuckDBPyConnection, tasks: dict[str, dict],
     return rows
 
 
-def load_programs(con: duckdb.DuckDBPyConnection, tasks: Iterable[dict]) -> dict[int, tuple[str, str]]:
-    """(code, entry) of the runs the input tasks are about, checked against their sample."""
+def load_programs(con: duckdb.DuckDBPyConnection, tasks: Iterable[dict]
+                  ) -> dict[int, tuple[str, str, PackageLock | None]]:
+    """(code, entry, package lock of the guest that traced it: None for the standard guest)
+    of the runs the input tasks are about, checked against their sample."""
     wanted = {t["run_id"]: t["sample_id"] for t in tasks}
     if not wanted:
         return {}
+    guest = "r.guest" if con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'main' AND "
+        "table_name = 'runs' AND column_name = 'guest'").fetchall()[0][0] else "NULL"
     con.register("wanted_runs", pa.table({"run_id": list(wanted)}))
-    rows = con.execute("SELECT r.run_id, r.sample_id, p.code, p.entry FROM runs r "
+    rows = con.execute(f"SELECT r.run_id, r.sample_id, p.code, p.entry, {guest} FROM runs r "
                        "JOIN programs p USING (program_id) JOIN wanted_runs w USING (run_id)"
                        ).fetchall()
     con.unregister("wanted_runs")
-    found = {run_id: (sample, code, entry) for run_id, sample, code, entry in rows}
+    locks = guest_locks(con)
+    found = {run_id: (sample, code, entry, locks.get(key))
+             for run_id, sample, code, entry, key in rows}
     for run_id, sample in wanted.items():
         if run_id not in found or found[run_id][0] != sample:
             raise ScoreError(f"input tasks need their programs: run {run_id} ({sample}) is not "
                              "in this store (score with the --db the tasks were made from)")
-    return {run_id: (code, entry) for run_id, (_, code, entry) in found.items()}
+    return {run_id: (code, entry, lock) for run_id, (_, code, entry, lock) in found.items()}

@@ -56,9 +56,9 @@ def score_predictions(db: str | Path, tasks_path: TasksLike, options: ScoreOptio
         raise ScoreError(f"database not found: {db}")
     summary, pending, programs = _read_and_judge(db, tasks_name(tasks_path), tasks, options)
     if pending:  # the store is closed meanwhile: the checks may take minutes
-        requests, order = input_requests(tasks, [(tasks[v.task_id], text) for v, text in pending],
-                                         programs)
-        results = run_input_checks(requests, options, progress)
+        requests, order, locks = input_requests(
+            tasks, [(tasks[v.task_id], text) for v, text in pending], programs)
+        results = run_input_checks(requests, options, progress, locks=locks)
         for (verdict, _), index in zip(pending, order):
             verdict.correct, verdict.note = input_verdict(results[index])
         summary.input_checks = len(requests)
@@ -68,7 +68,7 @@ def score_predictions(db: str | Path, tasks_path: TasksLike, options: ScoreOptio
 
 def _read_and_judge(db: Path, tasks_path: str, tasks: dict[str, dict],
                     options: ScoreOptions) -> tuple[ScoreSummary, list[tuple[Verdict, str]],
-                                                    dict[int, tuple[str, str]]]:
+                                                    dict[int, tuple]]:
     """The summary of every verdict but the input checks', the (verdict, predicted input)
     pairs still to check, and their programs; the store is open only for this."""
     con = connect(db)  # for writing: an older store's predictions are upgraded first

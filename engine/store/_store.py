@@ -32,9 +32,10 @@ from steptrace.errors import StoreError
 from steptrace.predictions._experiments import upgrade as upgrade_experiment_tables
 from steptrace.corpus._text import file_kind
 from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
+from steptrace.sandbox._packages import PackageLock, parse_lock
 from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CONNECT_TABLES,
-                                     GLOBAL_STATES, OBJECTS, PROGRAMS, RUN_FEATURES, RUNS,
-                                     STATES, STEPS, TASKS, Table)
+                                     GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS, RUN_FEATURES,
+                                     RUNS, STATES, STEPS, TASKS, Table)
 from steptrace.store._transaction import transaction
 
 SCHEMA_VERSION = "5"
@@ -93,7 +94,7 @@ def _columns_before(table: Table, version: int) -> tuple[str, ...]:
 # every column list programs, runs and states have had
 ACCEPTED_COLUMNS = {table.name: {_columns_before(table, version) for version in (4, 5, 6)}
                     for table in (PROGRAMS, RUNS, STATES, STEPS)}
-TABLES_IN_4 = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES)}
+TABLES_IN_4 = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS)}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -290,6 +291,28 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: boo
         if version is not None and version[0] not in READABLE_VERSIONS:
             raise StoreError(f"{path} has store schema version {version[0]}; this steptrace "
                              f"reads versions {', '.join(READABLE_VERSIONS)}")
+
+
+def register_guest(con: duckdb.DuckDBPyConnection, key: str, lock: PackageLock | None) -> None:
+    """Record the guest build ``key`` (and the package lock it bundles) in ``guests``, once:
+    later commands (``analyse``, ``score`` of predicted inputs) run a run's program again
+    in the guest that traced it."""
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    try:
+        con.execute("INSERT INTO guests VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    [key, lock.text if lock is not None else None, now])
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot write to the store: {first_line(exc)}") from exc
+
+
+def guest_locks(con: duckdb.DuckDBPyConnection) -> dict[str, PackageLock | None]:
+    """Each recorded guest's package lock (None: the standard guest); none in a store made
+    before schema 5."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'guests' "
+                       "AND database_name = current_database()").fetchall()[0][0]:
+        return {}
+    return {key: parse_lock(text, f"guests row {key}") if text is not None else None
+            for key, text in con.execute("SELECT guest, lock FROM guests").fetchall()}
 
 
 def first_line(exc: BaseException) -> str:

@@ -281,6 +281,14 @@ GLOBAL_STATES = Table(
      _c("object_id", "INTEGER", "→ objects, when the value is a tracked object")),
     made_by="trace")
 
+GUESTS = Table(
+    "guests", "one row per guest build that traced runs of the store (added in schema 5)",
+    (_c("guest", "VARCHAR", "its key, as in `runs.guest`", null=False),
+     _c("lock", "VARCHAR", "the package lock it bundles (the text `steptrace build --lock` "
+        "writes: docs/guides/packages.md); NULL for the standard guest"),
+     _c("first_used", "TIMESTAMP", "UTC, when a trace first used it")),
+    primary_key=("guest",), made_by="trace")
+
 ANALYSES = Table(
     "analyses", "one row per analysed run (see Analysis runs)",
     (_c("run_id", "BIGINT", "→ runs", null=False),
@@ -412,14 +420,14 @@ RUN_FEATURES = Table(
 
 # The tables every store opened for writing has (connect creates what is missing).
 CONNECT_TABLES = (META, PROGRAMS, RUNS, STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
-                  ANALYSES, BRANCHES)
+                  GUESTS, ANALYSES, BRANCHES)
 # Pipeline order: what the schema page lists, in this order.
 _ALL = CONNECT_TABLES + (TASKS, EXPERIMENTS, PREDICTIONS, SCORES, RUN_FEATURES)
 
 
 def tables() -> tuple[Table, ...]:
     """Every table of a store, in pipeline order: meta, then what ``trace`` writes
-    (programs, runs, steps, states, objects, attributes, global_states), ``analyse`` (analyses, branches), ``tasks``,
+    (programs, runs, steps, states, objects, attributes, global_states, guests), ``analyse`` (analyses, branches), ``tasks``,
     ``predict`` (experiments, predictions), ``score`` (scores) and ``features``
     (run_features)."""
     return _ALL

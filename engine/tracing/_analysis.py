@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from steptrace.corpus._formats import guest_request
 from steptrace.store._store import (FINISHED_STATUSES, MEMORY_ADDRESS, StoreError,
-                                    analysis_missing, connect, first_line)
+                                    analysis_missing, connect, first_line, guest_locks)
 from steptrace.store._tables import ANALYSES, BRANCHES
 from steptrace.sandbox._runner import run_chunks
 from steptrace.sandbox._build import BuildError, ensure_component
@@ -90,6 +90,7 @@ class StoredRun:
     test: str | None = None
     chain: str | None = None
     stdin: str | None = None
+    guest: str | None = None  # the guest build that traced it (runs.guest)
 
     def request(self, mode: str | None = None) -> dict:
         """The traced job's request again (Job.request: the same shape fields)."""
@@ -104,7 +105,7 @@ class StoredRun:
 
 _RUN_QUERY = """
 SELECT r.run_id, p.code, p.entry, r.input, r.expected, r.status, r.output,
-       r.exception_type, r.stdout, p.shape, p.test, r.chain, r.stdin
+       r.exception_type, r.stdout, p.shape, p.test, r.chain, r.stdin, r.guest
 FROM runs r JOIN programs p USING (program_id)
 WHERE r.status IN ('ok', 'exception') AND {missing}
 ORDER BY r.run_id
@@ -144,14 +145,15 @@ def analyse_store(db: str | Path, options: AnalysisOptions | None = None,
         done = 0
         if progress:
             progress(0, total)
-        for runs, outcomes in _execute(pending, "analyse", options):
+        locks = guest_locks(con)
+        for runs, outcomes in _execute(pending, "analyse", options, locks=locks):
             _store_analyses(con, db, runs, outcomes, summary)
             done += len(runs)
             if progress:
                 progress(done, total)
         if unchecked:
             _check_variant(options.limits)
-            for runs, outcomes in _execute(unchecked, None, options, VARIANT):
+            for runs, outcomes in _execute(unchecked, None, options, VARIANT, locks):
                 _store_determinism(con, db, runs, outcomes, summary)
                 done += len(runs)
                 if progress:
@@ -168,7 +170,20 @@ def _runs(con: duckdb.DuckDBPyConnection, missing: str) -> list[StoredRun]:
 
 
 def _execute(runs: list[StoredRun], mode: str | None, options: AnalysisOptions,
-             variant: str = "") -> Iterator[tuple[list[StoredRun], list]]:
+             variant: str = "", locks: dict | None = None
+             ) -> Iterator[tuple[list[StoredRun], list]]:
+    """The runs again, in the guest that traced them: with the packages of its lock
+    (``guests``), else the standard guest."""
+    groups: dict = {}
+    for run in runs:
+        lock = (locks or {}).get(run.guest)
+        groups.setdefault(lock.digest if lock is not None else None, (lock, []))[1].append(run)
+    for lock, members in groups.values():
+        yield from _execute_in(members, mode, options, variant, lock)
+
+
+def _execute_in(runs: list[StoredRun], mode: str | None, options: AnalysisOptions,
+                variant: str, lock) -> Iterator[tuple[list[StoredRun], list]]:
     chunks = [runs[i:i + options.chunk_size] for i in range(0, len(runs), options.chunk_size)]
     requests = [[run.request(mode) for run in chunk] for chunk in chunks]
     if variant:  # another random state too: every job starts from random.seed(0)
@@ -178,7 +193,7 @@ def _execute(runs: list[StoredRun], mode: str | None, options: AnalysisOptions,
     if not chunks:
         return
     for index, outcomes in run_chunks(requests, options.workers, options.limits, "job",
-                                      variant):
+                                      variant, packages=lock):
         yield chunks[index], [outcome.result for outcome in outcomes]
 
 

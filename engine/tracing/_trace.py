@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator
 
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
                                        spool)
-from steptrace.store._store import TracedRun, TraceWriter, connect, run_matches
+from steptrace.store._store import TracedRun, TraceWriter, connect, register_guest, run_matches
 from steptrace.sandbox._build import cache_key
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._packages import PackageLock
@@ -119,14 +119,16 @@ def start_pool(options: TraceOptions) -> WorkerPool | None:
                       packages=options.packages)
 
 
-def run_jobs(jobs: Iterable[Job], options: TraceOptions,
-             pool: WorkerPool | None = None) -> Iterator[Iterator[TracedRun]]:
+def run_jobs(jobs: Iterable[Job], options: TraceOptions, pool: WorkerPool | None = None,
+             guest: str | None = None) -> Iterator[Iterator[TracedRun]]:
     """Run ``jobs`` in the sandbox; yield finished runs chunk by chunk (any order). Jobs
     are read from ``jobs`` lazily, a few chunks ahead of the workers. A chunk's runs come
     as an iterator that takes each run's result from its outcome when it is reached:
-    read once, it makes one large result a dict at a time (see ``JobOutcome``)."""
+    read once, it makes one large result a dict at a time (see ``JobOutcome``). ``guest``
+    is the key of the guest build the runs are made in (default: worked out here)."""
     held: dict[int, list[Job]] = {}  # the jobs of chunks handed out and not yet back
-    guest = cache_key(options.packages)  # the build the workers load (its artifacts' key)
+    if guest is None:
+        guest = cache_key(options.packages)  # the build the workers load (its artifacts' key)
 
     def requests() -> Iterator[list[dict]]:
         for index, chunk in enumerate(_chunks(jobs, options.chunk_size)):
@@ -172,6 +174,8 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
     con = connect(db)
     try:
         writer = TraceWriter(con, force=options.force, path=db)
+        guest = cache_key(options.packages)
+        register_guest(con, guest, options.packages)
         if not options.force:
             todo -= writer.stored_keys(todo)
         summary.skipped = summary.jobs - summary.duplicates - len(todo)
@@ -181,7 +185,7 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
         last_commit = time.perf_counter()
         done = 0
         jobs = (job for job in _items(corpus) if not isinstance(job, str) and _take(todo, job))
-        for finished in run_jobs(jobs, options, pool) if todo else ():
+        for finished in run_jobs(jobs, options, pool, guest) if todo else ():
             runs = summary.counted(finished)
             while added := writer.add(runs, options.commit_bytes):
                 done += added

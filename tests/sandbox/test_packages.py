@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from steptrace.cli._main import main
 
 from helpers.cli import rows
+from helpers.openai_stub import StubServer, answer
 
 # Three real packages from the registry, pinned: the lock `build --with` writes for them.
 LOCK_TEXT = f"""{LOCK_HEADER}
@@ -252,3 +253,32 @@ def test_build_and_trace_commands_with_packages(tmp_path, monkeypatch):
     result = invoke("build", "--with", "toolz")
     assert (result.exit_code, result.output) == (
         1, "Error: packages need --lock FILE: where their lock is written\n")
+
+
+@pytest.mark.slow
+def test_downstream_commands_run_programs_again_in_their_packages_guest(package_guest, tmp_path):
+    """analyse and the scoring of predicted inputs run a run's program again: in the guest
+    with the packages that traced it (``guests``), where the standard guest would fail
+    every import."""
+    db = tmp_path / "downstream.duckdb"
+    st.trace(RECORDS[:3], db, workers=0, packages=LOCK, name="packages")
+    assert rows(db, "SELECT guest, lock FROM guests") == [(package_guest.key, LOCK.text)]
+    analysed = st.analyse(db, workers=0)
+    assert analysed.analysed == 3
+    assert rows(db, "SELECT status, agrees FROM analyses ORDER BY run_id") == [
+        ("ok", True), ("ok", True), ("ok", True)]
+    tasks = st.make_tasks(db, kinds="input", per_run=1)
+    records = {t["sample_id"]: t for t in tasks.tasks.iter_rows(named=True)}
+    assert sorted(records) == ["chunks", "sorted", "toolz"]
+    # two right inputs (one that is not the traced one) and a wrong one
+    predicted = {"chunks": "[1, 2, 3, 4, 5], 2", "sorted": "[2, 3, 1]", "toolz": "[1]"}
+    script = {t["task_id"]: answer(f"[ANSWER]\n{predicted[sample]}\n[/ANSWER]")
+              for sample, t in records.items()}
+    by_prompt = {t["prompt"]: t["task_id"] for t in records.values()}
+    with StubServer(script, key_of=by_prompt.get) as server:
+        st.predict(list(records.values()), db, "stub-model", base_url=server.base_url)
+    scored = st.score(db, list(records.values()), ks=(1,), workers=0)
+    assert scored.as_dict()["input_checks"] == 3
+    assert rows(db, "SELECT t.sample_id, s.correct, s.note FROM scores s JOIN tasks t "
+                    "USING (task_id) ORDER BY t.sample_id") == [
+        ("chunks", True, None), ("sorted", True, None), ("toolz", False, "returned [2]")]

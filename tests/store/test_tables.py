@@ -53,6 +53,7 @@ CONTRACT = {
                    "value VARCHAR, type VARCHAR, truncated BOOLEAN!, ref_id INTEGER", ()),
     "global_states": ("run_id BIGINT!, step INTEGER!, name VARCHAR!, value VARCHAR, "
                       "type VARCHAR, truncated BOOLEAN!, object_id INTEGER", ()),
+    "guests": ("guest VARCHAR!, lock VARCHAR, first_used TIMESTAMP", ("guest",)),
     "analyses": ("run_id BIGINT!, status VARCHAR!, agrees BOOLEAN, disagreement VARCHAR, "
                  "int_ops BIGINT, int_ops_large BIGINT, seq_ops BIGINT, seq_ops_long BIGINT, "
                  "float_ops BIGINT, true_divisions BIGINT, evaluations BIGINT, "
@@ -98,7 +99,7 @@ def test_the_declarations_are_the_documented_schema():
         assert (spelled(declared), declared.primary_key) == (columns, key), declared.name
         assert {(declared.name, c.name) for c in declared.columns if c.unique} == {
             pair for pair in UNIQUE if pair[0] == declared.name}
-    assert table("scores") is tables()[13]
+    assert table("scores") is tables()[14]
     with pytest.raises(KeyError):
         table("nope")
 
@@ -214,5 +215,5 @@ def test_connect_creates_the_store_tables_from_their_declarations(tmp_path):
     finally:
         con.close()
     assert names == sorted(["meta", "programs", "runs", "steps", "states", "objects",
-                            "attributes", "global_states", "analyses", "branches"])
-    assert SCHEMA == "".join(t.ddl() for t in tables()[:10])
+                            "attributes", "global_states", "guests", "analyses", "branches"])
+    assert SCHEMA == "".join(t.ddl() for t in tables()[:11])
