@@ -16,7 +16,7 @@ import gc
 import importlib
 import json
 import sys
-from types import FunctionType, SimpleNamespace
+from types import BuiltinFunctionType, FunctionType, ModuleType, SimpleNamespace
 
 import bounded_repr
 import exposed
@@ -133,26 +133,39 @@ def _hidden_ids() -> set[int]:
     return found
 
 
+_BUILTIN_SELF = BuiltinFunctionType.__dict__["__self__"].__get__
+_MODULE_DICT = ModuleType.__dict__["__dict__"].__get__
+_TYPE_DICT = type.__dict__["__dict__"].__get__
+
+
+def _monitoring_function(value) -> bool:
+    """A function of sys.monitoring (read with C getters: a package's lazy objects, such
+    as six's moved modules, run code on any other attribute read)."""
+    return type(value) is BuiltinFunctionType and _BUILTIN_SELF(value) is sys.monitoring
+
+
 def exposure() -> list[str]:
     """Where a module a program can reach (anything in ``sys.modules``), or a class it
     exposes, holds one of the hidden objects (or a sys.monitoring function), but for
     ``sys.monitoring`` itself, which a job replaces. Run when the guest is built: the build
-    fails if anything is found."""
+    fails if anything is found. Only C getters read the modules and classes: no
+    package's code runs (and imports what it would otherwise import lazily)."""
     hidden = _hidden_ids()
     found = []
     for name, module in list(sys.modules.items()):
-        namespace = getattr(module, "__dict__", None)
+        if not issubclass(type(module), ModuleType):
+            continue
+        namespace = _MODULE_DICT(module)
         if type(namespace) is not dict:
             continue
         for key, value in list(namespace.items()):
             if module is sys and key == "monitoring":
                 continue  # replaced for every job (guard.py)
-            if id(value) in hidden or getattr(value, "__self__", None) is sys.monitoring:
+            if id(value) in hidden or _monitoring_function(value):
                 found.append(f"{name}.{key}")
-            elif isinstance(value, type):
-                for attr, inner in list(vars(value).items()):
-                    if (id(inner) in hidden
-                            or getattr(inner, "__self__", None) is sys.monitoring):
+            elif issubclass(type(value), type):
+                for attr, inner in list(_TYPE_DICT(value).items()):
+                    if id(inner) in hidden or _monitoring_function(inner):
                         found.append(f"{name}.{key}.{attr}")
     return found
 

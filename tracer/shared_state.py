@@ -43,7 +43,7 @@ import re  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
 from operator import is_ as _is  # noqa: E402
-from types import CodeType, SimpleNamespace  # noqa: E402
+from types import CodeType, ModuleType, SimpleNamespace  # noqa: E402
 
 _IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: built-in types refuse attribute stores
 _CONTAINERS = (list, dict, set)
@@ -63,6 +63,8 @@ _re_caches = [cache for cache in (getattr(re, "_cache", None), getattr(re, "_cac
 _environ_data = getattr(os.environ, "_data", None)
 _argv = sys.argv
 _type_dict = type.__dict__["__dict__"].__get__  # a class's namespace, by type's own getter
+_type_flags = type.__dict__["__flags__"].__get__
+_module_dict = ModuleType.__dict__["__dict__"].__get__
 
 # What a program needs in order to rebind another module's state: an attribute store or
 # delete (``math.pi = 3``), or one of these names. A job whose code has none of them
@@ -88,14 +90,17 @@ def take() -> None:
     global _snapshot
     snap = SimpleNamespace()
     snap.modules = dict(_modules)
-    snap.namespaces = [(name, module, type(module), module.__dict__, dict(module.__dict__))
+    # C getters only: a package's lazy module objects (six.moves) run code on other reads
+    snap.namespaces = [(name, module, type(module), _module_dict(module),
+                        dict(_module_dict(module)))
                        for name, module in _modules.items()
-                       if type(getattr(module, "__dict__", None)) is dict]
+                       if issubclass(type(module), ModuleType)
+                       and type(_module_dict(module)) is dict]
     seen: set[int] = set()
     snap.classes = []
     for _name, _module, _kind, _namespace, state in snap.namespaces:
         for value in state.values():
-            if (isinstance(value, type) and not value.__flags__ & _IMMUTABLE_TYPE
+            if (issubclass(type(value), type) and not _type_flags(value) & _IMMUTABLE_TYPE
                     and id(value) not in seen):
                 seen.add(id(value))
                 snap.classes.append((value, dict(_type_dict(value))))
@@ -108,7 +113,7 @@ def take() -> None:
                 continue  # see first_job
             if type(value) in _CONTAINERS:
                 found.append((f"{name}.{key}", value, _items(value)))
-            elif isinstance(value, type) and id(value) in seen:
+            elif issubclass(type(value), type) and id(value) in seen:
                 found.extend((f"{name}.{key}.{attr}", inner, _items(inner))
                              for attr, inner in _type_dict(value).items()
                              if type(inner) in _CONTAINERS)

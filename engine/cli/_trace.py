@@ -34,9 +34,13 @@ if TYPE_CHECKING:
 @click.option("--lock", "lock_path", type=click.Path(path_type=Path, dir_okay=False),
               help="The package lock: written when packages are given, else read (build "
                    "the guest a lock describes).")
+@click.option("--learn", "learn_from", type=click.Path(path_type=Path),
+              help="A corpus: add to the lock the packages' submodules its programs import "
+                   "or fail to find in a first run (written back to --lock).")
 @format_option
 def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | None,
-          imports: tuple[str, ...], lock_path: Path | None, fmt: str) -> None:
+          imports: tuple[str, ...], lock_path: Path | None, learn_from: Path | None,
+          fmt: str) -> None:
     """Build (or verify) the guest component and its compiled cache; with packages, a
     guest that bundles them (docs/guides/packages.md)."""
     from steptrace.sandbox._build import cache_dir, ensure_component
@@ -55,6 +59,14 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
         lock = read_lock(lock_path)
     elif imports:
         raise PackageError("--import needs packages (--with, -r) or a --lock")
+    learned = None
+    if learn_from is not None:
+        if lock is None:
+            raise PackageError("--learn needs packages (--with, -r) or a --lock")
+        from steptrace.tracing._learn import learn_imports
+        learned = learn_imports(learn_from, lock)
+        lock = learned.lock
+        lock_path.write_text(lock.text)
     found = ensure_component(force=force, packages=lock)
     with Sandbox(Limits(), found) as sandbox:
         modules = sandbox.preloaded_modules()
@@ -65,6 +77,10 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
     if lock is not None:
         rows += [("lock", str(lock_path)), ("packages", str(lock)),
                  ("package_modules", ", ".join(modules.get("packages", [])))]
+    if learned is not None:
+        rows += [("learned_from_imports", ", ".join(learned.read) or "-")]
+        rows += [(f"learned_in_run_{number}", ", ".join(added) or "-")
+                 for number, added in enumerate(learned.rounds, 1)]
     click.echo(render(["item", "value"], rows, fmt))
 
 

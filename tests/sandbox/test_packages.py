@@ -282,3 +282,61 @@ def test_downstream_commands_run_programs_again_in_their_packages_guest(package_
     assert rows(db, "SELECT t.sample_id, s.correct, s.note FROM scores s JOIN tasks t "
                     "USING (task_id) ORDER BY t.sample_id") == [
         ("chunks", True, None), ("sorted", True, None), ("toolz", False, "returned [2]")]
+
+
+DATEUTIL = parse_lock(f"""{LOCK_HEADER}
+python-dateutil==2.9.0.post0 --hash=sha256:a8b2bc7bffae282281c8140a97d3aa9c14da0b136dfe83f850eea9a5f7470427
+six==1.16.0 --hash=sha256:8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254
+""")
+# dateutil imports its submodules lazily (a module __getattr__): easter is named by an
+# import statement (found by reading the program), relativedelta only when the program
+# runs (found by the first run)
+LAZY = [
+    {"id": "easter", "code": "from dateutil.easter import easter\n\ndef f(year):\n"
+                             "    return str(easter(year))\n",
+     "input": "2024", "output": "'2024-03-31'"},
+    {"id": "months", "code": "import dateutil\n\ndef f(m):\n"
+                             "    delta = dateutil.relativedelta.relativedelta(months=m)\n"
+                             "    return (delta.years, delta.months)\n",
+     "input": "14", "output": "(1, 2)"},
+]
+
+
+def test_imported_names_of_a_program():
+    from steptrace.tracing._learn import imported_names
+    assert imported_names("import a.b, c\nfrom d.e import f, g as h\nfrom . import x\n"
+                          "from k import *\ndef f():\n    import m.n\n") == {
+        "a.b", "c", "d.e", "d.e.f", "d.e.g", "k", "m.n"}
+    assert imported_names("def f(:\n") == set()
+
+
+@pytest.mark.slow
+def test_learning_the_submodules_a_corpus_needs(tmp_path, monkeypatch):
+    """build --learn: the submodule a program imports is read from it, the one a package
+    imports lazily while the program runs is found by a first run; the lock written back
+    names both, and the corpus then runs in the guest it describes."""
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    corpus = tmp_path / "lazy.jsonl"
+    corpus.write_text("".join(json.dumps(record) + "\n" for record in LAZY))
+    before = tmp_path / "before.duckdb"
+    st.trace(LAZY, before, workers=1, packages=DATEUTIL)
+    assert rows(before, "SELECT status, exception_message FROM runs ORDER BY run_id") == [
+        ("invalid", "program failed at top level: ModuleNotFoundError: No module named "
+                    "'dateutil.easter'"),
+        ("exception", "No module named 'dateutil.relativedelta'")]
+    lock_file = tmp_path / "dateutil.lock"
+    lock_file.write_text(DATEUTIL.text)
+    result = invoke("build", "--lock", str(lock_file), "--learn", str(corpus), "--format",
+                    "json")
+    assert result.exit_code == 0, result.output
+    items = {row["item"]: row["value"] for row in json.loads(result.stdout)}
+    assert (items["learned_from_imports"], items["learned_in_run_1"],
+            items["learned_in_run_2"]) == ("dateutil.easter", "dateutil.relativedelta", "-")
+    learned = parse_lock(lock_file.read_text())
+    assert learned == PackageLock(DATEUTIL.packages,
+                                  ("dateutil.easter", "dateutil.relativedelta"))
+    assert items["guest"] == build.cache_key(learned)
+    after = tmp_path / "after.duckdb"
+    st.trace(LAZY, after, workers=1, packages=lock_file)
+    assert rows(after, "SELECT status, output, output_matches FROM runs ORDER BY run_id") == [
+        ("ok", "'2024-03-31'", True), ("ok", "(1, 2)", True)]
