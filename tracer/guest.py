@@ -182,6 +182,9 @@ def WitWorld():  # noqa: N802 (the name componentize-py looks for)
             importlib.import_module(name)
         except ImportError:
             pass
+    # What a program can import from now on: a ModuleNotFoundError naming anything else
+    # is status missing_module (job.py)
+    job.AVAILABLE_MODULES = frozenset(sys.modules) | frozenset(sys.builtin_module_names)
     found = exposure()
     if found:
         raise RuntimeError("the guest exposes its runner to programs through: "

@@ -28,6 +28,10 @@ out of ``handle``:
 ``invalid``       syntax error, import-time failure, missing entry, input that does not parse
                   or evaluate, a method chain that names no method, bad request
 ``unsupported``   the program started a thread (WASI has none): stopped there
+``missing_module`` a ModuleNotFoundError escaped the program (its top level, its test code,
+                  the call or a script) naming a module this guest does not have
+                  (``AVAILABLE_MODULES``); ``exception_message`` is ``No module named
+                  'NAME'`` (see ``_missing_module``)
 ``step_limit``    more steps than ``max_steps``
 ``memory_limit``  ``MemoryError`` (the host caps linear memory; a trap is classified there)
 ``output_limit``  stdout/stderr above ``max_stdout`` characters, or variable states above
@@ -121,6 +125,10 @@ _TYPE_MRO = type.__dict__["__mro__"].__get__  # type's own getter: no metaclass 
 _TEST_CASE = unittest.TestCase
 _EXIT_CODE = SystemExit.__dict__["code"].__get__  # the C member: no property answers
 _INT_VALUE = int.__index__
+_IMPORT_NAME = ImportError.__dict__["name"].__get__  # the C member: no property answers
+# The modules this guest has: sys.modules and the built-in modules when the guest is built
+# (set by guest.py's WitWorld; componentize-py's snapshot cannot load another one).
+AVAILABLE_MODULES: frozenset = frozenset()
 namespace_held = None  # the program's namespace, cleared after a batch job
 
 
@@ -391,7 +399,7 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
             _out_of_memory(result, "MemoryError while running the program's top level")
             return
         except BaseException as exc:
-            if _stopped(result, exc):
+            if _stopped(result, exc) or _missing_module(result, exc):
                 return
             _invalid(result, f"{what}: {_TYPE_NAME(type(exc), None)}: {_describe(exc)}")
             result["exception_type"] = _TYPE_NAME(type(exc), "exception_type")
@@ -596,7 +604,7 @@ def _script(request, result, limits, mode, program, namespace, recorder, conditi
             result["status"] = "ok"
         elif issubclass(type(raised), MemoryError):
             _out_of_memory(result, "MemoryError: the program ran out of memory")
-        else:
+        elif not _missing_module(result, raised):
             result["status"] = "exception"
             result["exception_type"] = _TYPE_NAME(type(raised), "exception_type")
             result["exception_message"] = _describe(raised)
@@ -605,6 +613,31 @@ def _script(request, result, limits, mode, program, namespace, recorder, conditi
         _fill_trace(result)
     if conditions is not None:
         result["analysis"] = _analysis_report(recorder, conditions)
+
+
+def _missing_module(result: dict, raised) -> bool:
+    """If ``raised`` (what ended the job) is a ModuleNotFoundError whose ``name`` is a
+    module this guest does not have: status ``missing_module``, the exception's type, and
+    the message ``No module named 'NAME'`` made here from the name (not the program's own
+    message, so that the name can be read back from it: queries/missing_modules.sql), the
+    name cut at ``MAX_NAME`` characters (said in the note). The name is read from the
+    exception's C member (no property of a subclass answers) and taken only as an exact
+    ``str``; it is compared with ``AVAILABLE_MODULES``, computed when the guest was built,
+    so a program raising the exception itself gets the status only for a module that is
+    in fact missing. Otherwise False: the ordinary status."""
+    if raised is None or not issubclass(type(raised), ModuleNotFoundError):
+        return False
+    try:
+        name = _IMPORT_NAME(raised)
+    except BaseException:  # not an ImportError after all: never the program's code
+        return False
+    if type(name) is not str or not name or name in AVAILABLE_MODULES:
+        return False
+    name = wire.text(name, _tracer.MAX_NAME, "missing_module")
+    result["status"] = "missing_module"
+    result["exception_type"] = _TYPE_NAME(type(raised), "exception_type")
+    result["exception_message"] = f"No module named '{name}'"
+    return True
 
 
 def _exits_cleanly(raised) -> bool:
@@ -622,6 +655,8 @@ def _set_outcome(result, limits, value, raised) -> None:
         return
     if raised is not None and issubclass(type(raised), MemoryError):
         _out_of_memory(result, "MemoryError: the program ran out of memory")
+    elif raised is not None and _missing_module(result, raised):
+        pass
     elif raised is not None:
         result["status"] = "exception"
         result["exception_type"] = _TYPE_NAME(type(raised), "exception_type")

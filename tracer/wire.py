@@ -96,7 +96,7 @@ def text(value, limit: int = MAX_MESSAGE, field: str | None = None) -> str:
 
 
 _CUT_FIELDS = ("exception_type", "exception_message", "output_type", "funcs", "states.type",
-               "objects.type", "attributes.type", "global_states.type")
+               "objects.type", "attributes.type", "global_states.type", "missing_module")
 
 
 def cut_note(result: dict) -> str | None:

@@ -170,9 +170,10 @@ def check_request(program: str) -> dict:
 
 def outcome_of(result: dict) -> str:
     """``ok`` (passed), the guest status, or for a program that failed at its top level
-    (every failing assertion, error and syntax error) the exception type."""
+    (every failing assertion, error and syntax error, and an import of a module the
+    sandbox does not have: ``missing_module``) the exception type."""
     status = result.get("status") or "crashed"
-    if status == "invalid" and result.get("exception_type"):
+    if status in ("invalid", "missing_module") and result.get("exception_type"):
         return result["exception_type"]
     return status
 

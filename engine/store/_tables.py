@@ -179,10 +179,11 @@ RUNS = Table(
         "scripts (their output is `stdout`)"),
      _c("output_type", "VARCHAR", "type name of the return value; NULL unless `ok`"),
      _c("output_truncated", "BOOLEAN", "whether `output` was cut"),
-     _c("exception_type", "VARCHAR", "the exception's type name, for `exception` (cut at "
-        "1,000 characters)"),
+     _c("exception_type", "VARCHAR", "the exception's type name, for `exception` and "
+        "`missing_module` (cut at 1,000 characters)"),
      _c("exception_message", "VARCHAR", "its message, for `exception` (cut at 10,000 "
-        "characters); the message of every other non-`ok` status"),
+        "characters); the message of every other non-`ok` status (`missing_module`: "
+        "`No module named 'NAME'`)"),
      _c("expected", "VARCHAR", "expected output text, NULL if none was given"),
      _c("output_matches", "BOOLEAN", "`output == expected` evaluated in the guest (a script: "
         "`stdout` compared with `expected` line by line, trailing whitespace and trailing "

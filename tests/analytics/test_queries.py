@@ -384,6 +384,10 @@ CASES = [
     Case("accuracy_by_method", {"kind": "exception"}, "full",
          ["model", "label", "method", "tasks", "predictions", "unparseable", "scored", "pass_at_1"],
          []),
+
+    # No run of the fixed corpus imports a missing module (tests/analytics/
+    # test_missing_modules.py traces a corpus that does).
+    Case("missing_modules", {}, "base", ["module", "runs", "programs"], []),
 ]
 
 

@@ -110,6 +110,12 @@ def exc(type_, message):
     return {"status": "exception", "exception_type": type_, "exception_message": message}
 
 
+def missing(message):
+    """An import of a module the guest does not have (the runner's own modules included)."""
+    return {"status": "missing_module", "exception_type": "ModuleNotFoundError",
+            "exception_message": message}
+
+
 ENOENT = "[Errno 44] No such file or directory: "
 
 # ----------------------------------------------------------------------------- file system
@@ -277,7 +283,7 @@ PROC_ATTACKS = {
                             {"status": "crashed", "exception_message":
                              "the guest trapped: wasm trap: wasm `unreachable` instruction executed"}),
     "import_ctypes": ("def f():\n    import ctypes\n",
-                      exc("ModuleNotFoundError", "No module named 'ctypes'")),
+                      missing("No module named 'ctypes'")),
 }
 
 
@@ -487,12 +493,12 @@ TRACER_ATTACKS = {
     "gc_save_all": ("import gc\ndef f():\n    gc.set_debug(gc.DEBUG_SAVEALL)\n    gc.collect()\n"
                     "    return len(gc.garbage)\n", refused("gc.set_debug")),
     "import_sysmon_tracer": ("def f():\n    import sysmon_tracer\n",
-                             exc("ModuleNotFoundError", "No module named 'sysmon_tracer'")),
-    "import_job": ("def f():\n    import job\n", exc("ModuleNotFoundError", "No module named 'job'")),
+                             missing("No module named 'sysmon_tracer'")),
+    "import_job": ("def f():\n    import job\n", missing("No module named 'job'")),
     "import_guest": ("def f():\n    import guest\n",
-                     exc("ModuleNotFoundError", "No module named 'guest'")),
+                     missing("No module named 'guest'")),
     "import_bounded_repr": ("def f():\n    import bounded_repr\n",
-                            exc("ModuleNotFoundError", "No module named 'bounded_repr'")),
+                            missing("No module named 'bounded_repr'")),
     "print_fake_result": ("def f():\n    print('{\"status\": \"ok\", \"output\": \"forged\"}')\n"
                           "    return 1\n",
                           {"status": "ok", "output": "1", "line_steps": 2,
@@ -639,7 +645,7 @@ FORGERIES = {
     "reach_the_runner": (REACH_RUNNER, "", None, {"status": "ok", "output": "[]"}),
     "import_guest_and_patch": (
         "def f():\n    import guest\n    guest.job.TRACER.max_steps = 10**9\n", "", None,
-        exc("ModuleNotFoundError", "No module named 'guest'")),
+        missing("No module named 'guest'")),
     # the tracer's own stop exception, raised by the program with a status of its choosing
     "raise_stop_exception": (
         "def f():\n    S = [c for c in BaseException.__subclasses__()"

@@ -390,6 +390,16 @@ def test_checks_with_a_while_loop_run_first_and_outcomes_keep_their_place():
     assert outcomes == ["ok", "AssertionError", "TypeError", "ok", "ok", "KeyError"]
 
 
+def test_a_check_importing_a_missing_module_is_its_exception_type():
+    """A generation that imports a module the sandbox does not have fails at the check's
+    top level (status missing_module): its outcome is the exception type, as for every
+    other top-level failure."""
+    programs = [check_program(CruxSample("s0", "def f(x):\n    return x", "1", "1"), generation)
+                for generation in ("__import__('numpy')", "(__import__('json') and 1)")]
+    assert run_checks(programs, workers=0, limits=Limits(timeout_s=CHECK_TIMEOUT_S)) == [
+        "ModuleNotFoundError", "ok"]
+
+
 # ------------------------------------------------------------------ bad inputs
 def test_malformed_generations_are_refused(samples, tmp_path):
     """One-line ValueErrors for everything the harness would crash on or score wrongly."""
