@@ -167,15 +167,16 @@ def package_guest():
 def test_programs_using_three_packages_trace_exactly(package_guest, tmp_path):
     db = tmp_path / "packages.duckdb"
     summary = st.trace(RECORDS, db, workers=1, packages=LOCK, name="packages")
-    assert dict(summary.by_status) == {"ok": 3, "invalid": 1}
+    assert dict(summary.by_status) == {"ok": 3, "missing_module": 1}
     assert rows(db, "SELECT sample_id, status, output, output_matches, guest FROM runs "
                     "ORDER BY run_id") == [
         ("chunks", "ok", "[3, 7, 5]", True, package_guest.key),
         ("sorted", "ok", "[1, 2, 3]", True, package_guest.key),
         ("toolz", "ok", "[2, 4]", True, package_guest.key),
-        ("absent", "invalid", None, None, package_guest.key)]
-    assert rows(db, "SELECT exception_message FROM runs WHERE sample_id = 'absent'") == [
-        ("program failed at top level: ModuleNotFoundError: No module named 'numpy'",)]
+        ("absent", "missing_module", None, None, package_guest.key)]
+    assert rows(db, "SELECT exception_type, exception_message FROM runs "
+                    "WHERE sample_id = 'absent'") == [
+        ("ModuleNotFoundError", "No module named 'numpy'")]
     assert package_guest.key == build.cache_key(LOCK) != build.cache_key()
     for sample, expected in EXPECTED.items():
         assert traced_rows(db, sample) == expected, sample
@@ -321,9 +322,8 @@ def test_learning_the_submodules_a_corpus_needs(tmp_path, monkeypatch):
     before = tmp_path / "before.duckdb"
     st.trace(LAZY, before, workers=1, packages=DATEUTIL)
     assert rows(before, "SELECT status, exception_message FROM runs ORDER BY run_id") == [
-        ("invalid", "program failed at top level: ModuleNotFoundError: No module named "
-                    "'dateutil.easter'"),
-        ("exception", "No module named 'dateutil.relativedelta'")]
+        ("missing_module", "No module named 'dateutil.easter'"),
+        ("missing_module", "No module named 'dateutil.relativedelta'")]
     lock_file = tmp_path / "dateutil.lock"
     lock_file.write_text(DATEUTIL.text)
     result = invoke("build", "--lock", str(lock_file), "--learn", str(corpus), "--format",
