@@ -105,6 +105,32 @@ def setrecursionlimit(limit) -> None:
     _audit("steptrace.setrecursionlimit", _index(limit))
 
 
+class FrameView:
+    """What ``sys._getframe`` gives a job in place of a frame: a copy of the frame's public
+    fields, made when it was asked for. ``f_back`` is the view of the frame below, down to
+    the frames of the program, of the standard library and of packages; below those (the
+    runner's frames) it is None. ``f_locals`` is a copy of a function frame's locals (a
+    module frame's are its globals). Enough for code that reads its caller (``logging``
+    finding where a log call was made, ``traceback.extract_stack``); not a frame
+    (``inspect.getframeinfo`` refuses it)."""
+
+    __slots__ = ("f_code", "f_lineno", "f_lasti", "f_globals", "f_locals", "f_back")
+
+    def __repr__(self) -> str:
+        code = self.f_code
+        return (f"<frame view, file {code.co_filename!r}, line {self.f_lineno}, "
+                f"code {code.co_name}>")
+
+
+def getframe(depth=0) -> FrameView:
+    """``sys._getframe`` for a job: a FrameView of the caller's frame (``depth`` 0) or
+    of one below it; ValueError below the program's frames, as CPython's below the
+    stack's bottom."""
+    box = [None]
+    _audit("steptrace.getframe", _index(depth), box)
+    return box[0]
+
+
 class RefusedNamespace:
     """Stands in for ``sys.monitoring`` while a program runs: any use is refused (the
     program gets RuntimeError). A program that could switch the tracer's events off and

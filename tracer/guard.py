@@ -64,7 +64,15 @@ _EXPOSED = exposed.__dict__
 _EXPOSED_STATE = dict(_EXPOSED)
 _EXPOSED_CLASSES = [(cls, dict(cls.__dict__)) for cls in
                     (exposed.StopTracing, exposed.StdStream, exposed.StdErr,
-                     exposed.RefusedNamespace, exposed.NoSelector, exposed.SandboxEventLoop)]
+                     exposed.RefusedNamespace, exposed.NoSelector, exposed.SandboxEventLoop,
+                     exposed.FrameView)]
+_VIEW = exposed.FrameView
+_VIEW_SLOTS = {name: _VIEW.__dict__[name].__set__ for name in _VIEW.__slots__}
+_NEW_OBJECT = object.__new__
+_CO_OPTIMIZED = 1  # a function's frame (its f_locals is not its globals)
+# ids of the runner's module namespaces (guest.py fills it when the guest is built): a
+# frame running their code is below every frame a program may see
+runner_globals: frozenset = frozenset()
 _JOB_STDOUT, _JOB_STDERR = exposed.StdStream(), exposed.StdErr()  # they hold nothing
 _TYPE_NAME = _tracer.type_name
 
@@ -167,8 +175,46 @@ def _on_refuse(args: tuple) -> None:
     _refuse(wire.text(args[0], 100) if args else "?")
 
 
+def _on_getframe(args: tuple) -> None:
+    """``sys._getframe(depth)`` for a job (exposed.getframe): FrameViews of the frames
+    from the caller's (``depth`` below it) down to the first frame of the runner (its
+    module namespaces: ``runner_globals``) — the tracer's callbacks when the tracer runs a
+    program's ``__repr__``, else the runner's frame that called the program — which no
+    view shows. Frames are read here, with the audit hook's own access; the views hold
+    copies (a function frame's locals copied, no frame)."""
+    if (len(args) != 2 or type(args[0]) is not int or type(args[1]) is not list
+            or len(args[1]) != 1):
+        return
+    _tracer.own = True
+    try:
+        frame = _getframe(3)  # this handler, _audit, exposed.getframe, then its caller
+    finally:
+        _tracer.own = False
+    depth = args[0]
+    frames = []
+    while frame is not None and id(frame.f_globals) not in runner_globals:
+        frames.append(frame)
+        frame = frame.f_back
+    if depth >= len(frames):
+        raise ValueError("call stack is not deep enough")
+    below = None
+    for frame in reversed(frames[max(depth, 0):]):
+        view = _NEW_OBJECT(_VIEW)
+        names = frame.f_globals
+        _VIEW_SLOTS["f_code"](view, frame.f_code)
+        _VIEW_SLOTS["f_lineno"](view, frame.f_lineno)
+        _VIEW_SLOTS["f_lasti"](view, frame.f_lasti)
+        _VIEW_SLOTS["f_globals"](view, names)
+        _VIEW_SLOTS["f_locals"](view, dict(frame.f_locals)
+                                if frame.f_code.co_flags & _CO_OPTIMIZED else frame.f_locals)
+        _VIEW_SLOTS["f_back"](view, below)
+        below = view
+    args[1][0] = below
+
+
 _CHANNELS = {"steptrace.write": _on_write, "steptrace.getrecursionlimit": _on_get_recursion,
-             "steptrace.setrecursionlimit": _on_set_recursion, "steptrace.refuse": _on_refuse}
+             "steptrace.setrecursionlimit": _on_set_recursion, "steptrace.refuse": _on_refuse,
+             "steptrace.getframe": _on_getframe}
 
 
 def _absolute_depth(skip: int) -> int:
@@ -235,6 +281,7 @@ def enter(limits: dict, seed: object, stdin: str = "") -> None:
     outer_policy = _ASYNCIO_EVENTS.get(_POLICY)
     _ASYNCIO_EVENTS[_POLICY] = None  # the job's policy is made afresh when first asked for
     _SYS["getrecursionlimit"] = exposed.getrecursionlimit
+    _SYS["_getframe"] = exposed.getframe
     _SYS["setrecursionlimit"] = exposed.setrecursionlimit
     _SYS["monitoring"] = _REFUSED_MONITORING
     _GC["set_debug"] = exposed.refused_set_debug
@@ -268,6 +315,7 @@ def leave() -> None:
     _ASYNCIO_EVENTS[_POLICY] = outer_policy
     outer_loop = outer_policy = None
     _SYS["getrecursionlimit"], _SYS["setrecursionlimit"] = _GET_RECURSION, _SET_RECURSION
+    _SYS["_getframe"] = _getframe
     _SYS["monitoring"] = _MONITORING
     _GC["set_debug"] = _GC_SET_DEBUG
     _SET_RECURSION(_BUILD_RECURSION)

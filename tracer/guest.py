@@ -109,6 +109,10 @@ def _install_event_loop() -> None:
 
 
 _install_event_loop()
+guard.runner_globals = frozenset(id(module.__dict__) for module in
+                                 (job, guard, wire, sysmon_tracer, bounded_repr, shared_state,
+                                  stdlib_preload, sys.modules["analysis"],
+                                  sys.modules[__name__]))
 guard.install()
 sysmon_tracer.install()
 job.PRELOADED = {"imported": list(stdlib_preload.imported),

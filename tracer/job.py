@@ -53,8 +53,9 @@ where the program can reach it:
   recursion-limit functions, ...) is in exposed.py and reaches the runner only through
   ``sys.audit("steptrace.*", ...)``, handled by the hook.
 * Frames would lead to all of it (a program frame's ``f_back`` is the runner's frame), so
-  every way to get one is refused while a job runs: ``sys._getframe``, ``tb_frame``,
-  ``gi_frame``/``cr_frame``/``ag_frame``, ``sys._current_frames``; so are the garbage
+  none is handed out while a job runs: ``sys._getframe`` gives copies (exposed.FrameView,
+  guard.py) whose chain ends above the runner's frames, and ``tb_frame``,
+  ``gi_frame``/``cr_frame``/``ag_frame``, ``sys._current_frames`` are refused; so are the garbage
   collector's object lists, ``gc.set_debug`` (``DEBUG_SAVEALL`` would put the runner's
   garbage in ``gc.garbage``), ``sys.settrace``/``setprofile``/``addaudithook``, and
   ``sys.monitoring``, which is replaced for the job by an object that refuses every use:

@@ -475,11 +475,31 @@ TRACER_ATTACKS = {
     # is simply not added
     "addaudithook": ("import sys\ndef f():\n    sys.addaudithook(lambda *a: None)\n    return 1\n",
                      refused("sys.addaudithook", "ok", output="1")),
+    # sys._getframe gives frame views (exposed.FrameView) of the program's frames only:
+    # the frame below the entry function is the runner's, so there is none
     "getframe_f_back_f_locals": ("import sys\ndef f():\n    fr = sys._getframe(1)\n"
-                                 "    return fr.f_back.f_locals\n", refused("sys._getframe")),
+                                 "    return fr.f_back.f_locals\n",
+                                 {"status": "exception", "exception_type": "ValueError",
+                                  "exception_message": "call stack is not deep enough",
+                                  "note": None}),
+    "getframe_views_end_at_the_program": (
+        "import sys\ndef g():\n    view, seen = sys._getframe(), []\n"
+        "    while view is not None:\n"
+        "        seen.append((view.f_code.co_name, view.f_globals['__name__']))\n"
+        "        view = view.f_back\n    return seen\ndef f():\n    return g()\n",
+        {"status": "ok", "output": "[('g', '__main__'), ('f', '__main__')]", "note": None}),
+    "getframe_view_is_a_copy": (
+        "import sys\ndef g():\n    view = sys._getframe(1)\n    view.f_locals['x'] = 5\n"
+        "    view.f_back = view\n    return type(view).__name__\n"
+        "def f():\n    x = 1\n    kind = g()\n    return x, kind\n",
+        {"status": "ok", "output": "(1, 'FrameView')", "note": None}),
     "getframe_swallowed": ("import sys\ndef f():\n    try:\n        sys._getframe(1)\n"
-                           "    except RuntimeError:\n        pass\n    return 1\n",
-                           refused("sys._getframe", "ok", output="1")),
+                           "    except ValueError:\n        pass\n    return 1\n",
+                           {"status": "ok", "output": "1", "note": None}),
+    "frame_view_class_changed": (
+        "import sys\ndef f():\n    type(sys._getframe()).__repr__ = lambda self: 'x'\n"
+        "    return 1\n", {"status": "tampered", "exception_message":
+                          "the program changed the runner's class FrameView"}),
     "traceback_tb_frame": ("def f():\n    try:\n        1/0\n    except Exception as e:\n"
                            "        return e.__traceback__.tb_frame.f_back\n",
                            refused("object.__getattr__ tb_frame")),
@@ -680,7 +700,7 @@ FORGERIES = {
         "class V:\n"
         "    def __repr__(self):\n"
         "        json.encoder.JSONEncoder.encode = lambda s, o: '{}'\n"
-        "        try:\n            sys._getframe(1)\n        except RuntimeError:\n            pass\n"
+        "        try:\n            sys._getframe(1)\n        except ValueError:\n            pass\n"
         "        return 'V()'\n"
         "    def __eq__(self, other):\n"
         "        sys._getframe(2).f_locals['result']['output_matches'] = True\n"
@@ -704,7 +724,7 @@ def test_forgeries_leave_the_result_as_running_made_it(box, baseline, name, isol
     assert_fields(result, want)
     if name == "after_call_repr_and_eq":
         assert result["note"].startswith("comparing with the expected output raised "
-                                         "RuntimeError; refused to the program: sys._getframe")
+                                         "ValueError")
     assert_next_job_ok(box, isolation, baseline)
     if isolation == "batch":  # json and math are the real ones again
         again = _run(box, "import json, math\ndef f():\n    return json.dumps([1]), math.pi\n",

@@ -690,6 +690,8 @@ def test_forging_generations_fail_as_in_the_official_harness(samples):
     result = score_samples([s0], {s0.sample_id: generations}, "input", workers=0)
     outcomes = result.samples[0].outcomes
     assert [o == "ok" for o in outcomes] == truth
+    # sys._getframe(0).f_back: the frame view below the input's is None (the runner's
+    # frames are never shown), so .f_locals is an AttributeError
     assert outcomes == ("AssertionError", "StopTracing", "KeyError", "RuntimeError", "exited",
-                        "RuntimeError", "AssertionError", "ok")
+                        "AttributeError", "AssertionError", "ok")
     assert result.official()["pass_at_1"] == pytest.approx(100 / len(generations))
