@@ -333,7 +333,8 @@ EXPECTED = {
     },
     # d['a'] raises KeyError out of f: line 3 ends the frame by an exception.
     "uncaught": {
-        "steps": "2", "exception": "KeyError", "trace": "[[2, 0], [3, 0]]",
+        "steps": "2", "exception": "KeyError", "error": "KeyError: 'a'",
+        "trace": "[[2, 0], [3, 0]]",
         "state": {(2, "k", 1): "'a'", (3, "k", 1): "'a'"},
         "next_line": {(3, 1): "raise"},
         "coverage": {4: "false"},
@@ -883,21 +884,25 @@ def source_line(code: str, line: int) -> str:
 
 
 def check_whole_runs(db: Path) -> Counter:
-    """The whole-run kinds (output, input, steps, trace, exception) against the runs and
-    steps tables; count them by kind."""
+    """The whole-run kinds (output, input, steps, trace, exception, error) against the runs
+    and steps tables; count them by kind."""
     runs = {r[0]: r[1:] for r in rows(
         db, "SELECT r.run_id, r.output, r.input, coalesce(r.exception_type, 'none'), "
+            "CASE WHEN r.status = 'exception' AND r.exception_message = '' "
+            "THEN r.exception_type WHEN r.status = 'exception' "
+            "THEN r.exception_type || ': ' || r.exception_message END, "
             "(SELECT count(*) FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line'), "
             "r.line_steps, (SELECT to_json(list([s.line, s.depth] ORDER BY s.step)) "
             "FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line') FROM runs r")}
     checked: Counter = Counter()
     for kind, run, answer in rows(db, "SELECT kind, run_id, answer FROM tasks WHERE kind IN "
-                                      "('output', 'input', 'steps', 'trace', 'exception')"):
-        output, input_, exception, line_events, line_steps, trace = runs[run]
+                                      "('output', 'input', 'steps', 'trace', 'exception', "
+                                      "'error')"):
+        output, input_, exception, error, line_events, line_steps, trace = runs[run]
         assert line_events == line_steps
         expected = {"output": output, "input": input_, "steps": str(line_steps),
                     "trace": json.dumps(json.loads(trace)) if trace else None,
-                    "exception": exception}[kind]
+                    "exception": exception, "error": error}[kind]
         assert answer == expected, (kind, run)
         checked[kind] += 1
     return checked
