@@ -56,14 +56,15 @@ import tempfile
 import textwrap
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterable
 
 from steptrace.corpus._text import NotUtf8Error, decode_line, decode_text, user_file
 from steptrace.errors import InputError
-from steptrace.predictions._predict import PredictError, PredictOptions, Prediction, RequestRun, Task
+from steptrace.predictions._predict import (PredictError, PredictOptions, Prediction, RequestRun,
+                                           Task)
 
 HARVEST_KIND = "harvest"
 
@@ -148,9 +149,6 @@ class ScanReport:
     def by_reason(self) -> dict[str, int]:
         counts = Counter(reason.split(": ", 1)[0] for reason in self.rejected.values())
         return {reason: counts[reason] for reason in REASONS if counts[reason]}
-
-    def found_by_distribution(self) -> dict[str, int]:
-        return dict(sorted(Counter(h.distribution for h in self.kept).items()))
 
 
 # ---------------------------------------------------------------- scanning
@@ -457,8 +455,8 @@ def _denied(node: ast.FunctionDef, facts: _ModuleFacts) -> str | None:
 
 
 def _free_names(node: ast.FunctionDef) -> set[str]:
-    """The global names the function's code uses: in its body and nested functions (by
-    symtable), its default values and a static method's class-level nothing else."""
+    """The global names the function's code uses: in its body and nested functions and
+    classes (by symtable), and in its default values (annotations are left out)."""
     plain = _plain_def(node)
     table = symtable.symtable(ast.unparse(plain), "<harvest>", "exec")
     found: set[str] = set()
@@ -492,10 +490,7 @@ def _plain_def(node: ast.FunctionDef) -> ast.FunctionDef:
 
 def _program(node, signature_node, cls, ident, module, dist, source, imports) -> Harvested:
     lines = source.splitlines(keepends=True)
-    first = node.lineno
-    if cls:  # drop the @staticmethod line(s)
-        first = min([d.lineno for d in node.decorator_list if not _is_staticmethod(d)]
-                    + [node.lineno])
+    first = node.lineno  # the def line: a static method's @staticmethod line is dropped
     text = textwrap.dedent("".join(lines[first - 1:node.end_lineno]))
     head = f"from {module} import {', '.join(imports)}\n\n\n" if imports else ""
     args = node.args
@@ -534,7 +529,7 @@ def default_template_path() -> Path:
     return Path(str(resources.files("steptrace.benchmark") / "prompts" / "harvest.txt"))
 
 
-def load_template(path: str | Path) -> "string.Template":
+def load_template(path: str | Path):
     """The prompt template: every one of :data:`PLACEHOLDERS`, nothing else."""
     import string
     try:
@@ -848,7 +843,8 @@ class HarvestSummary:
         return rows + [("seconds", f"{self.seconds:.2f}")]
 
 
-def harvest(out: str | Path, lock, request: PredictOptions, options: HarvestOptions = HarvestOptions(),
+def harvest(out: str | Path, lock, request: PredictOptions,
+            options: HarvestOptions = HarvestOptions(),
             progress: Callable[[int, int], None] | None = None) -> HarvestSummary:
     """Harvest the functions of the packages of ``lock`` (a ``PackageLock`` or a lock
     file) into the directory ``out``: scan, build the guest, ask ``request.model`` for

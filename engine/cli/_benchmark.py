@@ -1,4 +1,5 @@
-"""The commands that build a benchmark: generate, harvest, filter, dedupe, select, size-check, synth.
+"""The commands that build a benchmark: generate, harvest, filter, dedupe, select, size-check,
+synth.
 
 Module-level imports are click and light modules only (see _common.py): each command
 imports its steptrace.benchmark module (and with it DuckDB, numpy or openai) when it runs.
