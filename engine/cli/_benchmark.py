@@ -1,4 +1,5 @@
-"""The commands that build a benchmark: generate, filter, dedupe, select, size-check, synth.
+"""The commands that build a benchmark: generate, harvest, filter, dedupe, select, size-check,
+synth.
 
 Module-level imports are click and light modules only (see _common.py): each command
 imports its steptrace.benchmark module (and with it DuckDB, numpy or openai) when it runs.
@@ -63,6 +64,48 @@ def generate_command(count: int, seed: int, out: Path, log_path: Path | None,
         summary = generate(out, options, settings,
                            progress=_progress_callback(progress, "requests"))
     _echo_summary(summary, fmt, "steptrace generate")
+
+
+@click.command("harvest")
+@request_options(temperature=GENERATE_TEMPERATURE)
+@click.option("--with", "requirements", multiple=True, metavar="REQUIREMENT",
+              help="A pure-Python package to harvest (pip syntax: 'idna==3.10'); repeatable. "
+                   "Resolved with its dependencies, which are harvested too.")
+@click.option("--lock", "lock_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Harvest the packages of this lock (`steptrace build --lock`) instead.")
+@click.option("--inputs", "count", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Calls asked of the model per function.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory for corpus.jsonl, guest.lock, harvest.json, the request log "
+                   "and (without --db) store.duckdb.")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path),
+              help="Store to trace into [default: OUT/store.duckdb].")
+@click.option("--template", "template_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Prompt template with $entry, $signature, $n (and $id, $module, $doc) "
+                   "[default: the bundled one].")
+@click.option("--no-trace", is_flag=True, help="Write the corpus, do not build or trace.")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes for tracing (default: one per CPU).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def harvest_command(requirements: tuple[str, ...], lock_path: Path | None, count: int,
+                    out: Path, db: Path | None, template_path: Path | None, no_trace: bool,
+                    workers: int | None, quiet: bool, fmt: str, **request) -> None:
+    """Harvest real functions from pure-Python packages (EXE-style): keep the annotated,
+    I/O-free ones, ask a model for inputs, write them as a corpus and trace it in a guest
+    with the packages. A re-run asks only for functions not logged yet."""
+    from steptrace.benchmark._harvest import HarvestOptions, harvest
+    from steptrace.sandbox._packages import read_lock, resolve
+    if bool(requirements) == (lock_path is not None):
+        raise click.UsageError("give the packages with --with or --lock (one of them)")
+    lock = resolve(list(requirements)) if requirements else read_lock(lock_path)
+    options = HarvestOptions(inputs=count, template_path=template_path, trace=not no_trace,
+                             db=db, workers=workers)
+    settings = request_settings(**request)
+    with _progress_bar("harvest", quiet) as progress:
+        summary = harvest(out, lock, settings, options,
+                          progress=_progress_callback(progress, "requests"))
+    _echo_summary(summary, fmt, "steptrace harvest")
 
 
 def _range_option(ctx: click.Context, param: click.Parameter, value: str | None):

@@ -15,7 +15,8 @@ is checked by running it in the sandbox (``input``).
   the answer set.
 * ``next_line``: a line number, or ``return`` / ``raise``. ``coverage``, ``branch``:
   true/false (yes/no). ``line_count``, ``steps``: an integer. ``exception``: the type name,
-  or ``none``. ``type``: the type's name (``int``, ``Node``; ``<class 'int'>`` and a
+  or ``none``. ``error``: ``TypeName: message``, type and message exact (EXE; a module
+  prefix of the type and whitespace around each part aside). ``type``: the type's name (``int``, ``Node``; ``<class 'int'>`` and a
   module prefix are accepted). ``alias``: true/false.
 * ``trace``: exact match of the ``[line, depth]`` list; the normalised edit distance to
   the true trace is stored too (1.0 for a prediction that is no such list).
@@ -224,6 +225,24 @@ def judge_exception(task: dict, predicted: str, options: Comparison) -> tuple[bo
     return (_word(predicted) == "none" if answer == "none" else predicted.strip() == answer), None
 
 
+def error_parts(text: str) -> tuple[str, str]:
+    """``TypeName: message`` → (type name, message): the type before the first ``:``, a
+    module prefix dropped (``roman.OutOfRangeError`` → ``OutOfRangeError``), the message
+    after it; both stripped of whitespace, the whole stripped of backticks first."""
+    word = text.strip().strip("`").strip()
+    name, _, message = word.partition(":")
+    name = name.strip()
+    return name.rpartition(".")[2], message.strip()
+
+
+def judge_error(task: dict, predicted: str, options: Comparison) -> tuple[bool, None]:
+    """``error`` (EXE): the same exception type and the same message, exactly (see
+    :func:`error_parts`: whitespace around each part and a module prefix of the type
+    aside); a type that is no identifier is never right."""
+    name, message = error_parts(predicted)
+    return name.isidentifier() and (name, message) == error_parts(task["answer"]), None
+
+
 def type_word(text: str) -> str:
     """A type name as a model may write it: ``int``, `` `int` ``, ``<class 'int'>``,
     ``builtins.int``, ``__main__.Node``, ``type: Node`` -> ``int`` / ``Node``."""
@@ -260,6 +279,7 @@ LINE_SET = Judge(judge_line_set)
 TRUTH = Judge(judge_truth)
 COUNT = Judge(judge_count)
 EXCEPTION = Judge(judge_exception)
+ERROR = Judge(judge_error)
 TYPE = Judge(judge_type)
 TRACE = Judge(many=judge_traces, unparsed_distance=1.0)
 RUN_IN_SANDBOX = Judge(in_sandbox=True)

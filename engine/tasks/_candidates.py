@@ -367,6 +367,24 @@ def build_exception(facts: RunFacts) -> list[Candidate]:
     return [Candidate(0, (), facts.run.exception_type or "none", "exception")]
 
 
+MAX_ERROR_MESSAGE = 1_000  # a longer message is not asked for (nor one the store cut)
+
+
+def build_error(facts: RunFacts) -> list[Candidate]:
+    """EXE's error question: what the call raises, type and message, as the last line of
+    its traceback says it (``KeyError: 'a'``; the type alone for an empty message). Asked
+    only of a run that raised (status ``exception``), with a message a model could write:
+    at most ``MAX_ERROR_MESSAGE`` characters, no memory address."""
+    run = facts.run
+    if run.status != "exception" or run.exception_type is None:
+        return []
+    message = run.exception_message or ""
+    if len(message) > MAX_ERROR_MESSAGE or _opaque(message):
+        return []
+    answer = f"{run.exception_type}: {message}" if message else run.exception_type
+    return [Candidate(0, (), answer, "error")]
+
+
 def select(found: list[Candidate], limit: int, rng: random.Random) -> list[Candidate]:
     """Up to ``limit`` candidates: highest score first (ties in ``rng`` order), one per
     group before any group gets a second. Trivial ones (score < 0: a line that runs once

@@ -92,6 +92,7 @@ _DECLARED = (
              reads=_STEPS),
     TaskKind("exception", questions.build_exception, COMMON_FIELDS, (CODE, CALL),
              judges.EXCEPTION),
+    TaskKind("error", questions.build_error, COMMON_FIELDS, (CODE, CALL), judges.ERROR),
     TaskKind("type", questions.build_type, COMMON_FIELDS | LINE_FIELDS | VAR | K,
              (CODE, CALL, LINE, VAR, K), judges.TYPE, needs_ast=True, reads=_STATES),
     TaskKind("alias", questions.build_alias, COMMON_FIELDS | LINE_FIELDS | VAR | K | OTHER,

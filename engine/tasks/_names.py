@@ -7,5 +7,6 @@ registry declares its kinds in this order and checks that it does.
 """
 
 KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
-         "line_count", "branch", "steps", "trace", "exception", "type", "alias")
+         "line_count", "branch", "steps", "trace", "exception", "error", "type",
+         "alias")
 STYLES = ("direct", "cot", "cruxeval")

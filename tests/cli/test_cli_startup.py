@@ -47,9 +47,9 @@ found["then steptrace.store._store"] = loaded()
 print(json.dumps(found))
 """ % (HEAVY,)
 
-COMMANDS = ["analyse", "build", "dedupe", "export", "features", "filter", "generate", "predict",
-            "query", "report", "score", "score-cruxeval", "select", "show", "size-check", "sql",
-            "synth", "tasks", "trace"]
+COMMANDS = ["analyse", "build", "dedupe", "export", "features", "filter", "generate", "harvest",
+            "predict", "query", "report", "score", "score-cruxeval", "select", "show",
+            "size-check", "sql", "synth", "tasks", "trace"]
 
 
 def test_help_and_version_load_no_heavy_dependency():

@@ -32,6 +32,7 @@ REGISTRY = {
     "steps": (False, set(), None, judges.COUNT),
     "trace": (False, {STEPS}, None, judges.TRACE),
     "exception": (False, set(), None, judges.EXCEPTION),
+    "error": (False, set(), None, judges.ERROR),
     "type": (True, {STEPS, STATES, ATTRIBUTES}, None, judges.TYPE),
     "alias": (True, {STEPS, STATES, ATTRIBUTES}, None, judges.TRUTH),
 }
@@ -70,6 +71,7 @@ def test_every_bundled_template_fits_its_kinds_placeholders():
 
 @pytest.mark.parametrize("kind, found", [
     ("output", "[3]"), ("input", "1, 'a'"), ("state", None), ("exception", None),
+    ("error", None),
     ("nope", None)])
 def test_answer_extraction_reads_the_assertion_part_from_the_kind(kind, found):
     """Only a kind with an assertion part takes its answer from ``assert f(...) == ...``;

@@ -333,7 +333,8 @@ EXPECTED = {
     },
     # d['a'] raises KeyError out of f: line 3 ends the frame by an exception.
     "uncaught": {
-        "steps": "2", "exception": "KeyError", "trace": "[[2, 0], [3, 0]]",
+        "steps": "2", "exception": "KeyError", "error": "KeyError: 'a'",
+        "trace": "[[2, 0], [3, 0]]",
         "state": {(2, "k", 1): "'a'", (3, "k", 1): "'a'"},
         "next_line": {(3, 1): "raise"},
         "coverage": {4: "false"},
@@ -883,21 +884,25 @@ def source_line(code: str, line: int) -> str:
 
 
 def check_whole_runs(db: Path) -> Counter:
-    """The whole-run kinds (output, input, steps, trace, exception) against the runs and
-    steps tables; count them by kind."""
+    """The whole-run kinds (output, input, steps, trace, exception, error) against the runs
+    and steps tables; count them by kind."""
     runs = {r[0]: r[1:] for r in rows(
         db, "SELECT r.run_id, r.output, r.input, coalesce(r.exception_type, 'none'), "
+            "CASE WHEN r.status = 'exception' AND r.exception_message = '' "
+            "THEN r.exception_type WHEN r.status = 'exception' "
+            "THEN r.exception_type || ': ' || r.exception_message END, "
             "(SELECT count(*) FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line'), "
             "r.line_steps, (SELECT to_json(list([s.line, s.depth] ORDER BY s.step)) "
             "FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line') FROM runs r")}
     checked: Counter = Counter()
     for kind, run, answer in rows(db, "SELECT kind, run_id, answer FROM tasks WHERE kind IN "
-                                      "('output', 'input', 'steps', 'trace', 'exception')"):
-        output, input_, exception, line_events, line_steps, trace = runs[run]
+                                      "('output', 'input', 'steps', 'trace', 'exception', "
+                                      "'error')"):
+        output, input_, exception, error, line_events, line_steps, trace = runs[run]
         assert line_events == line_steps
         expected = {"output": output, "input": input_, "steps": str(line_steps),
                     "trace": json.dumps(json.loads(trace)) if trace else None,
-                    "exception": exception}[kind]
+                    "exception": exception, "error": error}[kind]
         assert answer == expected, (kind, run)
         checked[kind] += 1
     return checked
@@ -1259,7 +1264,8 @@ CRUXEVAL_COUNTS = {
     "output": (800, 800), "input": (800, 800), "state": (1626, 576), "state_any": (880, 317),
     "next_line": (1129, 483), "next_line_any": (743, 313), "coverage": (1169, 558),
     "line_count": (1148, 543), "branch": (883, 438), "steps": (800, 800),
-    "trace": (798, 798), "exception": (800, 800), "type": (35, 13), "alias": (164, 64),
+    "trace": (798, 798), "exception": (800, 800), "error": (0, 0), "type": (35, 13),
+    "alias": (164, 64),
 }
 LINE_KINDS = ("state", "state_any", "next_line", "next_line_any", "coverage", "line_count",
               "branch", "type", "alias")
@@ -1301,7 +1307,7 @@ def test_cruxeval_counts_by_kind_and_answers(cruxeval_tasks):
         finished, finished, short)
     assert rows(db, "SELECT max(c) FROM (SELECT count(*) c FROM tasks GROUP BY run_id, kind)") == [(3,)]
     assert dict(check_whole_runs(db)) == {k: n for k, (n, _) in CRUXEVAL_COUNTS.items()
-                                          if k not in LINE_KINDS}
+                                          if k not in LINE_KINDS and n}  # no run raises
     assert branch_check(db) == 794
 
 

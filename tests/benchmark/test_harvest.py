@@ -1,0 +1,451 @@
+"""Harvesting (steptrace.benchmark._harvest, ``steptrace harvest``): the static scan of an
+installed site (what is kept, why the rest is not, the programs), parsing the model's
+calls, the log and resuming, and a real harvest of six pinned registry packages with
+inputs from the local test server, traced, with tasks (``error`` ones too) scored."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import steptrace as st
+from steptrace.benchmark._harvest import (CallReport, Harvested, HarvestError, HarvestOptions,
+                                          harvest, parse_calls, read_log, scan_site)
+from steptrace.cli._main import main
+from steptrace.predictions._predict import PredictOptions
+from steptrace.sandbox._packages import LOCK_HEADER, parse_lock
+from steptrace.scoring._judges import error_parts, judge_error
+
+from helpers.cli import rows
+from helpers.openai_stub import StubServer, answer
+
+
+# ------------------------------------------------------------------ the scan
+MODULE = '''
+import os
+import typing as t
+from typing import Optional, List
+from .helpers import scale
+
+LIMIT = 10
+Pair = tuple[int, int]
+
+
+def kept(xs: list[int], k: int = LIMIT) -> int:
+    """Sum of the first k, scaled."""
+    total = 0
+    for x in xs[:k]:
+        total += scale(x)
+    return total + len(xs)
+
+
+def aliased(p: Pair, name: "Optional[str]" = None) -> t.List[int]:
+    return [p[0], p[1]]
+
+
+def recursive(n: int) -> int:
+    return 1 if n < 2 else n * recursive(n - 1)
+
+
+def literal(mode: t.Literal["a", "b"], flags: frozenset[str] | None) -> bool:
+    def inner(y):
+        return y in ("a",) and LIMIT
+    return inner(mode)
+
+
+def gen(n: int) -> int:
+    yield n
+
+
+async def run(n: int) -> int:
+    return n
+
+
+@property
+def decorated(n: int) -> int:
+    return n
+
+
+def star(*xs: int) -> int:
+    return 0
+
+
+def nothing() -> int:
+    return 1
+
+
+def bare(x, y: int) -> int:
+    return x
+
+
+def obj(x: object) -> int:
+    return 1
+
+
+def reads(path: str) -> str:
+    return open(path).read()
+
+
+def environ(name: str) -> str:
+    return os.environ[name]
+
+
+def later(x: int) -> float:
+    import time
+    return time.time() + x
+
+
+def unknown(x: int) -> int:
+    return x + undefined_name
+
+
+def setter(x: int) -> None:
+    global LIMIT
+    LIMIT = x
+
+
+def _private(x: int) -> int:
+    return x
+
+
+class Tools:
+    @staticmethod
+    def double(x: int) -> int:
+        return x * 2
+
+    def method(self, x: int) -> int:
+        return x
+
+
+class _Hidden:
+    @staticmethod
+    def double(x: int) -> int:
+        return x * 2
+'''
+STUBBED = "def both(a, b=1):\n    return a + b\n\ndef over(a):\n    return a\n"
+STUB = ("from typing import overload\ndef both(a: int, b: int = ...) -> int: ...\n"
+        "@overload\ndef over(a: int) -> int: ...\n@overload\ndef over(a: str) -> str: ...\n")
+# a module that would do harm if the host imported it: the scan only parses it
+HOSTILE = ("import pathlib\npathlib.Path(__file__).with_name('IMPORTED').write_text('x')\n"
+           "def harmless(x: int) -> int:\n    return x\n")
+
+
+def make_site(root: Path) -> Path:
+    files = {"pkg/__init__.py": "", "pkg/core.py": MODULE, "pkg/helpers.py": "def scale(x):\n    return x * 3\n",
+             "pkg/stubbed.py": STUBBED, "pkg/stubbed.pyi": STUB, "pkg/hostile.py": HOSTILE,
+             "pkg/_impl.py": "def hidden(x: int) -> int:\n    return x\n",
+             "pkg/tests/test_x.py": "def test(x: int) -> int:\n    return x\n",
+             "pkg/broken.py": "def f(:\n"}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    info = root / "pkg-1.0.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("".join(f"{name},sha256=x,1\n" for name in files))
+    return root
+
+
+def test_the_scan_keeps_literal_annotated_io_free_functions_and_says_why_not(tmp_path):
+    report = scan_site(make_site(tmp_path))
+    assert not (tmp_path / "pkg" / "IMPORTED").exists()  # nothing was imported
+    assert (report.modules, report.unparsed_modules, report.found) == (5, ["pkg.broken"], 21)
+    kept = {h.id: h for h in report.kept}
+    assert sorted(kept) == ["pkg.core.Tools.double", "pkg.core.aliased", "pkg.core.kept",
+                            "pkg.core.literal", "pkg.core.recursive", "pkg.hostile.harmless",
+                            "pkg.stubbed.both"]
+    assert report.rejected == {
+        "pkg.core.gen": "generator", "pkg.core.run": "async",
+        "pkg.core.decorated": "decorated: @property", "pkg.core.star": "*args or **kwargs",
+        "pkg.core.nothing": "no parameters", "pkg.core.bare": "annotation missing: x",
+        "pkg.core.obj": "annotation not literal-able: x: object",
+        "pkg.core.reads": "I/O or nondeterminism: open()",
+        "pkg.core.environ": "I/O or nondeterminism: os",
+        "pkg.core.later": "I/O or nondeterminism: import time",
+        "pkg.core.unknown": "name not bound in its module: undefined_name",
+        "pkg.core.setter": "global statement",
+        "pkg.stubbed.over": "annotation missing: overloaded in its stub",
+        "pkg.helpers.scale": "annotation missing: x"}
+    assert report.found == len(report.kept) + len(report.rejected)  # private ones not found
+    assert report.by_reason() == {
+        "async": 1, "generator": 1, "decorated": 1, "*args or **kwargs": 1, "no parameters": 1,
+        "annotation missing": 3, "annotation not literal-able": 1, "global statement": 1,
+        "I/O or nondeterminism": 3, "name not bound in its module": 1}
+    # the program: the names it uses from its module imported, then its own source
+    assert kept["pkg.core.kept"].code == (
+        "from pkg.core import LIMIT, scale\n\n\n"
+        "def kept(xs: list[int], k: int = LIMIT) -> int:\n"
+        '    """Sum of the first k, scaled."""\n    total = 0\n    for x in xs[:k]:\n'
+        "        total += scale(x)\n    return total + len(xs)\n")
+    assert (kept["pkg.core.kept"].entry, kept["pkg.core.kept"].module,
+            kept["pkg.core.kept"].distribution, kept["pkg.core.kept"].doc) == (
+        "kept", "pkg.core", "pkg", "Sum of the first k, scaled.")
+    assert kept["pkg.core.kept"].signature == "def kept(xs: list[int], k: int=LIMIT) -> int"
+    assert kept["pkg.core.recursive"].code.startswith("def recursive(")  # defines itself
+    assert kept["pkg.core.literal"].code.startswith("from pkg.core import LIMIT\n")
+    assert kept["pkg.core.Tools.double"].code == (
+        "def double(x: int) -> int:\n    return x * 2\n")
+    # a .py function without annotations takes its stub's, defaults from the .py
+    assert kept["pkg.stubbed.both"].signature == "def both(a: int, b: int=1) -> int"
+    assert kept["pkg.stubbed.both"].params == (("a", "either", False), ("b", "either", True))
+
+
+# ------------------------------------------------------------------ parsing calls
+FUNC = Harvested("m.f", "m", "m", "f", "def f(a, /, b=1, *, c=2):\n    return a\n",
+                 "def f(a: int, /, b: int=1, *, c: int=2) -> int", None,
+                 (("a", "positional", False), ("b", "either", True), ("c", "keyword", True)))
+
+
+def test_calls_are_literal_calls_of_the_function_that_bind():
+    report = CallReport()
+    text = ("Sure!\n[CALLS]\n```python\nf(1)\nf(1, b=2)\nf( 1 , 'x' )\nf(1, \"x\")\n"
+            "m.f(3, c=4)\n>>> f(5)\ng(1)\nf(x)\nf(1, *xs)\nf(**{'a': 1})\nf(a=1)\nf(1, 2, 3)\n"
+            "f(1, z=2)\nf({1: [2, (3,)]}, frozenset({1}))\nf(set())\nf(len('x'))\nf(-1.5e3)\n"
+            "not python at all (\nf(9)\nf(10)\n```\n[/CALLS]\nf(11)\n")
+    assert parse_calls(text, FUNC, limit=10, report=report) == [
+        "1", "1, b=2", "1, 'x'", "3, c=4", "5", "{1: [2, (3,)]}, frozenset({1})", "set()",
+        "-1500.0", "9", "10"]
+    assert report == CallReport(lines=20, inputs=10, duplicates=1, not_a_call=2,
+                                not_literal=4, bad_arguments=3, extra=0)
+    # past the limit, counted as extra; no block: every line of the response
+    report = CallReport()
+    assert parse_calls("f(1)\nf(2)\nf(3)", FUNC, limit=2, report=report) == ["1", "2"]
+    assert (report.extra, report.inputs) == (1, 2)
+    assert parse_calls(None, FUNC, 3) == [] and parse_calls("", FUNC, 3) == []
+    # a huge argument text is no input
+    assert parse_calls(f"f('{'x' * 3000}')", FUNC, 3) == []
+
+
+# ------------------------------------------------------------------ the error judge
+ERROR_TASK = {"answer": "InvalidRomanNumeralError: Invalid Roman numeral: IIII"}
+
+
+@pytest.mark.parametrize("predicted, right", [
+    ("InvalidRomanNumeralError: Invalid Roman numeral: IIII", True),
+    ("  roman.InvalidRomanNumeralError :  Invalid Roman numeral: IIII \n", True),
+    ("`InvalidRomanNumeralError: Invalid Roman numeral: IIII`", True),
+    ("InvalidRomanNumeralError", False),                       # the message is part of it
+    ("InvalidRomanNumeralError: invalid roman numeral: iiii", False),  # case counts
+    ("ValueError: Invalid Roman numeral: IIII", False),
+    ("Invalid Roman numeral: IIII", False),
+    # hostile: a non-identifier type, an answer smuggling both, a huge text
+    ("Invalid Roman numeral:IIII: Invalid Roman numeral: IIII", False),
+    ("InvalidRomanNumeralError: Invalid Roman numeral: IIII\nValueError: x", False),
+    ("InvalidRomanNumeralError: " + "Invalid Roman numeral: IIII" * 10_000, False),
+    (": Invalid Roman numeral: IIII", False),
+])
+def test_the_error_judge_is_exact_on_type_and_message(predicted, right):
+    assert judge_error(ERROR_TASK, predicted, None) == (right, None)
+
+
+def test_an_error_without_a_message_is_its_type_alone():
+    task = {"answer": "ValueError"}
+    assert error_parts("ValueError") == ("ValueError", "")
+    assert judge_error(task, "ValueError", None) == (True, None)
+    assert judge_error(task, "builtins.ValueError:", None) == (True, None)
+    assert judge_error(task, "ValueError: n must be positive", None) == (False, None)
+
+
+# ------------------------------------------------------------------ six real packages
+LOCK_TEXT = f"""{LOCK_HEADER}
+humanize==4.17.0 --hash=sha256:02d0899527760efe18011944f882df4970943b4cdff7b5a0ba7fed43a576ef98
+idna==3.20 --hash=sha256:ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c
+inflection==0.5.1 --hash=sha256:f38b2b640938a4f35ade69ac3d053042959b62a0f1076a5bbaa1b9526605a8a2
+more-itertools==11.2.1 --hash=sha256:35a7377edd1dd6608dcb2cdf534ded55ea32d49448875ad042cd3f879fb1ded0
+packaging==26.3 --hash=sha256:d7193f7c8e4e93f444fde0262bf90af30e16fa0ad0ad44cb553c87339b23cd1c
+roman==5.2 --hash=sha256:89d3b47400388806d06ff77ea77c79ab080bc127820dea6bf34e1f1c1b8e676e
+"""
+KEPT = [
+    "humanize.filesize.naturalsize", "humanize.number.apnumber", "humanize.number.fractional",
+    "humanize.number.intcomma", "humanize.number.intword", "humanize.number.metric",
+    "humanize.number.ordinal", "humanize.number.scientific", "idna.compat.ToASCII",
+    "idna.core.alabel", "idna.core.check_bidi", "idna.core.check_hyphen_ok",
+    "idna.core.check_initial_combiner", "idna.core.check_nfc", "idna.core.uts46_remap",
+    "idna.core.valid_contextj", "idna.core.valid_contexto", "idna.core.valid_label_length",
+    "idna.core.valid_string_length", "idna.intranges.intranges_contain",
+    "idna.intranges.intranges_from_list", "inflection.camelize", "inflection.dasherize",
+    "inflection.humanize", "inflection.ordinal", "inflection.ordinalize",
+    "inflection.parameterize", "inflection.pluralize", "inflection.singularize",
+    "inflection.tableize", "inflection.titleize", "inflection.transliterate",
+    "inflection.underscore", "more_itertools.more.nth_prime", "more_itertools.more.subfactorial",
+    "more_itertools.recipes.is_prime", "more_itertools.recipes.totient",
+    "packaging.utils.is_normalized_name", "packaging.version.normalize_pre", "roman.fromRoman",
+    "roman.toRoman"]
+# the model's replies, scripted per function (every other function: an empty block)
+SCRIPT = {
+    "roman.toRoman": "[CALLS]\ntoRoman(1994)\ntoRoman(0)\ntoRoman(4)\n[/CALLS]",
+    "roman.fromRoman": "[CALLS]\nfromRoman('MCMXCIV')\nfromRoman('IIII')\nfromRoman(s=\"XL\")\n[/CALLS]",
+    "inflection.pluralize": "Here you go:\n[CALLS]\npluralize('octopus')\npluralize('sheep')\npluralize('person')\n[/CALLS]",
+    "inflection.ordinal": "[CALLS]\nordinal(1)\nordinal(-12)\nordinal(1)\n[/CALLS]",
+    "inflection.underscore": "[CALLS]\nunderscore('DeviceType')\nunderscore(word=\"IOError\")\nThese cover camel case.\n[/CALLS]",
+    "humanize.number.intcomma": "```python\nintcomma(1000000)\nintcomma('1234.5', ndigits=1)\nintcomma(x)\n```",
+    "humanize.number.ordinal": "[CALLS]\nordinal(3)\nordinal('111')\nordinal(2, 'female', 1)\n[/CALLS]",
+    "idna.core.alabel": "[CALLS]\nalabel('bücher')\nalabel('')\nalabel('a' * 64)\n[/CALLS]",
+    "idna.core.valid_label_length": "[CALLS]\nvalid_label_length(b'abc')\nvalid_label_length('x')\n[/CALLS]",
+    "idna.intranges.intranges_from_list": "[CALLS]\nintranges_from_list([1, 2, 3, 7, 8])\nintranges_from_list([])\n[/CALLS]",
+    "more_itertools.recipes.is_prime": "[CALLS]\nis_prime(97)\nis_prime(1)\nis_prime(-7)\nis_prime(2)\n[/CALLS]",
+    "more_itertools.more.subfactorial": "[CALLS]\nsubfactorial(4)\nsubfactorial(-1)\n[/CALLS]",
+    "packaging.version.normalize_pre": "[CALLS]\nnormalize_pre('alpha')\nnormalize_pre('RC')\nnormalize_pre(letter='c')\n[/CALLS]",
+    "packaging.utils.is_normalized_name": "[CALLS]\nis_normalized_name('foo-bar')\nis_normalized_name('Foo_Bar')\n[/CALLS]",
+}
+RUNS = [
+    ("humanize.number.intcomma", "1000000", "ok", "'1,000,000'", None, None),
+    ("humanize.number.intcomma", "'1234.5', ndigits=1", "ok", "'1,234.5'", None, None),
+    ("humanize.number.ordinal", "3", "ok", "'3rd'", None, None),
+    ("humanize.number.ordinal", "'111'", "ok", "'111th'", None, None),
+    ("idna.core.alabel", "'bücher'", "ok", "b'xn--bcher-kva'", None, None),
+    ("idna.core.alabel", "''", "exception", None, "IDNAError", "Empty Label"),
+    ("idna.core.valid_label_length", "b'abc'", "ok", "True", None, None),
+    ("idna.core.valid_label_length", "'x'", "ok", "True", None, None),
+    ("idna.intranges.intranges_from_list", "[1, 2, 3, 7, 8]", "ok",
+     "(4294967300, 30064771081)", None, None),
+    ("idna.intranges.intranges_from_list", "[]", "ok", "()", None, None),
+    ("inflection.ordinal", "1", "ok", "'st'", None, None),
+    ("inflection.ordinal", "-12", "ok", "'th'", None, None),
+    ("inflection.pluralize", "'octopus'", "ok", "'octopi'", None, None),
+    ("inflection.pluralize", "'sheep'", "ok", "'sheep'", None, None),
+    ("inflection.pluralize", "'person'", "ok", "'people'", None, None),
+    ("inflection.underscore", "'DeviceType'", "ok", "'device_type'", None, None),
+    ("inflection.underscore", "word='IOError'", "ok", "'io_error'", None, None),
+    ("more_itertools.more.subfactorial", "4", "ok", "9", None, None),
+    ("more_itertools.more.subfactorial", "-1", "exception", None, "ValueError", ""),
+    ("more_itertools.recipes.is_prime", "97", "ok", "True", None, None),
+    ("more_itertools.recipes.is_prime", "1", "ok", "False", None, None),
+    ("more_itertools.recipes.is_prime", "-7", "ok", "False", None, None),
+    ("packaging.utils.is_normalized_name", "'foo-bar'", "ok", "True", None, None),
+    ("packaging.utils.is_normalized_name", "'Foo_Bar'", "ok", "False", None, None),
+    ("packaging.version.normalize_pre", "'alpha'", "ok", "'a'", None, None),
+    ("packaging.version.normalize_pre", "'RC'", "ok", "'rc'", None, None),
+    ("roman.fromRoman", "'MCMXCIV'", "ok", "1994", None, None),
+    ("roman.fromRoman", "'IIII'", "exception", None, "InvalidRomanNumeralError",
+     "Invalid Roman numeral: IIII"),
+    ("roman.fromRoman", "s='XL'", "ok", "40", None, None),
+    ("roman.toRoman", "1994", "ok", "'MCMXCIV'", None, None),
+    ("roman.toRoman", "0", "ok", "'N'", None, None),
+    ("roman.toRoman", "4", "ok", "'IV'", None, None),
+]
+
+
+def function_of(prompt: str) -> str | None:
+    found = re.search(r"the function `([^`]+)`", prompt)
+    return found.group(1) if found else None
+
+
+def stub() -> StubServer:
+    return StubServer({name: answer(text) for name, text in SCRIPT.items()},
+                      default=answer("[CALLS]\n[/CALLS]"), key_of=function_of)
+
+
+@pytest.mark.slow
+def test_a_harvest_of_six_real_packages_traced_with_tasks_and_error_scores(tmp_path):
+    """Six pinned registry packages: 244 public functions found, 41 kept, 14 given inputs
+    by the scripted model, 32 runs traced in the package guest (29 ok, 3 raising), tasks
+    made from them, and the error tasks scored right and wrong."""
+    out = tmp_path / "harvest"
+    with stub() as server:
+        summary = harvest(out, parse_lock(LOCK_TEXT),
+                          PredictOptions("stub-model", base_url=server.base_url),
+                          HarvestOptions(inputs=3, workers=1))
+        assert sum(server.requests.values()) == 41
+    assert (summary.modules, summary.unparsed_modules, summary.found, summary.kept) == (
+        34, 0, 244, 41)
+    assert summary.rejected == {"generator": 60, "*args or **kwargs": 14, "no parameters": 9,
+                                "annotation missing": 14, "annotation not literal-able": 104,
+                                "I/O or nondeterminism": 2}
+    assert summary.kept_by_distribution == {"humanize": 8, "idna": 13, "inflection": 12,
+                                            "more-itertools": 4, "packaging": 2, "roman": 2}
+    assert (summary.asked, summary.requests, summary.request_errors) == (41, 41, 0)
+    assert summary.calls == CallReport(lines=39, inputs=32, duplicates=1, not_a_call=1,
+                                       not_literal=2, bad_arguments=2, extra=1)
+    assert (summary.functions_with_inputs, summary.traced, summary.functions_ok,
+            summary.functions_raising) == (14, {"exception": 3, "ok": 29}, 14, 3)
+    # the files: the corpus, the lock with the modules to import, the counts
+    written = json.loads((out / "harvest.json").read_text())
+    assert written["kept_functions"] == KEPT and written["found"] == 244
+    assert len(written["rejected_functions"]) == 203
+    lock = parse_lock((out / "guest.lock").read_text())
+    assert lock.packages == parse_lock(LOCK_TEXT).packages
+    assert lock.imports == ("humanize.filesize", "humanize.number", "idna.compat", "idna.core",
+                            "idna.intranges", "inflection", "more_itertools.more",
+                            "more_itertools.recipes", "packaging.utils", "packaging.version",
+                            "roman")
+    records = [json.loads(line) for line in (out / "corpus.jsonl").read_text().splitlines()]
+    assert len(records) == 14 and records[0]["code"].startswith(
+        "from humanize.number import _format_not_finite, decimal_separator, "
+        "thousands_separator\n\n\ndef intcomma(value: NumberOrString")
+    db = out / "store.duckdb"
+    assert rows(db, "SELECT sample_id, input, status, output, exception_type, "
+                    "exception_message FROM runs ORDER BY run_id") == RUNS
+    # only the function's own code is traced: its module's helpers are not
+    assert rows(db, "SELECT DISTINCT func FROM steps s JOIN runs r USING (run_id) "
+                    "WHERE r.sample_id = 'roman.fromRoman'") == [("fromRoman",)]
+
+    tasks = st.make_tasks(db, kinds="output,exception,error", per_run=1)
+    assert tasks.rows() == [("output", 29, 29), ("exception", 32, 32), ("error", 3, 3),
+                            ("total", 64, 32)]
+    errors = tasks.tasks.filter(tasks.tasks["kind"] == "error")
+    assert sorted(errors["answer"]) == ["IDNAError: Empty Label",
+                                        "InvalidRomanNumeralError: Invalid Roman numeral: IIII",
+                                        "ValueError"]
+    records = list(errors.iter_rows(named=True))
+    by_prompt = {t["prompt"]: t["task_id"] for t in records}
+    right = {t["task_id"]: answer(f"[ANSWER]\nroman.{t['answer']} \n[/ANSWER]")
+             for t in records}
+    wrong = {t["task_id"]: answer("[ANSWER]\nValueError: Empty Label\n[/ANSWER]")
+             for t in records}
+    for model, script in (("right", right), ("wrong", wrong)):
+        with StubServer(script, models=(model,), key_of=by_prompt.get) as server:
+            st.predict(records, db, model, base_url=server.base_url)
+    scored = st.score(db, records, ks=(1,), workers=0).as_dict()
+    assert {(r["model"], r["kind"]): r["pass@1"] for r in scored["by_kind"]} == {
+        ("right", "error"): 100.0, ("right", "all"): 100.0,
+        ("wrong", "error"): 0.0, ("wrong", "all"): 0.0}
+
+
+def test_the_command_writes_the_corpus_and_resumes_from_its_log(tmp_path):
+    """harvest --lock --no-trace: scan and ask (no build); a second run asks nothing."""
+    lock_file = tmp_path / "in.lock"
+    lock_file.write_text(LOCK_TEXT)
+    out = tmp_path / "h"
+    args = ["harvest", "--lock", str(lock_file), "--model", "stub-model", "--inputs", "3",
+            "--out", str(out), "--no-trace", "--quiet", "--format", "json"]
+    with stub() as server:
+        first = CliRunner().invoke(main, args + ["--base-url", server.base_url])
+        assert first.exit_code == 0, first.output
+        again = CliRunner().invoke(main, args + ["--base-url", server.base_url])
+        assert sum(server.requests.values()) == 41
+    done = json.loads(first.stdout)
+    assert (done["found"], done["kept"], done["requests"], done["calls"]["inputs"],
+            done["functions_with_inputs"], done["db"]) == (244, 41, 41, 32, 14, None)
+    resumed = json.loads(again.stdout)
+    assert (resumed["already_logged"], resumed["requests"], resumed["calls"]["inputs"]) == (
+        41, 0, 32)
+    assert len(read_log(out / "harvest.log.jsonl")) == 41
+    assert sorted(p.name for p in out.iterdir()) == ["corpus.jsonl", "guest.lock",
+                                                     "harvest.json", "harvest.log.jsonl"]
+    # the same log asked by another model: one line, exit status 1
+    result = CliRunner().invoke(main, args[:3] + ["--model", "other"] + args[5:]
+                                + ["--base-url", "http://127.0.0.1:9/v1"])
+    assert result.exit_code == 1
+    assert result.output == (f"Error: {out / 'harvest.log.jsonl'} holds "
+                             "humanize.filesize.naturalsize from model 'stub-model', not "
+                             "'other'; use another --out for another model\n")
+
+
+def test_bad_settings_are_one_line_errors(tmp_path):
+    result = CliRunner().invoke(main, ["harvest", "--model", "m", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "give the packages with --with or --lock" in result.output
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    lock_file = tmp_path / "in.lock"
+    lock_file.write_text(LOCK_TEXT)
+    result = CliRunner().invoke(main, ["harvest", "--lock", str(lock_file), "--model", "m",
+                                       "--out", str(not_a_dir)])
+    assert result.exit_code != 0
+    with pytest.raises(HarvestError, match="is not a directory"):
+        harvest(not_a_dir, lock_file, PredictOptions("m"))
+    with pytest.raises(HarvestError, match="inputs must be at least 1"):
+        HarvestOptions(inputs=0)
