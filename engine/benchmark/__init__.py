@@ -1,5 +1,6 @@
 """Benchmark construction: generating candidate programs with a model, repairing examples
-that do not run (a model revising them with the sandbox's feedback), CRUXEval-style filters, de-duplication, selection, the size check, and synthetic corpora."""
+that do not run (a model revising them with the sandbox's feedback), CRUXEval-style
+filters, de-duplication, selection, the size check, and synthetic corpora."""
 
 from steptrace._lazy import lazy_exports
 
