@@ -269,10 +269,11 @@ def parse_reply(text: str | None, form: str) -> Revision | str:
                 "outputs, which do not change: give the program only")
     if form != "output" and (test is None or not test.strip()):
         return "the reply has no test code in a [TEST] ... [/TEST] block"
+    code, test = _ended(code), None if test is None else _ended(test)
     size = len(code) + len(test or "")
     if size > MAX_CODE:
         return f"the revised example is {size:,} characters; at most {MAX_CODE:,}"
-    return Revision(_ended(code), None if test is None else _ended(test))
+    return Revision(code, test)
 
 
 def _ended(text: str) -> str:
