@@ -71,12 +71,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from steptrace.corpus._formats import MODULE, CorpusError, Job, jobs_from_record, stdout_matches
+from steptrace.corpus._formats import CorpusError, Job, jobs_from_record, stdout_matches
 from steptrace.corpus._text import NotUtf8Error, decode_line, user_file
 from steptrace.errors import InputError
 from steptrace.predictions._options import PredictOptions
 from steptrace.sandbox._limits import Limits
-from steptrace.sandbox._packages import PackageLock, read_lock
+from steptrace.sandbox._packages import PackageLock
 
 REPAIR_KIND = "repair"
 DEFAULT_ROUNDS = 3
@@ -296,7 +296,8 @@ def assertion_problem(test: str, entry: str) -> str | None:
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == case:
             for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == method:
+                if (isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and item.name == method):
                     found = item  # the last definition is the one the class holds
     if found is None:
         return f"the test code defines no test method {entry} (class {case}, method {method})"
@@ -381,8 +382,9 @@ def _run_problem(job: Job, result: dict) -> str | None:
 def judge(example: Example, jobs: list[Job], results: list[dict],
           test: str | None) -> dict:
     """The outcome of one round: ``passed``, ``status`` (the first run's that is not
-    ok; else ``failed_tests`` or ``ok``), ``problem`` (why it did not pass, one line), ``feedback`` (the text the
-    next prompt shows) and ``runs`` (each run's status, exception, output, match)."""
+    ok; else ``failed_tests`` or ``ok``), ``problem`` (why it did not pass, one line),
+    ``feedback`` (the text the next prompt shows) and ``runs`` (each run's status,
+    exception, output, match)."""
     lines: list[str] = []
     problems: list[str] = []
     status = next((r.get("status") for r in results if r.get("status") != "ok"), None)
@@ -456,10 +458,12 @@ def _template() -> string.Template:
 
 def _tests_text(example: Example, current: dict, jobs: list[Job]) -> str:
     if example.form == "output":
-        calls = [f"- {describe_job(job)} must give {_cap(repr(job.expected)) if job.program.shape == 'script' else _cap(job.expected)}"
+        script = jobs[0].program.shape == "script"
+        calls = [f"- {describe_job(job)} must give "
+                 f"{_cap(repr(job.expected) if script else job.expected)}"
                  for job in jobs if job.expected is not None]
         shown = calls[:20] + ([f"- ... and {len(calls) - 20} more"] if len(calls) > 20 else [])
-        what = "print (stdout)" if jobs[0].program.shape == "script" else "return"
+        what = "print (stdout)" if script else "return"
         return ("Its tests are these runs and what they must " + what + "; they do not "
                 "change:\n" + "\n".join(shown))
     if example.form == "test":
@@ -494,10 +498,9 @@ def build_prompt(example: Example, history: list[dict], rounds: int,
     if last.get("parse_error"):
         feedback = (f"Your last reply could not be used: {last['parse_error']}. The program "
                     "above is the last version that could.")
-        if last["round"] > 0 and len(history) > 1:
-            earlier = next((line for line in reversed(history) if line.get("outcome")), None)
-            if earlier is not None:
-                feedback += "\nWhen that version ran:\n" + earlier["outcome"]["feedback"]
+        ran = next((line for line in reversed(history) if line.get("outcome")), None)
+        if ran is not None:  # round 0 always ran
+            feedback += "\nWhen that version ran:\n" + ran["outcome"]["feedback"]
     else:
         feedback = last["outcome"]["feedback"]
     environment = "the Python 3.14 standard library"

@@ -78,7 +78,8 @@ def records_of(path: Path) -> list[dict]:
     ("def f(): pass", "output", "the reply has no program in a [PYTHON] ... [/PYTHON] block"),
     ("[PYTHON]\n\n[/PYTHON]", "output",
      "the reply has no program in a [PYTHON] ... [/PYTHON] block"),
-    ("[PYTHON]\ndef f(): pass\n", "output", "the reply's [PYTHON] block is not closed by [/PYTHON]"),
+    ("[PYTHON]\ndef f(): pass\n", "output",
+     "the reply's [PYTHON] block is not closed by [/PYTHON]"),
     (python("a = 1\n") + python("b = 2\n"), "output", "the reply has 2 [PYTHON] blocks; give one"),
     (with_test("a = 1\n", "t = 1\n"), "output",
      "the reply has a [TEST] block, but this example's tests are its expected outputs, which "
@@ -193,7 +194,8 @@ def test_an_example_fixed_in_round_2_is_traced_ok(tmp_path):
         {"id": "name", "code": "def f(x):\n    y = 2\n    return x + y\n", "input": "1",
          "output": "3", "rounds": 2,
          "repair": {"model": MODEL, "record_sha256": lines[0]["record_sha256"]}},
-        {**FINE, "rounds": 0, "repair": {"model": None, "record_sha256": lines[1]["record_sha256"]}}]
+        {**FINE, "rounds": 0,
+         "repair": {"model": None, "record_sha256": lines[1]["record_sha256"]}}]
     assert (summary.examples, summary.done, summary.as_given, summary.fixed,
             summary.given_up, summary.unfinished) == (2, 2, 1, {2: 1}, 0, 0)
     assert (summary.requests, summary.errors, summary.unparseable, summary.executions) == (
@@ -346,7 +348,8 @@ def test_an_example_without_tests_gets_tests_written(tmp_path):
 
 
 def test_feedback_quotes_are_capped(tmp_path):
-    record = {"id": "long", "code": "def f(x):\n    print('o' * 5000)\n    raise ValueError('m' * 5000)\n",
+    record = {"id": "long",
+              "code": "def f(x):\n    print('o' * 5000)\n    raise ValueError('m' * 5000)\n",
               "input": "1", "output": "1"}
     run_repair(tmp_path, [record], {"long": answer(python("def f(x):\n    return 1\n"))})
     feedback = lines_of(tmp_path / "out.log.jsonl")[0]["outcome"]["feedback"]
