@@ -768,8 +768,8 @@ def repair(corpus: str | os.PathLike | Iterable[Mapping[str, Any]], out: str | o
             histories[example.id].append(line)
         context.log(lines)
 
-    write_repaired(examples, histories, out, request.model)
-    _count(summary, examples, histories, options.rounds, context.stopped)
+    write_repaired(examples, histories, out)
+    _count(summary, examples, histories, options.rounds)
     summary.seconds = time.perf_counter() - started
     if fatal is not None:
         raise PredictError(f"{fatal}; stopped with {summary.requests} new replies logged "
@@ -846,8 +846,8 @@ class _Context:
         return lines
 
 
-def write_repaired(examples: list[Example], histories: dict[str, list[dict]], out: Path,
-                   model: str) -> int:
+def write_repaired(examples: list[Example], histories: dict[str, list[dict]],
+                   out: Path) -> int:
     """Write the done examples to ``out`` (whole: a temporary file, then a rename), in
     corpus order; return how many."""
     records = []
@@ -869,7 +869,7 @@ def write_repaired(examples: list[Example], histories: dict[str, list[dict]], ou
 
 
 def _count(summary: RepairSummary, examples: list[Example], histories: dict[str, list[dict]],
-           rounds: int, stopped: set[str]) -> None:
+           rounds: int) -> None:
     finals: Counter[str] = Counter()
     for example in examples:
         history = histories[example.id]
