@@ -1,4 +1,5 @@
-"""Benchmark construction: generating candidate programs with a model, CRUXEval-style
+"""Benchmark construction: generating candidate programs with a model, repairing examples
+that do not run (a model revising them with the sandbox's feedback), CRUXEval-style
 filters, de-duplication, selection, the size check, and synthetic corpora."""
 
 from steptrace._lazy import lazy_exports
@@ -6,6 +7,9 @@ from steptrace._lazy import lazy_exports
 _EXPORTS = {
     "FilterOptions": "_filters",
     "filter_runs": "_filters",
+    "RepairOptions": "_repair",
+    "RepairSummary": "_repair",
+    "repair": "_repair",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

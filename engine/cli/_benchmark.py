@@ -1,5 +1,5 @@
-"""The commands that build a benchmark: generate, harvest, filter, dedupe, select, size-check,
-synth.
+"""The commands that build a benchmark: generate, harvest, repair, filter, dedupe, select,
+size-check, synth.
 
 Module-level imports are click and light modules only (see _common.py): each command
 imports its steptrace.benchmark module (and with it DuckDB, numpy or openai) when it runs.
@@ -8,6 +8,7 @@ imports its steptrace.benchmark module (and with it DuckDB, numpy or openai) whe
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -106,6 +107,63 @@ def harvest_command(requirements: tuple[str, ...], lock_path: Path | None, count
         summary = harvest(out, lock, settings, options,
                           progress=_progress_callback(progress, "requests"))
     _echo_summary(summary, fmt, "steptrace harvest")
+
+
+@click.command("repair")
+@click.argument("corpus", type=click.Path(dir_okay=False, path_type=Path))
+@request_options(temperature=0.0)
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Revisions asked for at most per example (round 0 runs it as given).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Repaired corpus JSONL to write: the examples that end with their tests "
+                   "passing (a corpus for `steptrace trace`).")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Every round's prompt, reply, revision and outcome, appended; a re-run "
+                   "resumes from it [default: OUT with .log.jsonl].")
+@click.option("--packages", "lock", type=click.Path(path_type=Path, dir_okay=False),
+              help="A package lock (steptrace build --with ... --lock FILE): run the "
+                   "examples in the guest that bundles those packages.")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Worker processes running the examples (default: CPU count; 0 runs "
+                   "them in this process, with no watchdog).")
+@click.option("--db", default=None, type=click.Path(),
+              help="Also trace the repaired corpus into this store (as `steptrace trace OUT "
+                   "--db DB` would).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@format_option
+def repair_command(corpus: Path, rounds: int, out: Path, log_path: Path | None,
+                   lock: Path | None, workers: int | None, db: str | None, quiet: bool,
+                   fmt: str, **request) -> None:
+    """Make the examples of CORPUS (JSONL) run with passing tests: run each as given in
+    the sandbox, and ask the model to revise each one that fails, with the run's
+    feedback, for at most --rounds rounds; log every round and write the repaired
+    examples to --out. A re-run with the same log resumes. Trace the result with
+    `steptrace trace OUT` (or give --db)."""
+    from steptrace.benchmark._repair import RepairOptions, repair
+    from steptrace.sandbox._packages import read_lock
+    options = RepairOptions(rounds=rounds, log_path=log_path, workers=workers,
+                            packages=None if lock is None else read_lock(lock))
+    settings = request_settings(**request)
+    with _progress_bar("repair", quiet) as progress:
+        summary = repair(corpus, out, settings, options,
+                         progress=_progress_callback(progress, "requests"))
+    for error in summary.bad_records:
+        click.echo(f"warning: {error}", err=True)
+    _echo_summary(summary, fmt, "steptrace repair")
+    if db is not None:
+        from steptrace import _api as api
+        from steptrace.cli._trace import summary_rows
+        from steptrace.store._store import status_counts
+        with _progress_bar("tracing", quiet) as progress:
+            traced = api.trace(out, db, workers=workers, progress=_progress_callback(progress),
+                               packages=lock)
+        if fmt == "json":
+            click.echo(json.dumps({**traced.as_dict(), "store": status_counts(db)}, indent=2))
+        else:
+            click.echo(render(["item", "value"], summary_rows(traced, status_counts(db)), fmt,
+                              title="steptrace trace"))
+    if summary.bad_records:
+        sys.exit(1)
 
 
 def _range_option(ctx: click.Context, param: click.Parameter, value: str | None):

@@ -14,8 +14,8 @@ import click
 from steptrace import __version__
 from steptrace.cli._analytics import export_command, features, query_command, report_command, sql
 from steptrace.cli._benchmark import (dedupe_command, filter_command, generate_command,
-                                      harvest_command, select_command, size_check_command,
-                                      synth)
+                                      harvest_command, repair_command, select_command,
+                                      size_check_command, synth)
 from steptrace.cli._predict import predict_command
 from steptrace.cli._score import score, score_cruxeval_command
 from steptrace.cli._tasks import tasks_command
@@ -51,7 +51,7 @@ for _command in (build, trace, analyse, show,                              # _tr
                  predict_command,                                          # _predict
                  score, score_cruxeval_command,                            # _score
                  sql, query_command, export_command, features, report_command,  # _analytics
-                 generate_command, harvest_command, filter_command,       # _benchmark
+                 generate_command, harvest_command, repair_command, filter_command,  # _benchmark
                  dedupe_command, select_command, size_check_command, synth):
     main.add_command(_command)
 del _command

@@ -48,7 +48,7 @@ print(json.dumps(found))
 """ % (HEAVY,)
 
 COMMANDS = ["analyse", "build", "dedupe", "export", "features", "filter", "generate", "harvest",
-            "predict", "query", "report", "score", "score-cruxeval", "select", "show",
+            "predict", "query", "repair", "report", "score", "score-cruxeval", "select", "show",
             "size-check", "sql", "synth", "tasks", "trace"]
 
 
