@@ -614,7 +614,7 @@ def test_export_holds_every_table_exactly(stores, which):
         tables = _tables(db_con)
         assert tables == _tables(pq_con)
         expected = {"meta", "programs", "runs", "steps", "states", "objects", "attributes",
-                    "global_states", "analyses", "branches"}
+                    "global_states", "guests", "analyses", "branches"}
         if which == "full":
             expected |= {"tasks", "predictions", "scores"}
         assert set(tables) == expected
@@ -656,7 +656,7 @@ def test_export_layout_and_manifest(stores, tmp_path):
         assert by_name[table].partition_by is None
         assert [p.name for p in (out / table).iterdir()] == ["data_0.parquet"]
     manifest = json.loads((out / MANIFEST).read_text())
-    assert manifest["runs_per_bucket"] == 2 and manifest["schema_version"] == "4"
+    assert manifest["runs_per_bucket"] == 2 and manifest["schema_version"] == "5"
     assert {t["name"]: t["rows"] for t in manifest["tables"]} == {
         t: sql_rows(stores.full, f"SELECT count(*) FROM {t}")[0][0] for t in by_name}
 
@@ -678,8 +678,8 @@ def test_export_force_replaces_an_earlier_export(stores, tmp_path):
     (out / "notes.txt").write_text("mine")
     export_parquet(stores.base, out, force=True)
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["analyses", "attributes", "branches", "global_states", "meta", "notes.txt",
-         "objects", "programs", "runs", "states", "steps", MANIFEST])
+        ["analyses", "attributes", "branches", "global_states", "guests", "meta",
+         "notes.txt", "objects", "programs", "runs", "states", "steps", MANIFEST])
     with pytest.raises(StoreError, match="^table tasks does not exist"):
         run_query("tasks_by_kind", parquet=out)
     assert run_query("runs_by_status", parquet=out).rows == CASES[0].rows

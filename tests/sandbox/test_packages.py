@@ -340,3 +340,47 @@ def test_learning_the_submodules_a_corpus_needs(tmp_path, monkeypatch):
     st.trace(LAZY, after, workers=1, packages=lock_file)
     assert rows(after, "SELECT status, output, output_matches FROM runs ORDER BY run_id") == [
         ("ok", "'2024-03-31'", True), ("ok", "(1, 2)", True)]
+
+
+@pytest.mark.slow
+def test_every_store_command_works_on_a_package_corpus(package_guest, tmp_path):
+    """The commands after trace (analyse with the determinism check, features, filter,
+    tasks, named queries, report, export, show, dedupe and select of the kept runs) on
+    runs made in a guest with packages."""
+    corpus = tmp_path / "packages.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in RECORDS[:3]))
+    lock_file = tmp_path / "guest.lock"
+    lock_file.write_text(LOCK.text)
+    db = tmp_path / "packages.duckdb"
+
+    def ok(*args):
+        result = invoke(*args)
+        assert result.exit_code == 0, (args, result.output)
+        return result
+
+    def as_json(*args):
+        return json.loads(ok(*args, "--format", "json").stdout)
+
+    ok("trace", corpus, "--db", db, "--packages", lock_file, "--workers", 1, "--quiet")
+    ok("analyse", "--db", db, "--determinism", "--workers", 1, "--quiet")
+    assert rows(db, "SELECT status, agrees, deterministic FROM analyses ORDER BY run_id") == [
+        ("ok", True, True)] * 3
+    ok("features", "--db", db)
+    kept = tmp_path / "kept.jsonl"
+    filtered = as_json("filter", "--db", db, "--no-rule", "static", "--out", kept, "--quiet")
+    assert (filtered[-1]["rule"], filtered[-1]["kept"]) == ("kept", 3)
+    tasks = {row["kind"]: row["runs"] for row in as_json("tasks", "--db", db)}
+    assert (tasks["output"], tasks["input"], tasks["total"]) == (3, 3, 3)
+    names = [row["name"] for row in as_json("query", "--list")
+             if not row["name"].startswith("accuracy_")]
+    for name in names:
+        ok("query", name, "--db", db, "--format", "json")
+    assert as_json("query", "runs_by_status", "--db", db)[0]["runs"] == 3
+    ok("report", "--db", db, "--out", tmp_path / "r.html")
+    ok("export", "--db", db, "--parquet", tmp_path / "pq")
+    for run_id in (1, 2, 3):
+        ok("show", run_id, "--db", db)
+    deduped = tmp_path / "deduped.jsonl"
+    ok("dedupe", kept, "--out", deduped)
+    ok("select", deduped, "--n", 2, "--out", tmp_path / "bench.jsonl")
+    assert len((tmp_path / "bench.jsonl").read_text().splitlines()) == 2
