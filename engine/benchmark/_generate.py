@@ -30,7 +30,8 @@ from typing import Callable
 
 from steptrace.benchmark._candidates import ParseReport, write_candidates
 from steptrace.predictions._predict import PredictError, PredictOptions, Prediction, RequestRun, Task
-from steptrace.corpus._text import NotUtf8Error, decode_line, decode_text, user_file
+from steptrace.benchmark._log import drop_partial_line, log_records
+from steptrace.corpus._text import decode_text
 from steptrace.errors import InputError
 
 GENERATE_KIND = "generate"
@@ -172,33 +173,10 @@ def plan(n: int, seed: int, methods: list[str], pool: list[FewShot],
 
 # ---------------------------------------------------------------- the log
 def read_log(path: Path) -> dict[str, dict]:
-    """The newest logged line per generation id. A last line cut off by a crash (no
-    newline, not JSON) is ignored; a bad line anywhere else is an error."""
-    if not path.exists():
-        return {}
-    newest: dict[str, dict] = {}
-    with user_file(path, "read"):
-        lines = path.read_bytes().split(b"\n")
-    for number, raw in enumerate(lines, start=1):
-        last = number == len(lines)  # unterminated: maybe cut by a crash, even mid-character
-        try:
-            line = decode_line(raw, path, number)
-        except NotUtf8Error:
-            if last:
-                continue
-            raise
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if last:
-                continue  # the unterminated tail of an interrupted write
-            raise GenerateError(f"{path}:{number}: not a generation log line") from None
-        if not isinstance(record, dict) or not isinstance(record.get("gen_id"), str):
-            raise GenerateError(f"{path}:{number}: not a generation log line")
-        newest[record["gen_id"]] = record
-    return newest
+    """The newest logged line per generation id (the log's reading: _log.py)."""
+    return {record["gen_id"]: record for record in log_records(
+        path, lambda r: isinstance(r, dict) and isinstance(r.get("gen_id"), str),
+        GenerateError, "generation log")}
 
 
 class GenerationLog:
@@ -207,19 +185,7 @@ class GenerationLog:
     def __init__(self, path: Path, requests: dict[str, GenerationRequest]) -> None:
         self.path = path
         self.requests = requests
-        self._drop_partial_line()
-
-    def _drop_partial_line(self) -> None:
-        """A crash mid-write leaves a line with no newline: cut it off (its generation
-        was never counted as logged) so that the next line starts clean."""
-        if not self.path.exists():
-            return
-        with user_file(self.path):
-            data = self.path.read_bytes()
-            end = data.rfind(b"\n") + 1
-            if end != len(data):
-                with self.path.open("r+b") as log:
-                    log.truncate(end)
+        drop_partial_line(path)
 
     def write(self, rows: list[Prediction]) -> None:
         lines = [json.dumps(self._record(row), ensure_ascii=False) + "\n" for row in rows]

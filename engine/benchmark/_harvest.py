@@ -61,7 +61,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterable
 
-from steptrace.corpus._text import NotUtf8Error, decode_line, decode_text, user_file
+from steptrace.benchmark._log import drop_partial_line, log_records
+from steptrace.corpus._text import NotUtf8Error, decode_text
 from steptrace.errors import InputError
 from steptrace.predictions._predict import (PredictError, PredictOptions, Prediction, RequestRun,
                                            Task)
@@ -669,32 +670,10 @@ def _binds(function: Harvested, positional: int, keywords: list[str]) -> bool:
 
 # ---------------------------------------------------------------- the log
 def read_log(path: Path) -> dict[str, dict]:
-    """The newest logged line per function id (a last line cut by a crash is ignored)."""
-    if not path.exists():
-        return {}
-    newest: dict[str, dict] = {}
-    with user_file(path, "read"):
-        lines = path.read_bytes().split(b"\n")
-    for number, raw in enumerate(lines, start=1):
-        last = number == len(lines)
-        try:
-            line = decode_line(raw, path, number)
-        except NotUtf8Error:
-            if last:
-                continue
-            raise
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if last:
-                continue
-            raise HarvestError(f"{path}:{number}: not a harvest log line") from None
-        if not isinstance(record, dict) or not isinstance(record.get("function"), str):
-            raise HarvestError(f"{path}:{number}: not a harvest log line")
-        newest[record["function"]] = record
-    return newest
+    """The newest logged line per function id (the log's reading: _log.py)."""
+    return {record["function"]: record for record in log_records(
+        path, lambda r: isinstance(r, dict) and isinstance(r.get("function"), str),
+        HarvestError, "harvest log")}
 
 
 class _Log:
@@ -703,13 +682,7 @@ class _Log:
     def __init__(self, path: Path, prompts: dict[str, str]) -> None:
         self.path = path
         self.prompts = prompts
-        if path.exists():  # cut a line a crash left unterminated
-            with user_file(path):
-                data = path.read_bytes()
-                end = data.rfind(b"\n") + 1
-                if end != len(data):
-                    with path.open("r+b") as log:
-                        log.truncate(end)
+        drop_partial_line(path)  # a line a crash left unterminated
 
     def write(self, rows: list[Prediction]) -> None:
         lines = [json.dumps({

@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from steptrace.corpus._formats import CorpusError, Job, jobs_from_record, stdout_matches
+from steptrace.benchmark._log import drop_partial_line, log_records
 from steptrace.corpus._text import NotUtf8Error, decode_line, user_file
 from steptrace.errors import InputError
 from steptrace.predictions._options import PredictOptions
@@ -474,7 +475,7 @@ def _tests_text(example: Example, current: dict, jobs: list[Job]) -> str:
                 f"{current['test']}\n[/TEST]")
     runs = "\n".join(f"- {describe_job(job)}" for job in jobs[:5])
     return ("It has no tests yet. It was run as:\n" + runs + "\nWrite them: test code that "
-            f"imports unittest and defines class TestExample(unittest.TestCase) with a "
+            "imports unittest and defines class TestExample(unittest.TestCase) with a "
             "method test_example that calls the program and asserts what it returns.")
 
 
@@ -522,46 +523,17 @@ def _current(example: Example, history: list[dict]) -> dict:
 
 # ================================================================ the log
 def read_log(path: Path) -> dict[str, dict[int, dict]]:
-    """The newest line per (example, round). A last line cut off by a crash is ignored;
-    a bad line anywhere else is an error naming the line."""
+    """The newest line per (example, round) (the log's reading: _log.py)."""
     logged: dict[str, dict[int, dict]] = {}
-    if not path.exists():
-        return logged
-    with user_file(path, "read"):
-        lines = path.read_bytes().split(b"\n")
-    for number, raw in enumerate(lines, start=1):
-        last = number == len(lines)
-        try:
-            line = decode_line(raw, path, number)
-        except NotUtf8Error:
-            if last:
-                continue
-            raise
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if last:
-                continue
-            raise RepairError(f"{path}:{number}: not a repair log line") from None
-        if (not isinstance(record, dict) or not isinstance(record.get("id"), str)
-                or type(record.get("round")) is not int or record["round"] < 0):
-            raise RepairError(f"{path}:{number}: not a repair log line")
+    for record in log_records(path, _is_log_line, RepairError, "repair log"):
         logged.setdefault(record["id"], {})[record["round"]] = record
     return logged
 
 
-def _drop_partial_line(path: Path) -> None:
-    """A crash mid-write leaves a line with no newline: cut it off."""
-    if not path.exists():
-        return
-    with user_file(path):
-        data = path.read_bytes()
-        end = data.rfind(b"\n") + 1
-        if end != len(data):
-            with path.open("r+b") as log:
-                log.truncate(end)
+def _is_log_line(record: object) -> bool:
+    return (isinstance(record, dict) and isinstance(record.get("id"), str)
+            and type(record.get("round")) is int and record["round"] >= 0)
+
 
 
 def _append(path: Path, lines: list[dict]) -> None:
@@ -710,7 +682,7 @@ def repair(corpus: str | os.PathLike | Iterable[Mapping[str, Any]], out: str | o
     digest = packages.digest if packages is not None else None
     logged = read_log(log_path)
     _check_log(examples, logged, log_path, request.model, digest)
-    _drop_partial_line(log_path)
+    drop_partial_line(log_path)
     summary = RepairSummary(str(corpus) if isinstance(corpus, (str, os.PathLike)) else
                             "<memory>", str(out), str(log_path), request.model,
                             options.rounds, examples=len(examples), bad_records=bad)
