@@ -333,10 +333,14 @@ class TraceWriter:
     DuckDB instance's ``memory_limit`` to ``WRITER_MEMORY_LIMIT``."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, force: bool = False,
-                 path: str | Path = "") -> None:
+                 path: str | Path = "", guest: tuple[str, PackageLock | None] | None = None
+                 ) -> None:
+        """``guest``: the key and package lock of the guest build the runs come from,
+        recorded in ``guests`` with the first commit."""
         self.con = con
         self.force = force
         self.path = path
+        self._guest = guest
         self._held: list[tuple] = []  # (runs, steps, states, programs, objects, attributes,
         #                               global_states) tables per add
         self._saved: tuple | None = None  # the ids' state before the first held add
@@ -412,7 +416,10 @@ class TraceWriter:
         con = self.con
         try:
             with transaction(con):
+                if self._guest is not None:
+                    register_guest(con, *self._guest)
                 self._insert(*tables)
+            self._guest = None
         except BaseException as exc:
             # nothing of these runs is stored: forget the ids handed out for them
             self.next_run_id, self.next_program_id, self.program_ids = saved

@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator
 
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
                                        spool)
-from steptrace.store._store import TracedRun, TraceWriter, connect, register_guest, run_matches
+from steptrace.store._store import TracedRun, TraceWriter, connect, run_matches
 from steptrace.sandbox._build import cache_key
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._packages import PackageLock
@@ -173,9 +173,12 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
     todo = _survey(corpus, summary)  # before the store is opened: a bad corpus makes none
     con = connect(db)
     try:
-        writer = TraceWriter(con, force=options.force, path=db)
-        guest = cache_key(options.packages)
-        register_guest(con, guest, options.packages)
+        # the build the workers loaded (worked out once: hashing the guest's sources and
+        # reading the tools' versions costs ~15 ms)
+        guest = (pool.artifacts.key if pool is not None and pool.artifacts is not None
+                 else cache_key(options.packages))
+        writer = TraceWriter(con, force=options.force, path=db,
+                             guest=(guest, options.packages))
         if not options.force:
             todo -= writer.stored_keys(todo)
         summary.skipped = summary.jobs - summary.duplicates - len(todo)
