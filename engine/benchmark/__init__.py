@@ -1,12 +1,16 @@
-"""Benchmark construction: generating candidate programs with a model, repairing examples
-that do not run (a model revising them with the sandbox's feedback), CRUXEval-style
-filters, de-duplication, selection, the size check, and synthetic corpora."""
+"""Benchmark construction: generating candidate programs with a model, harvesting real
+functions from packages (inputs from a model), repairing examples that do not run (a model
+revising them with the sandbox's feedback), CRUXEval-style filters, de-duplication,
+selection, the size check, and synthetic corpora."""
 
 from steptrace._lazy import lazy_exports
 
 _EXPORTS = {
     "FilterOptions": "_filters",
     "filter_runs": "_filters",
+    "HarvestOptions": "_harvest",
+    "HarvestSummary": "_harvest",
+    "harvest": "_harvest",
     "RepairOptions": "_repair",
     "RepairSummary": "_repair",
     "repair": "_repair",
