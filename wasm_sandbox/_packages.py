@@ -111,17 +111,24 @@ def read_requirements(path: Path) -> list[str]:
     return found
 
 
+PIP_TIMEOUT_S = 900.0  # one pip run (resolving or installing from the index)
+
+
 def _pip(args: list[str], what: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "pip", *args, "--disable-pip-version-check",
-                           "--no-input"], capture_output=True, text=True)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pip", *args,
+                               "--disable-pip-version-check", "--no-input"],
+                              capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise PackageError(f"pip could not {what} within {PIP_TIMEOUT_S:.0f} s") from None
     if proc.returncode != 0:
         errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
         missing = [m.group(1) for line in errors
                    if (m := re.search(r"No matching distribution found for (\S+)", line))]
         if missing:
-            raise PackageError(f"no pure-Python wheel of {', '.join(missing)} for the guest "
-                               "(CPython 3.14 under WASI runs no native code): it cannot be "
-                               "bundled")
+            raise PackageError(f"no wheel of {', '.join(missing)} that the guest can run: the "
+                               "index has none in pure Python for CPython 3.14 (native code "
+                               "cannot run under WASI), or no such package or version")
         detail = errors[-1] if errors else (proc.stderr.strip().splitlines() or ["?"])[-1]
         raise PackageError(f"pip could not {what}: {detail}")
     return proc

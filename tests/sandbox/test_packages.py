@@ -152,8 +152,8 @@ def test_a_package_with_native_code_only_is_named():
     with pytest.raises(PackageError) as caught:
         resolve(["numpy==2.1.0"])
     assert str(caught.value) == (
-        "no pure-Python wheel of numpy==2.1.0 for the guest (CPython 3.14 under WASI runs "
-        "no native code): it cannot be bundled")
+        "no wheel of numpy==2.1.0 that the guest can run: the index has none in pure Python "
+        "for CPython 3.14 (native code cannot run under WASI), or no such package or version")
 
 
 # ------------------------------------------------------------------ real builds
