@@ -20,14 +20,12 @@ are ``steptrace.SteptraceError``s with a one-line message.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
-import concurrent.futures
 import os
 import threading
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from steptrace.corpus._formats import (MEMORY_NAME, Corpus, CorpusError, CorpusLike,
                                        as_corpus_source, jobs_from_record)
@@ -48,7 +46,6 @@ if TYPE_CHECKING:
     from steptrace.tracing._trace import TraceSummary
 
 Progress = Callable[[int, int], None]
-T = TypeVar("T")
 
 TRACE_ONE_SOURCE = "<trace_one>"  # the program source of a run made by trace_one
 
@@ -315,23 +312,7 @@ def predict(tasks: TasksLike, store: Store | str | os.PathLike, model: str | Non
         raise InputError("give predict a model and its settings, or options, not both")
     db = store_path(store)
     require_store(db)
-    return _outside_event_loop(predict_tasks, tasks, db, options, progress)
-
-
-def _outside_event_loop(function: Callable[..., T], *args: Any) -> T:
-    """``function(*args)``, in a thread of its own when this thread runs an event loop
-    (a notebook's): the requests run under ``asyncio.run``, which a running loop refuses."""
-    try:
-        asyncio.get_running_loop()
-        running = True
-    except RuntimeError:
-        running = False
-    # Called outside the except clause: an error of the run must not carry "no running
-    # event loop" as its context (predict reports the root cause of a failed request).
-    if not running:
-        return function(*args)
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="steptrace") as pool:
-        return pool.submit(function, *args).result()
+    return predict_tasks(tasks, db, options, progress)  # (RequestRun.run: also in a notebook)
 
 
 def score(store: Store | str | os.PathLike, tasks: TasksLike, *,

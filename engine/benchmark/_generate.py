@@ -18,7 +18,6 @@ a corpus ``steptrace trace`` reads, is rebuilt from the log at the end of every 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import string
@@ -280,7 +279,7 @@ def generate(out: str | Path, options: GenerateOptions, request: PredictOptions,
     tasks = [(Task(r.gen_id, GENERATE_KIND, r.prompt), 0) for r in todo]
     run = RequestRun(request, log, summary, progress or (lambda done, total: None),
                      extract=lambda text, task: None)
-    fatal = asyncio.run(run.execute(tasks))
+    fatal = run.run(tasks)
     summary.parsed = write_candidates(read_log(log_path), requests, out)
     summary.seconds = time.perf_counter() - started
     if fatal is not None:

@@ -46,7 +46,6 @@ found by static analysis of their installed sources, and a model writes the inpu
 from __future__ import annotations
 
 import ast
-import asyncio
 import builtins
 import inspect
 import json
@@ -737,8 +736,7 @@ def ask_inputs(functions: list[Harvested], n: int, request: PredictOptions, log_
     counts = _Requests()
     run = RequestRun(request, _Log(log_path, prompts), counts,
                      progress or (lambda done, total: None), extract=lambda text, task: None)
-    fatal = asyncio.run(run.execute([(Task(f.id, HARVEST_KIND, prompts[f.id]), 0)
-                                     for f in todo]))
+    fatal = run.run([(Task(f.id, HARVEST_KIND, prompts[f.id]), 0) for f in todo])
     if fatal is not None:
         raise PredictError(f"{fatal}; stopped with {counts.requests} new responses logged "
                            "(run again to resume)")

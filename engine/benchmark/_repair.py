@@ -58,7 +58,6 @@ it passed at, 0 for as given) and ``repair`` (the model, the original record's S
 from __future__ import annotations
 
 import ast
-import asyncio
 import hashlib
 import json
 import os
@@ -707,8 +706,8 @@ def repair(corpus: str | os.PathLike | Iterable[Mapping[str, Any]], out: str | o
         sink = _Collect()
         run = RequestRun(request, sink, summary, progress or (lambda done, total: None),
                          extract=lambda text, task: None)
-        fatal = asyncio.run(run.execute(
-            [(Task(example.id, REPAIR_KIND, prompts[example.id]), 0) for example in todo]))
+        fatal = run.run([(Task(example.id, REPAIR_KIND, prompts[example.id]), 0)
+                         for example in todo])
         answered = {row.task_id: row for row in sink.rows}
         batch = []
         for example in todo:

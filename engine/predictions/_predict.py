@@ -29,6 +29,7 @@ are stored, nothing new is sent, and ``PredictError`` says what went wrong in on
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime as dt
 import json
 import os
@@ -326,7 +327,7 @@ def predict(tasks_path: TasksLike, db: str | Path, options: PredictOptions,
     summary.pairs, summary.skipped = len(pairs), len(pairs) - len(todo)
     run = RequestRun(options, store, summary, progress or (lambda done, total: None),
                      label=experiment.label)
-    fatal = asyncio.run(run.execute(todo))
+    fatal = run.run(todo)
     summary.seconds = time.perf_counter() - started
     if fatal is not None:
         raise PredictError(f"{fatal}; stopped with {summary.requests} new predictions stored "
@@ -354,6 +355,22 @@ class RequestRun:
         self.answered = 0
         self.total = 0
         self.queue: asyncio.Queue[Prediction | None] = asyncio.Queue()
+
+    def run(self, todo: list[tuple[Task, int]]) -> str | None:
+        """:meth:`execute` to the end, from synchronous code: under ``asyncio.run``, in a
+        thread of its own when this thread already runs an event loop (a notebook's),
+        which ``asyncio.run`` refuses."""
+        try:
+            asyncio.get_running_loop()
+            running = True
+        except RuntimeError:
+            running = False
+        # run outside the except clause: a failed request's error must not carry "no
+        # running event loop" as its context (its root cause is what the run reports)
+        if not running:
+            return asyncio.run(self.execute(todo))
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="steptrace") as pool:
+            return pool.submit(asyncio.run, self.execute(todo)).result()
 
     async def execute(self, todo: list[tuple[Task, int]]) -> str | None:
         """Send every pair; return the fatal error that stopped the run, if one did."""

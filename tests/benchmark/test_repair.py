@@ -379,3 +379,17 @@ def test_repair_command_writes_the_corpus_and_traces_it(tmp_path):
     assert summary["next"] == f"steptrace trace {out} --db FILE (traces the repaired examples)"
     assert json.loads(traced)["by_status"] == {"ok": 2}
     assert [r["rounds"] for r in records_of(out)] == [2, 0]
+
+
+def test_repair_from_a_running_event_loop(tmp_path):
+    """In a notebook an event loop runs: the model's requests then run in a thread of their
+    own (RequestRun.run), with the same result as outside one."""
+    import asyncio
+
+    async def notebook_cell():
+        asyncio.get_running_loop()
+        return run_repair(tmp_path, [NAME_ERROR], {"name": answer(FIXED)}, rounds=1)
+
+    summary, server = asyncio.run(notebook_cell())
+    assert server.requests == {"name": 1}
+    assert (summary.fixed, summary.given_up) == ({1: 1}, 0)
