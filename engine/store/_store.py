@@ -39,7 +39,8 @@ from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CONNECT_TAB
 from steptrace.store._transaction import transaction
 
 SCHEMA_VERSION = "5"
-# 5 added runs.guest (which guest build traced the run), 4 added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
+# 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
+# added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
 # by experiment (engine/predictions/_experiments.py), 2 added branches and analyses; older
 # versions are read as they are and upgraded on write.
@@ -78,8 +79,8 @@ class TracedRun:
 EXPECTED_COLUMNS = {t.name: t.column_names for t in (PROGRAMS, RUNS, STEPS, STATES)}
 ADDED_IN_2 = {t.name: t.column_names for t in (ANALYSES, BRANCHES)}
 # Columns later versions added at the end of their tables (``ALTER TABLE ... ADD
-# COLUMN``): (version, table, column, value of the rows stored before); version 4's new
-# tables.
+# COLUMN``): (version, table, column, value of the rows stored before); the tables
+# versions 4 and 5 added (checked when present).
 ADDED_COLUMNS = ((4, PROGRAMS, "shape", "'call'"), (4, PROGRAMS, "test", None),
                  (4, RUNS, "chain", None), (4, RUNS, "stdin", None),
                  (4, STATES, "object_id", None), (5, RUNS, "guest", None))
@@ -94,7 +95,7 @@ def _columns_before(table: Table, version: int) -> tuple[str, ...]:
 # every column list programs, runs and states have had
 ACCEPTED_COLUMNS = {table.name: {_columns_before(table, version) for version in (4, 5, 6)}
                     for table in (PROGRAMS, RUNS, STATES, STEPS)}
-TABLES_IN_4 = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS)}
+TABLES_ADDED = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS)}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -279,7 +280,7 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: boo
             raise StoreError(f"{path} is not a steptrace store (no table {table})")
         if tuple(found[table]) not in ACCEPTED_COLUMNS[table]:
             raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
-    for table, columns in {**ADDED_IN_2, **TABLES_IN_4}.items():
+    for table, columns in {**ADDED_IN_2, **TABLES_ADDED}.items():
         if table in found and tuple(found[table]) != tuple(columns):
             raise StoreError(f"{path} is not a steptrace store (table {table} has other columns)")
     if "meta" in found:
