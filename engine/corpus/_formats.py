@@ -43,6 +43,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence, Union
@@ -103,11 +104,14 @@ class Program:
     shape: str = "call"
     test: str | None = None
 
-    @property
+    # cached_property: a key is asked for several times a job (the trace's two passes over
+    # the corpus, the resume check, the store's rows) and hashing it each time cost the
+    # trace of the 800 CRUXEval samples ~35 ms; a frozen dataclass's fields cannot change
+    @cached_property
     def code_sha256(self) -> str:
         return _sha256(self.code)
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Identity of the program in a store: where it came from and what it is. A
         call-shaped program without test code keeps the key it had before shapes
@@ -136,7 +140,7 @@ class Job:
     calls: Chain | None = None
     stdin: str | None = None
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Identity of the run: resume skips a job whose key is already stored. A job
         without a chain or stdin keeps the key it had before they existed."""
