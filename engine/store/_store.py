@@ -117,10 +117,11 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
         raise _open_error(path, exc) from exc
     try:
         if not read_only:
-            _check_schema(con, path, allow_missing=True)
+            found = _check_schema(con, path, allow_missing=True)
             con.execute(SCHEMA)  # creates what is missing: a new file, or versions 1-3's upgrade
-            upgrade_experiment_tables(con)  # version 2's predictions and scores
-            upgrade_columns(con)  # version 4's columns in an older store's tables
+            if found:  # an older store's tables (a new file's are made as declared)
+                upgrade_experiment_tables(con)  # version 2's predictions and scores
+                upgrade_columns(con, found)  # versions 4 and 5's columns
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
         else:
             _check_schema(con, path, allow_missing=False)
@@ -133,17 +134,18 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     return con
 
 
-def upgrade_columns(con: duckdb.DuckDBPyConnection) -> None:
+def upgrade_columns(con: duckdb.DuckDBPyConnection,
+                    found: dict[str, list[str]] | None = None) -> None:
     """A store made before schema 5: add the columns it lacks (``ADDED_COLUMNS``: schema
     4's programs.shape, ``call`` for the programs it holds, programs.test, runs.chain,
     runs.stdin and states.object_id; schema 5's runs.guest; NULL unless said), at the end
-    of their tables as the declarations put them."""
+    of their tables as the declarations put them. ``found``: the store's columns per table
+    (``_check_schema``'s), else read here."""
+    if found is None:
+        found = _columns(con)
     for _, table, column, before in ADDED_COLUMNS:
-        present = con.execute("SELECT count(*) FROM information_schema.columns WHERE "
-                              "table_schema = 'main' AND table_name = ? AND column_name = ?",
-                              [table.name, column]).fetchall()[0][0]
-        if present:
-            continue
+        if column in found.get(table.name, (column,)):
+            continue  # present, or the table is new (made as declared)
         declared = table.column(column)
         if before is None:
             con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {declared.type}")
@@ -264,15 +266,23 @@ def check_database_file(path: Path) -> None:
     raise StoreError(f"{path} is not a DuckDB database file")
 
 
-def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: bool) -> None:
-    """Refuse a DuckDB file whose tables are not steptrace's (or of another version)."""
+def _columns(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """The columns of each table of the store, in order."""
     found: dict[str, list[str]] = {}
     for table, column in con.execute(
             "SELECT table_name, column_name FROM information_schema.columns "
             "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall():
         found.setdefault(table, []).append(column)
+    return found
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, path: Path,
+                  allow_missing: bool) -> dict[str, list[str]]:
+    """Refuse a DuckDB file whose tables are not steptrace's (or of another version);
+    return its columns per table (none: a new, empty file)."""
+    found = _columns(con)
     if not found and allow_missing:
-        return  # a new, empty file
+        return found  # a new, empty file
     for table, columns in EXPECTED_COLUMNS.items():
         if table not in found:
             if allow_missing and not any(t in found for t in EXPECTED_COLUMNS):
@@ -292,6 +302,7 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path, allow_missing: boo
         if version is not None and version[0] not in READABLE_VERSIONS:
             raise StoreError(f"{path} has store schema version {version[0]}; this steptrace "
                              f"reads versions {', '.join(READABLE_VERSIONS)}")
+    return found
 
 
 def register_guest(con: duckdb.DuckDBPyConnection, key: str, lock: PackageLock | None) -> None:
