@@ -76,15 +76,13 @@ def load_predictions(con: duckdb.DuckDBPyConnection, tasks: dict[str, dict],
 def load_programs(con: duckdb.DuckDBPyConnection, tasks: Iterable[dict]
                   ) -> dict[int, tuple[str, str, PackageLock | None]]:
     """(code, entry, package lock of the guest that traced it: None for the standard guest)
-    of the runs the input tasks are about, checked against their sample."""
+    of the runs the input tasks are about, checked against their sample (``con``: the store
+    opened for writing, so an older one has runs.guest)."""
     wanted = {t["run_id"]: t["sample_id"] for t in tasks}
     if not wanted:
         return {}
-    guest = "r.guest" if con.execute(
-        "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'main' AND "
-        "table_name = 'runs' AND column_name = 'guest'").fetchall()[0][0] else "NULL"
     con.register("wanted_runs", pa.table({"run_id": list(wanted)}))
-    rows = con.execute(f"SELECT r.run_id, r.sample_id, p.code, p.entry, {guest} FROM runs r "
+    rows = con.execute("SELECT r.run_id, r.sample_id, p.code, p.entry, r.guest FROM runs r "
                        "JOIN programs p USING (program_id) JOIN wanted_runs w USING (run_id)"
                        ).fetchall()
     con.unregister("wanted_runs")

@@ -92,8 +92,9 @@ def _columns_before(table: Table, version: int) -> tuple[str, ...]:
     return tuple(c for c in table.column_names if c not in later)
 
 
-# every column list programs, runs and states have had
-ACCEPTED_COLUMNS = {table.name: {_columns_before(table, version) for version in (4, 5, 6)}
+# every column list programs, runs, steps and states have had: now, before 5, before 4
+ACCEPTED_COLUMNS = {table.name: {table.column_names, *(_columns_before(table, version)
+                                                       for version in (4, 5))}
                     for table in (PROGRAMS, RUNS, STATES, STEPS)}
 TABLES_ADDED = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS)}
 
@@ -306,23 +307,17 @@ def _check_schema(con: duckdb.DuckDBPyConnection, path: Path,
 
 
 def register_guest(con: duckdb.DuckDBPyConnection, key: str, lock: PackageLock | None) -> None:
-    """Record the guest build ``key`` (and the package lock it bundles) in ``guests``, once:
-    later commands (``analyse``, ``score`` of predicted inputs) run a run's program again
-    in the guest that traced it."""
+    """Record the guest build ``key`` (and the package lock it bundles) in ``guests``, once
+    (in the caller's transaction): later commands (``analyse``, ``score`` of predicted
+    inputs) run a run's program again in the guest that traced it."""
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    try:
-        con.execute("INSERT INTO guests VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                    [key, lock.text if lock is not None else None, now])
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot write to the store: {first_line(exc)}") from exc
+    con.execute("INSERT INTO guests VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                [key, lock.text if lock is not None else None, now])
 
 
 def guest_locks(con: duckdb.DuckDBPyConnection) -> dict[str, PackageLock | None]:
-    """Each recorded guest's package lock (None: the standard guest); none in a store made
-    before schema 5."""
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'guests' "
-                       "AND database_name = current_database()").fetchall()[0][0]:
-        return {}
+    """Each recorded guest's package lock (None: the standard guest), from a store opened
+    for writing (``connect`` gives an older store its ``guests`` table, empty)."""
     return {key: parse_lock(text, f"guests row {key}") if text is not None else None
             for key, text in con.execute("SELECT guest, lock FROM guests").fetchall()}
 
