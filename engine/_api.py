@@ -31,7 +31,7 @@ from steptrace.corpus._formats import (MEMORY_NAME, Corpus, CorpusError, CorpusL
                                        as_corpus_source, jobs_from_record)
 from steptrace.errors import InputError
 from steptrace.sandbox._limits import Limits
-from steptrace.sandbox._packages import PackageLock, read_lock
+from steptrace.sandbox._packages import PackageLock, as_lock
 from steptrace.store._runs import Run
 
 if TYPE_CHECKING:
@@ -196,10 +196,9 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
         raise InputError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
     if workers is not None and workers < 0:
         raise InputError(f"workers must be 0 or more, not {workers}")
-    if packages is not None and not isinstance(packages, PackageLock):
-        packages = read_lock(Path(packages))
     options = TraceOptions(limits=as_limits(limits), isolation=isolation, force=force,
-                           packages=packages, **_options(workers=workers))
+                           packages=None if packages is None else as_lock(packages),
+                           **_options(workers=workers))
     if not isinstance(corpus, (str, os.PathLike, Corpus)):
         corpus = as_corpus_source(corpus, name)
     if isinstance(corpus, Corpus) and name is None:

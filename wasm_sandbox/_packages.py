@@ -21,12 +21,14 @@ such as ``dateutil.parser``).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterable, TypeVar
 
 from steptrace.errors import SandboxError
 
@@ -182,6 +184,26 @@ def parse_lock(text: str, where: str = "lock") -> PackageLock:
     if len(set(names)) != len(names):
         raise PackageError(f"{where} names a package twice")
     return PackageLock(tuple(sorted(packages, key=lambda p: p.name)), tuple(sorted(set(imports))))
+
+
+def as_lock(lock: PackageLock | str | os.PathLike) -> PackageLock:
+    """``lock`` itself, or the lock of the lock file it names."""
+    return lock if isinstance(lock, PackageLock) else read_lock(Path(lock))
+
+
+Item = TypeVar("Item")
+
+
+def by_lock(items: Iterable[Item], lock_of: Callable[[Item], PackageLock | None]
+            ) -> list[tuple[PackageLock | None, list[Item]]]:
+    """``items`` grouped by the package lock of the guest each runs in (``lock_of(item)``,
+    None: the standard guest), groups and items in first-seen order: one sandbox (or
+    pool) per guest."""
+    groups: dict[str | None, tuple[PackageLock | None, list[Item]]] = {}
+    for item in items:
+        lock = lock_of(item)
+        groups.setdefault(lock.digest if lock is not None else None, (lock, []))[1].append(item)
+    return list(groups.values())
 
 
 def read_lock(path: Path) -> PackageLock:

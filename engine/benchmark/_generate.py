@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Callable
 
 from steptrace.benchmark._candidates import ParseReport, write_candidates
-from steptrace.predictions._predict import PredictError, PredictOptions, Prediction, RequestRun, Task
+from steptrace.predictions._predict import (PredictError, PredictOptions, Prediction,
+                                            RequestCounter, RequestRun, Task)
 from steptrace.benchmark._log import drop_partial_line, log_records
 from steptrace.corpus._text import decode_text
 from steptrace.errors import InputError
@@ -221,7 +222,7 @@ class GenerateOptions:
 
 
 @dataclass
-class GenerateSummary:
+class GenerateSummary(RequestCounter):
     out: str
     log: str
     model: str
@@ -234,12 +235,6 @@ class GenerateSummary:
     completion_tokens: int = 0
     seconds: float = 0.0
     parsed: ParseReport = field(default_factory=ParseReport)
-
-    def count(self, row: Prediction) -> None:
-        self.requests += 1
-        self.errors += row.error is not None
-        self.prompt_tokens += row.prompt_tokens or 0
-        self.completion_tokens += row.completion_tokens or 0
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -63,8 +63,8 @@ from typing import Callable, Iterable
 from steptrace.benchmark._log import drop_partial_line, log_records
 from steptrace.corpus._text import NotUtf8Error, decode_text
 from steptrace.errors import InputError
-from steptrace.predictions._predict import (PredictError, PredictOptions, Prediction, RequestRun,
-                                           Task)
+from steptrace.predictions._predict import (PredictError, PredictOptions, Prediction,
+                                            RequestCounter, RequestRun, Task)
 
 HARVEST_KIND = "harvest"
 
@@ -695,19 +695,13 @@ class _Log:
 
 
 @dataclass
-class _Requests:
+class _Requests(RequestCounter):
     """RequestRun's counter."""
 
     requests: int = 0
     errors: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-
-    def count(self, row: Prediction) -> None:
-        self.requests += 1
-        self.errors += row.error is not None
-        self.prompt_tokens += row.prompt_tokens or 0
-        self.completion_tokens += row.completion_tokens or 0
 
 
 def ask_inputs(functions: list[Harvested], n: int, request: PredictOptions, log_path: Path,
@@ -821,10 +815,9 @@ def harvest(out: str | Path, lock, request: PredictOptions,
     file) into the directory ``out``: scan, build the guest, ask ``request.model`` for
     inputs, write ``corpus.jsonl``, ``guest.lock``, ``harvest.json`` (and the log
     ``harvest.log.jsonl``), then trace the corpus (module docstring)."""
-    from steptrace.sandbox._packages import PackageLock, install, read_lock
+    from steptrace.sandbox._packages import as_lock, install
     started = time.perf_counter()
-    if not isinstance(lock, PackageLock):
-        lock = read_lock(Path(lock))
+    lock = as_lock(lock)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise HarvestError(f"--out {out} is not a directory")

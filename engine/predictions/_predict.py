@@ -105,8 +105,25 @@ class Prediction:
     prompt_sha256: str | None = None
 
 
+class RequestCounter:
+    """RequestRun's count of the requests a run made (answers and errors, after the
+    client's retries) and their tokens, for a summary dataclass with the fields
+    ``requests``, ``errors``, ``prompt_tokens`` and ``completion_tokens``."""
+
+    requests: int
+    errors: int
+    prompt_tokens: int
+    completion_tokens: int
+
+    def count(self, row: Prediction) -> None:
+        self.requests += 1
+        self.errors += row.error is not None
+        self.prompt_tokens += row.prompt_tokens or 0
+        self.completion_tokens += row.completion_tokens or 0
+
+
 @dataclass
-class PredictSummary:
+class PredictSummary(RequestCounter):
     tasks_file: str
     db: str
     model: str
@@ -124,11 +141,8 @@ class PredictSummary:
     seconds: float = 0.0
 
     def count(self, row: Prediction) -> None:
-        self.requests += 1
-        self.errors += row.error is not None
+        super().count(row)
         self.unparseable += row.error is None and not row.parsed
-        self.prompt_tokens += row.prompt_tokens or 0
-        self.completion_tokens += row.completion_tokens or 0
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -38,14 +38,12 @@ def run_input_checks(requests: list[dict], options: ScoreOptions,
     """Each request in a fresh sandbox instance (of the guest with ``locks[i]``'s packages,
     or the standard guest); the guest's results in order."""
     from steptrace.sandbox._runner import run_chunks  # the sandbox loads only when inputs are checked
+    from steptrace.sandbox._packages import by_lock
     results: list[dict] = [{} for _ in requests]
-    groups: dict = {}
-    for position, lock in enumerate(locks or [None] * len(requests)):
-        key = lock.digest if lock is not None else None
-        groups.setdefault(key, (lock, []))[1].append(position)
+    locks = locks or [None] * len(requests)
     workers = options.workers if options.workers is not None else (os.cpu_count() or 1)
     done = 0
-    for lock, positions in groups.values():
+    for lock, positions in by_lock(range(len(requests)), locks.__getitem__):
         chunks = [positions[i:i + chunk_size] for i in range(0, len(positions), chunk_size)]
         for index, outcomes in run_chunks([[requests[p] for p in chunk] for chunk in chunks],
                                           workers, options.limits, isolation="job",

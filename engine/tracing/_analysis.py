@@ -38,6 +38,7 @@ from steptrace.store._tables import ANALYSES, BRANCHES
 from steptrace.sandbox._runner import run_chunks
 from steptrace.sandbox._build import BuildError, ensure_component
 from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._packages import by_lock
 from steptrace.sandbox._pool import prepare
 from steptrace.sandbox._runtime import Sandbox
 from steptrace.store._transaction import transaction
@@ -174,11 +175,7 @@ def _execute(runs: list[StoredRun], mode: str | None, options: AnalysisOptions,
              ) -> Iterator[tuple[list[StoredRun], list]]:
     """The runs again, in the guest that traced them: with the packages of its lock
     (``guests``), else the standard guest."""
-    groups: dict = {}
-    for run in runs:
-        lock = (locks or {}).get(run.guest)
-        groups.setdefault(lock.digest if lock is not None else None, (lock, []))[1].append(run)
-    for lock, members in groups.values():
+    for lock, members in by_lock(runs, lambda run: (locks or {}).get(run.guest)):
         yield from _execute_in(members, mode, options, variant, lock)
 
 
