@@ -187,7 +187,15 @@ def componentize(output: Path, packages: PackageLock | None = None) -> None:
         paths = ["-p", str(src)]
         if packages is not None:
             site = Path(tmp) / "site-packages"
-            modules = install(packages, site) + [m for m in packages.imports]
+            modules = install(packages, site)
+            # the guest's own modules come first on its path: a package module of the same
+            # name would be shadowed (and the package broken) without a word
+            clash = sorted(set(modules) & ({path.stem for path in guest_sources()
+                                            if path.suffix == ".py"} | {PACKAGES_MODULE}))
+            if clash:
+                raise BuildError(f"the packages ({packages}) hold top-level modules named as "
+                                 f"the guest's own: {', '.join(clash)}; they cannot be bundled")
+            modules += packages.imports
             (src / f"{PACKAGES_MODULE}.py").write_text(f"MODULES = {tuple(modules)!r}\n")
             paths += ["-p", str(site)]
         command = [sys.executable, "-c",

@@ -10,8 +10,9 @@ submodule that a package imports lazily, or that a program imports itself
    ``from a.b import c``: ``a.b`` and, when it is a module, ``a.b.c``) under a package's
    top-level module, that is a module of the installed wheels;
 2. by a first run: the corpus is run in the guest built so far (untraced, nothing
-   stored); a run that ends with ``No module named 'a.b'`` for such a module adds it, and
-   the guest is built again, for at most ``rounds`` rounds.
+   stored); a run that ends ``missing_module`` (the guest's own verdict: a module it does
+   not have, never a message a program made up) naming such a module adds it, and the
+   guest is built again, for at most ``rounds`` rounds.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._packages import PackageLock, install
 from steptrace.sandbox._runner import run_chunks
 
-_MISSING = re.compile(r"No module named '([A-Za-z_][A-Za-z0-9_.]*)'")
+_MISSING = re.compile(r"No module named '([A-Za-z_][A-Za-z0-9_.]*)'")  # the guest's message
 
 
 @dataclass
@@ -109,12 +110,13 @@ def _with_imports(lock: PackageLock, names: Iterable[str]) -> PackageLock:
 
 def _missing_in_run(jobs: list[Job], lock: PackageLock, workers: int,
                     limits: Limits) -> set[str]:
-    """The modules named by ``No module named ...`` in the runs of ``jobs`` (untraced)."""
+    """The modules the runs of ``jobs`` (untraced) ended ``missing_module`` for."""
     requests = [{**job.request(), "mode": "run"} for job in jobs]
     chunks = [requests[i:i + 16] for i in range(0, len(requests), 16)]
     found: set[str] = set()
     for _, outcomes in run_chunks(chunks, workers, limits, "job", packages=lock):
         for outcome in outcomes:
-            message = outcome.result.get("exception_message") or ""
-            found.update(_MISSING.findall(message))
+            result = outcome.result
+            if result.get("status") == "missing_module":
+                found.update(_MISSING.findall(result.get("exception_message") or ""))
     return found

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from steptrace.cli._main import main
 
 from helpers.cli import rows
+from helpers.processes import write_jsonl
 from helpers.openai_stub import StubServer, answer
 
 # Three real packages from the registry, pinned: the lock `build --with` writes for them.
@@ -218,7 +219,9 @@ def test_the_same_lock_builds_the_same_guest_again(package_guest, tmp_path, monk
     lock_file.write_text(LOCK.text)
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     again = build.ensure_component(packages=read_lock(lock_file))
-    assert again.key == package_guest.key and again.wasm != package_guest.wasm
+    # a build of its own, in the other cache directory
+    assert again.key == package_guest.key and again.wasm.parent == tmp_path / "cache"
+    assert build.is_verified(again.wasm)
     db = tmp_path / "again.duckdb"
     st.trace(RECORDS[:2], db, workers=0, packages=lock_file)
     for sample, expected in EXPECTED.items():
@@ -300,6 +303,11 @@ LAZY = [
                              "    delta = dateutil.relativedelta.relativedelta(months=m)\n"
                              "    return (delta.years, delta.months)\n",
      "input": "14", "output": "(1, 2)"},
+    # a program that makes up the guest's message for an installed module it never
+    # imports (the exception names json, which the guest has): learning must not take it
+    {"id": "forged", "code": "def f():\n    raise ModuleNotFoundError("
+                             "\"No module named 'dateutil.rrule'\", name='json')\n",
+     "input": ""},
 ]
 
 
@@ -318,12 +326,13 @@ def test_learning_the_submodules_a_corpus_needs(tmp_path, monkeypatch):
     names both, and the corpus then runs in the guest it describes."""
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     corpus = tmp_path / "lazy.jsonl"
-    corpus.write_text("".join(json.dumps(record) + "\n" for record in LAZY))
+    write_jsonl(corpus, LAZY)
     before = tmp_path / "before.duckdb"
     st.trace(LAZY, before, workers=1, packages=DATEUTIL)
     assert rows(before, "SELECT status, exception_message FROM runs ORDER BY run_id") == [
         ("missing_module", "No module named 'dateutil.easter'"),
-        ("missing_module", "No module named 'dateutil.relativedelta'")]
+        ("missing_module", "No module named 'dateutil.relativedelta'"),
+        ("exception", "No module named 'dateutil.rrule'")]
     lock_file = tmp_path / "dateutil.lock"
     lock_file.write_text(DATEUTIL.text)
     result = invoke("build", "--lock", str(lock_file), "--learn", str(corpus), "--format",
@@ -339,7 +348,7 @@ def test_learning_the_submodules_a_corpus_needs(tmp_path, monkeypatch):
     after = tmp_path / "after.duckdb"
     st.trace(LAZY, after, workers=1, packages=lock_file)
     assert rows(after, "SELECT status, output, output_matches FROM runs ORDER BY run_id") == [
-        ("ok", "'2024-03-31'", True), ("ok", "(1, 2)", True)]
+        ("ok", "'2024-03-31'", True), ("ok", "(1, 2)", True), ("exception", None, None)]
 
 
 @pytest.mark.slow
@@ -348,7 +357,7 @@ def test_every_store_command_works_on_a_package_corpus(package_guest, tmp_path):
     tasks, named queries, report, export, show, dedupe and select of the kept runs) on
     runs made in a guest with packages."""
     corpus = tmp_path / "packages.jsonl"
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in RECORDS[:3]))
+    write_jsonl(corpus, RECORDS[:3])
     lock_file = tmp_path / "guest.lock"
     lock_file.write_text(LOCK.text)
     db = tmp_path / "packages.duckdb"
@@ -384,3 +393,20 @@ def test_every_store_command_works_on_a_package_corpus(package_guest, tmp_path):
     ok("dedupe", kept, "--out", deduped)
     ok("select", deduped, "--n", 2, "--out", tmp_path / "bench.jsonl")
     assert len((tmp_path / "bench.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_package_module_named_as_a_guest_module_is_refused(tmp_path, monkeypatch):
+    """A package with a top-level module named as one of the guest's own (``wire``, the
+    name of a real PyPI package) would be shadowed by it: the build stops, naming it,
+    before componentize-py runs."""
+    def fake_install(lock, site):
+        site.mkdir(parents=True)
+        return ["toolz", "wire"]
+
+    monkeypatch.setattr(build, "install", fake_install)
+    monkeypatch.setattr(build.subprocess, "run", lambda *a, **k: pytest.fail("ran"))
+    with pytest.raises(build.BuildError) as caught:
+        build.componentize(tmp_path / "guest.wasm", LOCK)
+    assert str(caught.value) == (
+        "the packages (more-itertools==10.5.0, sortedcontainers==2.4.0, toolz==1.0.0) hold "
+        "top-level modules named as the guest's own: wire; they cannot be bundled")
