@@ -152,16 +152,11 @@ def repair_command(corpus: Path, rounds: int, out: Path, log_path: Path | None,
     _echo_summary(summary, fmt, "steptrace repair")
     if db is not None:
         from steptrace import _api as api
-        from steptrace.cli._trace import summary_rows
-        from steptrace.store._store import status_counts
+        from steptrace.cli._trace import echo_trace_summary
         with _progress_bar("tracing", quiet) as progress:
             traced = api.trace(out, db, workers=workers, progress=_progress_callback(progress),
                                packages=lock)
-        if fmt == "json":
-            click.echo(json.dumps({**traced.as_dict(), "store": status_counts(db)}, indent=2))
-        else:
-            click.echo(render(["item", "value"], summary_rows(traced, status_counts(db)), fmt,
-                              title="steptrace trace"))
+        echo_trace_summary(traced, db, fmt)
     if summary.bad_records:
         sys.exit(1)
 

@@ -131,7 +131,6 @@ def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout
     """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
     read once, into a temporary file) into the store."""
     from steptrace.corpus._formats import demo_corpus_path
-    from steptrace.store._store import status_counts
     from steptrace import _api as api
     if demo == (corpus is not None):
         raise click.UsageError("give a CORPUS path or --demo (not both)")
@@ -143,13 +142,19 @@ def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout
                             progress=_progress_callback(progress), packages=lock)
     for error in summary.corpus_errors:
         click.echo(f"warning: {error}", err=True)
+    echo_trace_summary(summary, db, fmt)
+    if summary.corpus_errors:
+        sys.exit(1)
+
+
+def echo_trace_summary(summary: TraceSummary, db: str, fmt: str) -> None:
+    """What ``trace`` prints: its summary and the store's runs by status."""
+    from steptrace.store._store import status_counts
     if fmt == "json":
         click.echo(json.dumps({**summary.as_dict(), "store": status_counts(db)}, indent=2))
     else:
         click.echo(render(["item", "value"], summary_rows(summary, status_counts(db)), fmt,
                           title="steptrace trace"))
-    if summary.corpus_errors:
-        sys.exit(1)
 
 
 @click.command()
