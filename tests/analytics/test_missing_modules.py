@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from helpers.cli import rows
+from helpers.processes import write_jsonl
 from steptrace.analytics._export import export_parquet
 from steptrace.analytics._queries import run_query
 from steptrace.cli._main import main
@@ -47,7 +47,7 @@ MISSING = "missing_module"
 def store(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("missing")
     corpus = root / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    write_jsonl(corpus, RECORDS)
     db = root / "store.duckdb"
     summary = trace_corpus(corpus, db, TraceOptions(workers=0))
     assert summary.by_status == {MISSING: 5, "ok": 1, "exception": 1}
@@ -88,7 +88,7 @@ def test_no_tasks_for_missing_module_runs(store, tmp_path):
 
 def test_trace_command_counts_the_status(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    write_jsonl(corpus, RECORDS)
     result = CliRunner().invoke(main, ["trace", str(corpus), "--db", str(tmp_path / "t.duckdb"),
                                        "--workers", "0", "--format", "csv"])
     assert result.exit_code == 0, result.output

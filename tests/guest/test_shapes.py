@@ -11,19 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.traces import states_of, steps_of
+from helpers.traces import KNOWN, assert_next_job_exact, job, outcome, states_of, steps_of
 
 THREADS = "the program starts a thread; the sandbox (WASI) has no threads"
-
-
-def job(sandbox, isolation: str = "job", **request) -> dict:
-    request.setdefault("input", "")
-    return sandbox.run(request, isolation).result
-
-
-def outcome(result: dict) -> tuple:
-    return (result["status"], result["exception_type"], result["exception_message"],
-            result["output"], result["stdout"])
 
 
 def script_states(result: dict) -> list[tuple]:
@@ -31,22 +21,6 @@ def script_states(result: dict) -> list[tuple]:
     rows = states_of(result)
     assert not [row for row in rows if row[1].startswith("__") and row[1].endswith("__")]
     return rows
-
-
-KNOWN = "def f(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n"
-
-
-def assert_next_job_exact(sandbox, isolation: str) -> None:
-    """The next job in the same sandbox runs and is traced as in a fresh instance."""
-    result = job(sandbox, isolation, code=KNOWN, input="2")
-    assert outcome(result) == ("ok", None, None, "1", "")
-    assert steps_of(result) == [
-        ("call", "f", 1, 0, 0), ("line", "f", 2, 0, 0), ("line", "f", 3, 0, 0),
-        ("line", "f", 4, 0, 0), ("line", "f", 3, 0, 0), ("line", "f", 4, 0, 0),
-        ("line", "f", 3, 0, 0), ("line", "f", 5, 0, 0), ("return", "f", 5, 0, 0)]
-    assert states_of(result) == [
-        (0, "n", "2", "int"), (2, "s", "0", "int"), (3, "i", "0", "int"),
-        (5, "i", "1", "int"), (6, "s", "1", "int"), (8, "<return>", "1", "int")]
 
 
 # ====================================================================== scripts
