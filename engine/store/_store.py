@@ -457,20 +457,15 @@ class TraceWriter:
                 con.unregister("incoming")
 
     # ------------------------------------------------------------------ arrow building
-    def _program_id(self, program: Program, new: dict[str, list]) -> int:
+    def _program_id(self, program: Program, rows: "RunRows") -> int:
         """The program's id; a program not yet stored gets the next one and a row in
-        ``new``."""
+        ``rows``."""
         key = program.key
         pid = self.program_ids.get(key)
         if pid is None:
             pid = self.program_ids[key] = self.next_program_id
             self.next_program_id += 1
-            for name, value in (("program_id", pid), ("source", program.source),
-                                ("sample_id", program.sample_id), ("code", program.code),
-                                ("entry", program.entry), ("code_sha256", program.code_sha256),
-                                ("program_key", key), ("shape", program.shape),
-                                ("test", program.test)):
-                new[name].append(value)
+            rows.add_program(program, pid)
         return pid
 
     def _tables(self, batch: Iterable[TracedRun], most_bytes: int | None = None
@@ -479,29 +474,61 @@ class TraceWriter:
         programs, objects, attributes, global_states) (none if no run was), giving run
         ids from ``next_run_id`` on
         (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
-        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        programs: dict[str, list] = {name: [] for name in PROGRAM_TYPES}
-        runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
-        steps, states = _StepRows(), _StateRows()
-        details = (_ObjectRows(), _AttributeRows(), _GlobalRows())
-        count = 0
+        rows = RunRows()
         for traced in batch:
-            program_id = self._program_id(traced.job.program, programs)
+            program_id = self._program_id(traced.job.program, rows)
             run_id = self.next_run_id
             self.next_run_id += 1
-            _append_run(runs, traced, run_id, program_id, now)
-            steps.add(traced.result, run_id)
-            states.add(traced.result, run_id)
-            for rows in details:
-                rows.add(traced.result, run_id)
-            count += 1
-            if most_bytes is not None and (steps.nbytes + states.nbytes
-                                           + sum(rows.nbytes for rows in details)) >= most_bytes:
+            rows.add(traced, run_id, program_id)
+            if most_bytes is not None and rows.nbytes >= most_bytes:
                 break
-        if not count:
+        if not rows.count:
             return 0, ()
-        return count, (_arrow(runs, RUN_TYPES), steps.table(), states.table(),
-                       _arrow(programs, PROGRAM_TYPES), *(rows.table() for rows in details))
+        return rows.count, rows.tables()
+
+
+class RunRows:
+    """The Arrow rows of a batch of traced runs under the ids the caller gives them: the
+    store's writer gives the next free ones, a shard (steptrace.sharding) ids from the
+    runs' places in its plan. ``tables()``: (runs, steps, states, programs, objects,
+    attributes, global_states), each with its table's columns in order."""
+
+    def __init__(self, now: dt.datetime | None = None) -> None:
+        self.now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        self.programs: dict[str, list] = {name: [] for name in PROGRAM_TYPES}
+        self.runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
+        self.steps, self.states = _StepRows(), _StateRows()
+        self.details = (_ObjectRows(), _AttributeRows(), _GlobalRows())
+        self.count = 0
+
+    def add_program(self, program: Program, program_id: int) -> None:
+        """A ``programs`` row for ``program``."""
+        for name, value in (("program_id", program_id), ("source", program.source),
+                            ("sample_id", program.sample_id), ("code", program.code),
+                            ("entry", program.entry), ("code_sha256", program.code_sha256),
+                            ("program_key", program.key), ("shape", program.shape),
+                            ("test", program.test)):
+            self.programs[name].append(value)
+
+    def add(self, traced: TracedRun, run_id: int, program_id: int) -> None:
+        """The run's rows (its program's row is the caller's: ``add_program``)."""
+        _append_run(self.runs, traced, run_id, program_id, self.now)
+        self.steps.add(traced.result, run_id)
+        self.states.add(traced.result, run_id)
+        for rows in self.details:
+            rows.add(traced.result, run_id)
+        self.count += 1
+
+    @property
+    def nbytes(self) -> int:
+        """Arrow bytes of the step, state and object rows made so far (counted every
+        ``_Rows.FLUSH_ROWS`` rows)."""
+        return (self.steps.nbytes + self.states.nbytes
+                + sum(rows.nbytes for rows in self.details))
+
+    def tables(self) -> tuple[pa.Table, ...]:
+        return (_arrow(self.runs, RUN_TYPES), self.steps.table(), self.states.table(),
+                _arrow(self.programs, PROGRAM_TYPES), *(rows.table() for rows in self.details))
 
 
 def run_rows(traced: TracedRun, run_id: int = 0, program_id: int = 0,

@@ -1,0 +1,408 @@
+"""The plan of a sharded trace: which jobs each shard runs, with which guest and limits.
+
+A sharded trace (``steptrace trace CORPUS... --out DIR``) first writes its plan, then
+runs shards in any order and on any machine that sees ``DIR``::
+
+    DIR/plan.json                 the plan (written first, never changed)
+    DIR/inputs/00000.jsonl        shard 0's jobs, one JSON object a line, in corpus order
+    DIR/guest/guest-KEY.wasm      the guest component every worker must run (by digest)
+    DIR/shards/00000/             a finished shard (renamed into place when complete):
+        runs.parquet ... guests.parquet   one file per table
+        done.json                 its counts
+    DIR/tmp/                      shards being written (a dead worker's leftovers)
+    DIR/steptrace_shards.json     the manifest, written once every shard is done
+
+Shards are fixed ranges of the corpus's jobs in corpus order (a record with several
+inputs is several jobs), after leaving out jobs listed earlier (the same key: a
+duplicate in the same shard or another one is counted and not traced again, as ``trace``
+does). Shard ``i`` holds positions ``i*S .. i*S+S-1`` of that sequence; a run's id is its
+position + 1, so any run is addressable from ``(shard, position)`` and its id does not
+depend on which worker ran it or when. A program's id is derived from its key (the first
+60 bits of it): the same program gets the same id in every shard without coordination.
+
+The plan names the guest by its build key and the SHA-256 of its component, and the wasm
+stack size: separately built guests can behave differently (componentize-py draws each
+build's string-hash secret), so every worker runs the one component the plan carries and
+refuses to run a shard with another (``GuestMismatchError``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from steptrace.corpus._formats import Job, Program, iter_corpus
+from steptrace.errors import InputError, SandboxError, StoreError
+from steptrace.sandbox._limits import ISOLATIONS, Limits
+from steptrace.sandbox._packages import PackageLock, parse_lock
+
+FORMAT = "steptrace-shards"
+FORMAT_VERSION = 1
+PLAN = "plan.json"
+MANIFEST = "steptrace_shards.json"
+DEFAULT_SHARD_SIZE = 1000
+MAX_SHARDS = 10_000_000
+INDEX_DIGITS = 5  # shard folder and file names: 00042 (wider past 99,999 shards)
+
+
+class ShardError(StoreError):
+    """A shard directory that cannot be planned, read or resumed; the message says why."""
+
+
+class GuestMismatchError(SandboxError):
+    """A worker whose guest is not the one the plan names (another build, or another
+    wasm stack size)."""
+
+
+def shard_name(index: int) -> str:
+    return f"{index:0{INDEX_DIGITS}d}"
+
+
+def program_id(program: Program) -> int:
+    """A program's id in a shard directory: the first 60 bits of its key (SHA-256), the
+    same in every shard. ``steptrace import`` renumbers programs as a store does."""
+    return int(program.key[:15], 16)
+
+
+# ---------------------------------------------------------------------- jobs as JSON
+def job_record(job: Job, run_id: int) -> dict:
+    """A job as a line of a shard's inputs: everything ``job_from_record`` needs to make
+    the same job (and so the same key) again."""
+    program = job.program
+    return {"run_id": run_id, "source": program.source, "sample_id": program.sample_id,
+            "code": program.code, "entry": program.entry, "shape": program.shape,
+            "test": program.test, "input": job.input, "expected": job.expected,
+            "input_index": job.input_index,
+            "calls": None if job.calls is None else [list(call) for call in job.calls],
+            "stdin": job.stdin}
+
+
+_TEXT = ("source", "sample_id", "code", "entry", "shape", "input")
+_OPTIONAL_TEXT = ("test", "expected", "stdin")
+
+
+def job_from_record(record: object, where: str) -> tuple[int, Job]:
+    """``(run_id, job)`` of a shard's input line; ShardError naming ``where`` when it is
+    not one ``job_record`` wrote."""
+    def bad(what: str) -> ShardError:
+        return ShardError(f"{where}: not a shard input line ({what})")
+
+    if not isinstance(record, dict):
+        raise bad("not a JSON object")
+    for name in _TEXT:
+        if type(record.get(name)) is not str:
+            raise bad(f"{name!r} must be a string")
+    for name in _OPTIONAL_TEXT:
+        if record.get(name) is not None and type(record[name]) is not str:
+            raise bad(f"{name!r} must be a string or null")
+    for name in ("run_id", "input_index"):
+        if type(record.get(name)) is not int or record[name] < 0:
+            raise bad(f"{name!r} must be an integer >= 0")
+    calls = record.get("calls")
+    if calls is not None:
+        if not (isinstance(calls, list) and all(
+                isinstance(c, list) and len(c) == 2 and all(type(p) is str for p in c)
+                for c in calls)):
+            raise bad("'calls' must be a list of [method, input] pairs")
+        calls = tuple((method, text) for method, text in calls)
+    program = Program(source=record["source"], sample_id=record["sample_id"],
+                      code=record["code"], entry=record["entry"], shape=record["shape"],
+                      test=record["test"])
+    return record["run_id"], Job(program, record["input"], record["expected"],
+                                 record["input_index"], calls, record["stdin"])
+
+
+# ---------------------------------------------------------------------- the plan
+@dataclass(frozen=True)
+class ShardSpec:
+    """One shard: its jobs are runs ``first_run_id .. first_run_id + jobs - 1``."""
+
+    index: int
+    jobs: int
+    first_run_id: int
+
+
+@dataclass(frozen=True)
+class GuestSpec:
+    """The guest every worker must run: its build key, the SHA-256 of its component, the
+    wasm stack size and the package lock it bundles (None: the standard guest)."""
+
+    key: str
+    digest: str
+    stack_bytes: int
+    lock: str | None = None
+
+    @property
+    def packages(self) -> PackageLock | None:
+        return None if self.lock is None else parse_lock(self.lock, "the plan's guest lock")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``plan.json`` holds. ``jobs_digest`` is the SHA-256 of the planned jobs' keys
+    in order: a re-run over the same corpora and options finds the same plan and resumes."""
+
+    corpora: tuple[str, ...]
+    shard_size: int
+    shards: tuple[ShardSpec, ...]
+    limits: Limits
+    isolation: str
+    guest: GuestSpec
+    jobs: int
+    duplicates: int
+    cross_shard_duplicates: int
+    corpus_errors: tuple[str, ...]
+    jobs_digest: str
+    format: str = FORMAT
+    version: int = FORMAT_VERSION
+
+    @property
+    def runs(self) -> int:
+        """The runs the shards make (jobs less duplicates)."""
+        return sum(shard.jobs for shard in self.shards)
+
+    def same_work(self, other: "Plan") -> bool:
+        """Whether ``other`` plans the same runs with the same options (a resume)."""
+        return (self.jobs_digest, self.shard_size, self.limits, self.isolation,
+                self.guest.lock) == (other.jobs_digest, other.shard_size, other.limits,
+                                     other.isolation, other.guest.lock)
+
+    def as_json(self) -> dict:
+        data = asdict(self)
+        data["corpora"] = list(self.corpora)
+        data["corpus_errors"] = list(self.corpus_errors)
+        return data
+
+
+def plan_from_json(data: object, where: Path) -> Plan:
+    """A ``Plan`` from ``plan.json``'s content; ShardError when it is not one."""
+    try:
+        if data.get("format") != FORMAT:  # type: ignore[union-attr]
+            raise ShardError(f"{where} is not a steptrace shard plan")
+        if data.get("version") != FORMAT_VERSION:  # type: ignore[union-attr]
+            raise ShardError(f"{where} has shard format version {data.get('version')}; this "  # type: ignore[union-attr]
+                             f"steptrace reads version {FORMAT_VERSION}")
+        shards = tuple(ShardSpec(**s) for s in data["shards"])  # type: ignore[index]
+        plan = Plan(corpora=tuple(data["corpora"]), shard_size=data["shard_size"],  # type: ignore[index]
+                    shards=shards, limits=Limits(**data["limits"]),  # type: ignore[index]
+                    isolation=data["isolation"], guest=GuestSpec(**data["guest"]),  # type: ignore[index]
+                    jobs=data["jobs"], duplicates=data["duplicates"],  # type: ignore[index]
+                    cross_shard_duplicates=data["cross_shard_duplicates"],  # type: ignore[index]
+                    corpus_errors=tuple(data["corpus_errors"]),  # type: ignore[index]
+                    jobs_digest=data["jobs_digest"])  # type: ignore[index]
+    except ShardError:
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ShardError(f"{where} is not a readable shard plan ({exc})") from exc
+    if plan.isolation not in ISOLATIONS:
+        raise ShardError(f"{where}: unknown isolation {plan.isolation!r}")
+    for number, shard in enumerate(plan.shards):
+        if (shard.index != number or shard.jobs < 1 or shard.jobs > plan.shard_size
+                or shard.first_run_id != number * plan.shard_size + 1):
+            raise ShardError(f"{where}: shard {number} is not where the plan's ranges put it")
+    return plan
+
+
+def read_plan(directory: str | Path) -> Plan:
+    """The plan of a shard directory; ShardError when there is none or it is broken."""
+    directory = Path(directory)
+    path = directory / PLAN
+    if not path.is_file():
+        raise ShardError(f"{directory} is not a shard directory (no {PLAN}; "
+                         "make one with steptrace trace CORPUS --out DIR)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ShardError(f"cannot read {path}: {exc}") from exc
+    return plan_from_json(data, path)
+
+
+def is_shard_directory(path: str | Path) -> bool:
+    return Path(path).is_dir() and (Path(path) / PLAN).is_file()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def input_path(directory: Path, index: int) -> Path:
+    return directory / "inputs" / f"{shard_name(index)}.jsonl"
+
+
+def guest_path(directory: Path, guest: GuestSpec) -> Path:
+    return directory / "guest" / f"guest-{guest.key}.wasm"
+
+
+def read_shard_jobs(directory: Path, plan: Plan, index: int) -> Iterator[tuple[int, Job]]:
+    """``(run_id, job)`` of shard ``index``'s input file, checked against the plan."""
+    spec = plan.shards[index]
+    path = input_path(directory, index)
+    count = 0
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for lineno, line in enumerate(handle, start=1):
+                where = f"{path}:{lineno}"
+                try:
+                    record = json.loads(line)
+                except ValueError as exc:
+                    raise ShardError(f"{where}: not JSON ({exc})") from exc
+                run_id, job = job_from_record(record, where)
+                if run_id != spec.first_run_id + count:
+                    raise ShardError(f"{where}: run id {run_id} is not the plan's "
+                                     f"{spec.first_run_id + count}")
+                count += 1
+                yield run_id, job
+    except OSError as exc:
+        raise ShardError(f"cannot read shard input {path}: {exc.strerror or exc}") from exc
+    if count != spec.jobs:
+        raise ShardError(f"{path} holds {count} jobs; the plan says {spec.jobs}")
+
+
+@dataclass
+class _Planner:
+    """Cuts the job sequence into shards while it is read, writing each shard's inputs."""
+
+    directory: Path
+    shard_size: int
+    shards: list[ShardSpec] = field(default_factory=list)
+    first_shard: dict[bytes, int] = field(default_factory=dict)  # key digest -> its shard
+    jobs: int = 0
+    duplicates: int = 0
+    cross_shard_duplicates: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.digest = hashlib.sha256()
+        self.handle = None
+        self.in_shard = 0
+
+    def add(self, item: Job | str) -> None:
+        if isinstance(item, str):
+            self.errors.append(item)
+            return
+        self.jobs += 1
+        key = bytes.fromhex(item.key[:32])  # 128 bits: the key's identity, a third of its size
+        first = self.first_shard.get(key)
+        if first is not None:
+            self.duplicates += 1
+            # the shard this job would have fallen in, had it not been a duplicate
+            here = len(self.shards) - (self.handle is not None and self.in_shard < self.shard_size)
+            self.cross_shard_duplicates += first != here
+            return
+        if self.handle is None or self.in_shard == self.shard_size:
+            self._next_shard()
+        index = len(self.shards) - 1
+        self.first_shard[key] = index
+        run_id = index * self.shard_size + self.in_shard + 1
+        self.digest.update(item.key.encode() + b"\n")
+        self.handle.write(json.dumps(job_record(item, run_id), ensure_ascii=False) + "\n")
+        self.in_shard += 1
+        spec = self.shards[-1]
+        self.shards[-1] = ShardSpec(spec.index, spec.jobs + 1, spec.first_run_id)
+
+    def _next_shard(self) -> None:
+        self.close()
+        index = len(self.shards)
+        if index >= MAX_SHARDS:
+            raise InputError(f"more than {MAX_SHARDS:,} shards: use a larger --shard-size")
+        self.shards.append(ShardSpec(index, 0, index * self.shard_size + 1))
+        self.handle = open(input_path(self.directory, index), "w", encoding="utf-8")
+        self.in_shard = 0
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+
+def plan_directory(corpora: Iterable[str | Path], directory: str | Path, shard_size: int,
+                   limits: Limits, isolation: str, packages: PackageLock | None = None
+                   ) -> tuple[Plan, bool]:
+    """The plan of a sharded trace of ``corpora`` into ``directory`` and whether it was
+    there already (a resume). A new plan is written whole: the shards' inputs and the
+    guest into a temporary folder renamed into place, ``plan.json`` last. A directory
+    that holds a plan of other work (other jobs, shard size, limits, isolation or
+    packages) is refused rather than mixed."""
+    from steptrace.sandbox._build import ensure_component, file_digest
+    from steptrace.sandbox._runtime import wasm_stack_bytes
+    directory = Path(directory)
+    corpora = [str(c) for c in corpora]
+    if not corpora:
+        raise InputError("give at least one corpus")
+    if shard_size < 1:
+        raise InputError(f"shard size must be at least 1, not {shard_size}")
+    if isolation not in ISOLATIONS:
+        raise InputError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
+    if directory.exists() and not directory.is_dir():
+        raise ShardError(f"{directory} is not a directory")
+    old = read_plan(directory) if (directory / PLAN).exists() else None
+    if old is None and directory.is_dir() and any(p.name not in _OURS and not p.name.startswith(".plan-")
+                                              for p in directory.iterdir()):
+        raise ShardError(f"{directory} is not empty and holds no shard plan: give a new or empty "
+                         "directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ShardError(f"cannot create {directory}: {exc.strerror or exc}") from exc
+    staging = Path(tempfile.mkdtemp(dir=directory, prefix=".plan-"))
+    try:
+        (staging / "inputs").mkdir()
+        planner = _Planner(staging, shard_size)
+        try:
+            for corpus in corpora:
+                for item in iter_corpus(corpus):
+                    planner.add(item)
+        finally:
+            planner.close()
+        if not planner.shards:
+            raise InputError("the corpora hold no jobs to trace"
+                             + (f" ({len(planner.errors)} bad records)" if planner.errors else ""))
+        lock = None if packages is None else packages.text
+        if old is not None:
+            probe = GuestSpec(old.guest.key, old.guest.digest, old.guest.stack_bytes, lock)
+            new = _plan(corpora, shard_size, limits, isolation, probe, planner)
+            if not old.same_work(new):
+                raise ShardError(f"{directory} holds the plan of other work (other jobs, shard "
+                                 "size, limits, isolation or packages): give a new directory")
+            return old, True
+        found = ensure_component(packages=packages)
+        guest = GuestSpec(found.key, file_digest(found.wasm), wasm_stack_bytes(), lock)
+        (staging / "guest").mkdir()
+        shutil.copyfile(found.wasm, guest_path(staging, guest))
+        plan = _plan(corpora, shard_size, limits, isolation, guest, planner)
+        for name in ("inputs", "guest"):
+            target = directory / name
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging / name, target)
+        write_atomic(directory / PLAN, json.dumps(plan.as_json(), indent=1) + "\n")
+        return plan, False
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+# what a shard directory holds (a directory with only these is one being planned)
+_OURS = frozenset({PLAN, MANIFEST, "inputs", "guest", "shards", "tmp"})
+
+
+def _plan(corpora: list[str], shard_size: int, limits: Limits, isolation: str,
+          guest: GuestSpec, planner: _Planner) -> Plan:
+    return Plan(corpora=tuple(corpora), shard_size=shard_size, shards=tuple(planner.shards),
+                limits=limits, isolation=isolation, guest=guest, jobs=planner.jobs,
+                duplicates=planner.duplicates,
+                cross_shard_duplicates=planner.cross_shard_duplicates,
+                corpus_errors=tuple(planner.errors), jobs_digest=planner.digest.hexdigest())

@@ -1,0 +1,127 @@
+"""The Ray engine: one actor per worker, each holding a warm sandbox, running shards.
+
+Ray is an optional dependency (``pip install 'steptrace[ray]'``); this module imports it
+only when it runs. The driver reads the plan's guest component once and puts it in Ray's
+object store (41 MB, about 0.1 s): every actor installs those bytes in its machine's cache
+after checking their digest (nothing wasmtime holds can be pickled, so each actor loads
+the component itself). An actor keeps a one-worker ``WorkerPool`` across shards: the pool's
+worker process has the watchdog that ends a job blocked in a host call, and a guest that
+crashes its process takes down the worker, not the actor.
+
+Failures: an actor that dies (its process killed, its node lost) is restarted by Ray and
+its shard run again (``max_restarts``, ``max_task_retries``); the shard's files are written
+under a private name and renamed when complete (``_shard.run_shard``), so the retry starts
+clean and a run is stored once. An error a user can fix (a guest that is not the plan's,
+a broken input file) comes back as a message, not a retry.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+from steptrace.errors import InputError, SteptraceError
+from steptrace.sharding._plan import GuestMismatchError, Plan, ShardError, guest_path
+from steptrace.sharding._shard import ShardResult
+
+MAX_RESTARTS = 4  # per actor: a node lost now and then, not a guest that kills it every time
+MAX_TASK_RETRIES = 4
+
+
+class ShardWorker:
+    """A Ray actor's state: the plan and, once set up, a one-worker pool running its guest."""
+
+    def __init__(self, directory: str, payload: list) -> None:
+        """``payload``: ``[ObjectRef]`` of the component's bytes, in a list so that Ray
+        hands the reference over unresolved (fetched once, at set-up)."""
+        self.directory = Path(directory)
+        self.payload = payload
+        self.plan: Plan | None = None
+        self.pool = None
+
+    def _ensure(self) -> None:
+        if self.pool is not None:
+            return
+        from steptrace.sandbox._pool import WorkerPool
+        from steptrace.sharding._plan import read_plan
+        from steptrace.sharding._shard import install_guest
+        import ray
+        self.plan = read_plan(self.directory)
+        found = install_guest(self.directory, self.plan, ray.get(self.payload[0]))
+        self.pool = WorkerPool(1, self.plan.limits, self.plan.isolation, artifacts=found)
+
+    def setup(self) -> tuple[str, str] | None:
+        """Install the guest and start the pool; ``(error type, message)`` if it cannot."""
+        try:
+            self._ensure()
+        except SteptraceError as exc:
+            return type(exc).__name__, str(exc)
+        return None
+
+    def run(self, index: int) -> dict:
+        """Run shard ``index``; its ``ShardResult`` as a dict, or ``{"error": ...}``."""
+        from dataclasses import asdict
+        from steptrace.sharding._shard import run_shard
+        try:
+            self._ensure()
+            return asdict(run_shard(self.directory, index, self.pool, self.plan))
+        except SteptraceError as exc:
+            return {"error": [type(exc).__name__, str(exc)]}
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _raise(error: tuple[str, str] | list[str]) -> None:
+    kind, message = error
+    raise (GuestMismatchError if kind == GuestMismatchError.__name__ else ShardError)(message)
+
+
+def connect(address: str | None, workers: int | None):
+    """``ray`` initialised: an existing cluster at ``address`` (``auto``: the one this
+    machine belongs to), else a local one with ``workers`` CPUs (default: this machine's)."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise InputError("--engine ray needs Ray: pip install 'steptrace[ray]'") from exc
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers or os.cpu_count() or 1, logging_level="ERROR",
+                     log_to_driver=False, include_dashboard=False)
+    return ray
+
+
+def run_shards(directory: Path, plan: Plan, pending: list[int], workers: int | None,
+               address: str | None) -> Iterator[ShardResult]:
+    """Run the ``pending`` shards on a Ray cluster; yield each result as it finishes."""
+    ray = connect(address, workers)
+    count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    count = min(count, len(pending)) or 1
+    payload = ray.put(guest_path(directory, plan.guest).read_bytes())
+    actor_class = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS,
+                             max_task_retries=MAX_TASK_RETRIES)(ShardWorker)
+    actors = [actor_class.remote(str(directory), [payload]) for _ in range(count)]
+    try:
+        for error in ray.get([actor.setup.remote() for actor in actors]):
+            if error is not None:
+                _raise(error)
+        queue = list(pending)
+        running = {}
+        for actor in actors:
+            if queue:
+                running[actor.run.remote(queue.pop(0))] = actor
+        while running:
+            ready, _ = ray.wait(list(running), num_returns=1)
+            actor = running.pop(ready[0])
+            outcome = ray.get(ready[0])
+            if "error" in outcome:
+                _raise(outcome["error"])
+            yield ShardResult(**outcome)
+            if queue:
+                running[actor.run.remote(queue.pop(0))] = actor
+    finally:
+        for actor in actors:
+            ray.kill(actor)
