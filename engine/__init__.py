@@ -23,6 +23,9 @@ _EXPORTS = {
     # the pipeline (steptrace/_api.py)
     "trace_one": "_api",
     "trace": "_api",
+    "trace_sharded": "_api",
+    "trace_shard": "_api",
+    "import_shards": "_api",
     "analyse": "_api",
     "make_tasks": "_api",
     "predict": "_api",

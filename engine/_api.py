@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from steptrace.tasks._tasks import TaskSummary
     from steptrace.tracing._analysis import AnalysisSummary
     from steptrace.tracing._trace import TraceSummary
+    from steptrace.sharding._run import ShardSummary
+    from steptrace.sharding._shard import ShardResult
+    from steptrace.sharding._store import ImportSummary
 
 Progress = Callable[[int, int], None]
 
@@ -204,6 +207,58 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
     if isinstance(corpus, Corpus) and name is None:
         name = MEMORY_NAME  # a loaded corpus does not know where it came from
     return trace_corpus(corpus, store_path(store), options, progress=progress, corpus_name=name)
+
+
+def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.PathLike, *,
+                  engine: str = "local", address: str | None = None,
+                  shard_size: int | None = None, workers: int | None = None,
+                  isolation: str = "job", limits: Limits | Mapping[str, float] | None = None,
+                  progress: Progress | None = None,
+                  packages: PackageLock | str | os.PathLike | None = None) -> ShardSummary:
+    """Trace ``corpora`` (corpus files or directories) into the shard directory ``out``
+    (``steptrace trace CORPUS... --out DIR``): a plan of fixed shards of jobs, then each
+    shard's runs as Parquet files, on ``engine`` ``local`` (this machine's worker pool) or
+    ``ray`` (a Ray cluster: ``address``, default a local one); the same command again
+    resumes. docs/guides/shards.md has the layout and its guarantees.
+
+    shard_size: jobs per shard (default 1,000). workers: worker processes, or Ray actors
+    (default: one per CPU). isolation, limits, packages: as for ``trace``.
+    progress: ``progress(runs done, runs planned)`` after each shard."""
+    from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE
+    from steptrace.sharding._run import ShardOptions, trace_shards
+    if isinstance(corpora, (str, os.PathLike)):
+        corpora = [corpora]
+    corpora = list(corpora)
+    for corpus in corpora:
+        if not isinstance(corpus, (str, os.PathLike)):
+            raise InputError("a sharded trace reads corpus files or directories, not "
+                             f"{type(corpus).__name__}")
+        if os.fspath(corpus) == "-":
+            raise InputError("a sharded trace reads corpus files, not standard input")
+    options = ShardOptions(shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
+                           workers=workers, limits=as_limits(limits), isolation=isolation,
+                           packages=None if packages is None else as_lock(packages),
+                           engine=engine, address=address)
+    return trace_shards(corpora, out, options, progress)
+
+
+def trace_shard(directory: str | os.PathLike, index: int, *, workers: int | None = None
+                ) -> ShardResult:
+    """Run shard ``index`` of the shard directory ``directory`` on this machine (``steptrace
+    trace-shard``: one process per shard index under a batch scheduler); a done shard is
+    not run again. ``workers``: worker processes (default one per CPU)."""
+    from steptrace.sharding._run import run_one
+    if workers is not None and workers < 1:
+        raise InputError(f"workers must be 1 or more, not {workers}")
+    return run_one(directory, index, workers)
+
+
+def import_shards(directory: str | os.PathLike, store: Store | str | os.PathLike, *,
+                  force: bool = False) -> ImportSummary:
+    """Load the finished shards of ``directory`` into ``store`` (``steptrace import``): runs
+    it does not hold yet (``force``: replace those it does), renumbered as the store's."""
+    from steptrace.sharding._store import import_shards as _import
+    return _import(directory, store_path(store), force=force)
 
 
 def analyse(store: Store | str | os.PathLike, *, determinism: bool = False,

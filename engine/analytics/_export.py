@@ -219,6 +219,10 @@ def open_parquet(directory: str | Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per exported table, named as in the
     store, so SQL written for a store runs unchanged over the export."""
     directory = Path(directory).resolve()
+    from steptrace.sharding._plan import is_shard_directory
+    if is_shard_directory(directory):  # a sharded trace's directory reads as a store too
+        from steptrace.sharding._store import open_shard_store
+        return open_shard_store(directory, read_only=True)
     manifest = read_manifest(directory)
     con = duckdb.connect()
     try:

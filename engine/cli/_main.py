@@ -19,7 +19,7 @@ from steptrace.cli._benchmark import (dedupe_command, filter_command, generate_c
 from steptrace.cli._predict import predict_command
 from steptrace.cli._score import score, score_cruxeval_command
 from steptrace.cli._tasks import tasks_command
-from steptrace.cli._trace import analyse, build, show, trace
+from steptrace.cli._trace import analyse, build, import_command, show, trace, trace_shard
 from steptrace.errors import SteptraceError
 
 # What a user can cause and fix, printed as one line with exit status 1: steptrace's own
@@ -46,7 +46,7 @@ def main() -> None:
 
 
 # In pipeline order; --help lists them by name.
-for _command in (build, trace, analyse, show,                              # _trace
+for _command in (build, trace, trace_shard, import_command, analyse, show,  # _trace
                  tasks_command,                                            # _tasks
                  predict_command,                                          # _predict
                  score, score_cruxeval_command,                            # _score

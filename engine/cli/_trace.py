@@ -16,6 +16,7 @@ import click
 from steptrace.cli._common import _progress_bar, _progress_callback, db_option, format_option
 from steptrace.cli._render import render
 from steptrace.sandbox._limits import ISOLATIONS, Limits
+from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE, ENGINES
 
 if TYPE_CHECKING:
     from steptrace.tracing._trace import TraceSummary
@@ -103,12 +104,22 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
 
 
 @click.command()
-@click.argument("corpus", required=False, type=click.Path(path_type=Path))
+@click.argument("corpus", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--demo", is_flag=True, help="Trace the demo corpus bundled with steptrace.")
 @db_option
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False),
+              help="Trace into this shard directory instead of --db: fixed shards of jobs, "
+                   "Parquet files per shard; run again to resume (docs/guides/shards.md).")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+              help="With --out: run the shards on this machine's worker pool or on Ray.")
+@click.option("--address", help="With --engine ray: the cluster's address (default: start "
+                                 "a local Ray with --workers CPUs).")
+@click.option("--shard-size", type=click.IntRange(min=1), default=DEFAULT_SHARD_SIZE,
+              show_default=True, help="With --out: jobs per shard.")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Worker processes (default: CPU count; 0 runs in this process, with no "
-                   "watchdog: a job blocked in a sleep or wait ends only when the wait does).")
+                   "watchdog: a job blocked in a sleep or wait ends only when the wait does). "
+                   "With --engine ray: actors.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=Limits.timeout_s,
               show_default=True, help="Seconds per job (wall clock).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=Limits.max_steps,
@@ -125,26 +136,92 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
                    "guest that bundles those packages.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @format_option
-def trace(corpus: Path | None, demo: bool, db: str, workers: int | None, timeout: float,
+def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engine: str,
+          address: str | None, shard_size: int, workers: int | None, timeout: float,
           max_steps: int, memory_mb: int, max_repr: int, isolation: str, force: bool,
           lock: Path | None, quiet: bool, fmt: str) -> None:
     """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
-    read once, into a temporary file) into the store."""
+    read once, into a temporary file) into the store; with --out, of every CORPUS into a
+    shard directory."""
     from steptrace.corpus._formats import demo_corpus_path
     from steptrace import _api as api
-    if demo == (corpus is not None):
+    if demo == bool(corpus):
         raise click.UsageError("give a CORPUS path or --demo (not both)")
-    path = demo_corpus_path() if demo else corpus
+    paths = [demo_corpus_path()] if demo else list(corpus)
     limits = Limits(timeout_s=timeout, max_steps=max_steps, memory_mb=memory_mb, max_repr=max_repr)
-    with _progress_bar("tracing", quiet) as progress:
-        summary = api.trace(path, db, workers=workers, isolation=isolation, limits=limits,
-                            force=force, name="demo" if demo else str(corpus),
-                            progress=_progress_callback(progress), packages=lock)
-    for error in summary.corpus_errors:
+    if out is None:
+        given = [name for name, value in (("--engine", engine != "local"), ("--address", address),
+                                          ("--shard-size", shard_size != DEFAULT_SHARD_SIZE))
+                 if value]
+        if given:
+            raise click.UsageError(f"{given[0]} goes with --out DIR (a sharded trace)")
+        if len(paths) != 1:
+            raise click.UsageError("a trace into --db takes one CORPUS (several go with --out DIR)")
+        with _progress_bar("tracing", quiet) as progress:
+            summary = api.trace(paths[0], db, workers=workers, isolation=isolation,
+                                limits=limits, force=force,
+                                name="demo" if demo else str(paths[0]),
+                                progress=_progress_callback(progress), packages=lock)
+        for error in summary.corpus_errors:
+            click.echo(f"warning: {error}", err=True)
+        echo_trace_summary(summary, db, fmt)
+        if summary.corpus_errors:
+            sys.exit(1)
+        return
+    if force:
+        raise click.UsageError("--force goes with --db (a shard directory is resumed, not "
+                               "replaced: give a new --out to trace again)")
+    if workers == 0:
+        raise click.UsageError("a sharded trace needs --workers 1 or more")
+    with _progress_bar("tracing shards", quiet) as progress:
+        sharded = api.trace_sharded(paths, out, engine=engine, address=address,
+                                    shard_size=shard_size, workers=workers, isolation=isolation,
+                                    limits=limits, progress=_progress_callback(progress),
+                                    packages=lock)
+    for error in sharded.corpus_errors:
         click.echo(f"warning: {error}", err=True)
-    echo_trace_summary(summary, db, fmt)
-    if summary.corpus_errors:
+    if fmt == "json":
+        click.echo(json.dumps(sharded.as_dict(), indent=2))
+    else:
+        click.echo(render(["item", "value"], sharded.as_rows(), fmt, title="steptrace trace"))
+    if sharded.corpus_errors:
         sys.exit(1)
+
+
+@click.command("trace-shard")
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--index", type=click.IntRange(min=0), required=True,
+              help="The shard to run (0-based; the plan lists them).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes (default: CPU count).")
+@format_option
+def trace_shard(directory: Path, index: int, workers: int | None, fmt: str) -> None:
+    """Run one shard of a shard directory made by trace --out (for batch schedulers: one
+    process per shard index); a done shard is not run again."""
+    from dataclasses import asdict
+    from steptrace import _api as api
+    result = api.trace_shard(directory, index, workers=workers)
+    data = asdict(result)
+    rows = [("shard", result.index), ("already done (skipped)", result.skipped),
+            ("runs", result.runs)]
+    rows += [(f"  status {status}", count) for status, count in result.by_status.items()]
+    rows += [("trace steps", result.steps), ("seconds", f"{result.seconds:.2f}")]
+    if fmt == "json":
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(render(["item", "value"], rows, fmt, title="steptrace trace-shard"))
+
+
+@click.command("import")
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
+@db_option
+@click.option("--force", is_flag=True, help="Replace runs the store already holds.")
+@format_option
+def import_command(directory: Path, db: str, force: bool, fmt: str) -> None:
+    """Load the finished shards of a shard directory (trace --out) into the store --db."""
+    from steptrace import _api as api
+    summary = api.import_shards(directory, db, force=force)
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace import"))
 
 
 def echo_trace_summary(summary: TraceSummary, db: str, fmt: str) -> None:

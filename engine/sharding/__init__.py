@@ -6,7 +6,7 @@ or loaded into one (``import_shards``)."""
 from steptrace._lazy import lazy_exports
 
 _EXPORTS = {
-    "ENGINES": "_run",
+    "ENGINES": "_defaults",
     "GuestMismatchError": "_plan",
     "Plan": "_plan",
     "ShardError": "_plan",

@@ -41,12 +41,12 @@ from steptrace.corpus._formats import Job, Program, iter_corpus
 from steptrace.errors import InputError, SandboxError, StoreError
 from steptrace.sandbox._limits import ISOLATIONS, Limits
 from steptrace.sandbox._packages import PackageLock, parse_lock
+from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE  # noqa: F401  (re-exported)
 
 FORMAT = "steptrace-shards"
 FORMAT_VERSION = 1
 PLAN = "plan.json"
 MANIFEST = "steptrace_shards.json"
-DEFAULT_SHARD_SIZE = 1000
 MAX_SHARDS = 10_000_000
 INDEX_DIGITS = 5  # shard folder and file names: 00042 (wider past 99,999 shards)
 

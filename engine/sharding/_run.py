@@ -20,11 +20,11 @@ from typing import Callable, Iterator
 from steptrace.errors import InputError
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._packages import PackageLock
-from steptrace.sharding._plan import DEFAULT_SHARD_SIZE, Plan, plan_directory, read_plan
+from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE, ENGINES
+from steptrace.sharding._plan import Plan, plan_directory, read_plan
 from steptrace.sharding._shard import (ShardResult, finish_directory, install_guest,
                                        read_done, run_shard)
 
-ENGINES = ("local", "ray")
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,11 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     missing directory, a file that is not DuckDB, a DuckDB file that is not a store, a
     store another process holds."""
     path = Path(path)
+    if path.is_dir():
+        from steptrace.sharding._plan import is_shard_directory
+        if is_shard_directory(path):  # its runs in Parquet files: steptrace.sharding._store
+            from steptrace.sharding._store import open_shard_store
+            return open_shard_store(path, read_only)
     if read_only:
         require_store(path)
     if not read_only and not path.parent.exists():

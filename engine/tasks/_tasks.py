@@ -189,7 +189,7 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
 
 def _check(db: str | Path, options: TaskOptions) -> None:
     """Refuse bad arguments before any work (and before creating a file)."""
-    if not Path(db).is_file():
+    if not Path(db).exists():  # a store file, or a shard directory
         raise StoreError(f"database not found: {db}")
     parse_kinds(options.kinds)
     if options.per_run < 1:

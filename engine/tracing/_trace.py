@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Iterator
 
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
                                        spool)
+from steptrace.errors import StoreError
 from steptrace.store._store import TracedRun, TraceWriter, connect, run_matches
 from steptrace.sandbox._build import cache_key
 from steptrace.sandbox._limits import Limits
@@ -170,6 +171,10 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
     the ones to trace to the workers a few chunks at a time."""
     name = corpus.name if isinstance(corpus, (Spooled, Records)) else corpus
     summary = TraceSummary(corpus=corpus_name or str(name), db=str(db))
+    from steptrace.sharding._plan import is_shard_directory
+    if is_shard_directory(db):
+        raise StoreError(f"{db} is a shard directory: trace into it with "
+                         "steptrace trace CORPUS --out DIR")
     todo = _survey(corpus, summary)  # before the store is opened: a bad corpus makes none
     con = connect(db)
     try:

@@ -1,0 +1,229 @@
+"""A shard directory read as a store, and loaded into one.
+
+Every command that takes ``--db`` takes a shard directory too: ``connect`` hands it
+here. The trace's tables (runs, steps, states, programs, objects, attributes,
+global_states, guests) are views over the finished shards' Parquet files
+(``DIR/shards/*/TABLE.parquet``: a shard being written is not there yet); what later
+commands make (tasks, predictions, scores, features, analyses) goes into a small DuckDB
+file beside them, ``DIR/store.duckdb``, which holds those tables and the views. So
+``tasks``, ``predict``, ``score``, ``features``, ``report``, ``show`` and ``sql`` work on a
+shard directory as on a store, without copying the traces. The views are made again at
+every open for writing (with the directory's current absolute path, so a moved directory
+still reads); a read-only open makes them in memory and attaches ``store.duckdb`` read-only.
+
+In a shard directory a program appears in each shard that runs it (the same row: its id
+is derived from its key), so the ``programs`` view is ``DISTINCT``; ``guests`` takes a
+guest's earliest ``first_used``.
+
+``import_shards`` copies a shard directory into a DuckDB store (``steptrace import``),
+keeping the runs the store does not hold yet (by run key; ``force`` replaces them). Run ids
+become the store's next ones, in the shards' order (into an empty store: the same ids);
+programs take the store's id of the same program key, or the next ones.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from steptrace.errors import StoreError
+from steptrace.sharding._plan import read_plan
+from steptrace.sharding._shard import SHARD_TABLES
+from steptrace.store._tables import CONNECT_TABLES, PROGRAMS, RUNS, Table
+
+COMPANION = "store.duckdb"
+TRACE_TABLES = frozenset(t.name for t in SHARD_TABLES)
+# tables whose rows within a step keep the guest's order (a store orders them by rowid)
+ORDERED = frozenset({"steps", "states", "objects", "attributes", "global_states"})
+
+
+def _literal(text: str | Path) -> str:
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def _files(directory: Path, table: Table) -> str:
+    return _literal(directory / "shards" / "*" / f"{table.name}.parquet")
+
+
+def _view_sql(directory: Path, table: Table, any_done: bool) -> str:
+    """The view of ``table`` over the finished shards (typed and empty before any is)."""
+    columns = ", ".join(c.name for c in table.columns)
+    if not any_done:
+        nulls = ", ".join(f"CAST(NULL AS {c.type}) AS {c.name}" for c in table.columns)
+        if table.name in ORDERED:
+            nulls += ", CAST(NULL AS BIGINT) AS rowid"
+        body = f"SELECT {nulls} WHERE false"
+    elif table.name == "programs":
+        body = f"SELECT DISTINCT {columns} FROM read_parquet({_files(directory, table)})"
+    elif table.name == "guests":
+        body = (f"SELECT guest, any_value(lock) AS lock, min(first_used) AS first_used "
+                f"FROM read_parquet({_files(directory, table)}) GROUP BY guest")
+    elif table.name in ORDERED:
+        # a run's rows are in one file, in the order the guest gave them: file_row_number
+        # is the rowid a store's queries order them by within a step
+        body = (f"SELECT {columns}, file_row_number AS rowid FROM "
+                f"read_parquet({_files(directory, table)}, file_row_number = true)")
+    else:
+        body = f"SELECT {columns} FROM read_parquet({_files(directory, table)})"
+    return f'CREATE OR REPLACE VIEW "{table.name}" AS {body}'
+
+
+def _any_done(directory: Path) -> bool:
+    return any((directory / "shards").glob("*/done.json"))
+
+
+def open_shard_store(directory: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection over the shard directory ``directory`` (see the module doc)."""
+    from steptrace.store._store import SCHEMA_VERSION, _open_error, _open_waiting, first_line
+    directory = Path(directory).resolve()
+    read_plan(directory)  # a broken plan is refused here, with its own message
+    any_done = _any_done(directory)
+    companion = directory / COMPANION
+    others = [t for t in CONNECT_TABLES if t.name not in TRACE_TABLES]
+    try:
+        if read_only:
+            con = duckdb.connect()
+            if companion.exists():
+                try:
+                    con.execute(f"ATTACH {_literal(companion)} AS derived (READ_ONLY)")
+                except duckdb.Error as exc:
+                    con.close()
+                    raise _open_error(companion, exc) from exc
+                names = [n for (n,) in con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = 'derived'"
+                ).fetchall()]
+                for name in names:
+                    if name in TRACE_TABLES or name == "meta":
+                        continue  # the trace's views are made below, meta here
+                    con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM derived."{name}"')
+            present = {n for (n,) in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+                "AND table_catalog = current_database()"
+            ).fetchall()}
+            for table in others:
+                if table.name not in present:
+                    con.execute(table.ddl())
+        else:
+            try:
+                con = _open_waiting(companion, False)
+            except duckdb.Error as exc:
+                raise _open_error(companion, exc) from exc
+            for table in others:
+                con.execute(table.ddl())
+        for table in SHARD_TABLES:
+            con.execute(_view_sql(directory, table, any_done))
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open shard directory {directory}: {first_line(exc)}") from exc
+    return con
+
+
+# ---------------------------------------------------------------------- import
+@dataclass
+class ImportSummary:
+    directory: str
+    db: str
+    shards: int = 0
+    runs_in_shards: int = 0
+    already_stored: int = 0
+    imported: int = 0
+    programs_added: int = 0
+    seconds: float = 0.0
+
+    def as_rows(self) -> list[tuple[str, object]]:
+        return [("shard directory", self.directory), ("db", self.db),
+                ("shards done", self.shards), ("runs in shards", self.runs_in_shards),
+                ("already stored (skipped)", self.already_stored),
+                ("runs imported", self.imported), ("programs added", self.programs_added),
+                ("seconds", f"{self.seconds:.2f}")]
+
+
+def _select(table: Table, replace: dict[str, str]) -> str:
+    return ", ".join(replace.get(c.name, f"s.{c.name}") for c in table.columns)
+
+
+def import_shards(directory: str | Path, db: str | Path, force: bool = False) -> ImportSummary:
+    """Copy the finished shards of ``directory`` into the store ``db`` in one transaction
+    (see the module doc)."""
+    from steptrace.store._store import (DERIVED_RUN_TABLES, RUN_DETAIL_TABLES, connect,
+                                        first_line)
+    from steptrace.store._transaction import transaction
+    started = time.perf_counter()
+    directory = Path(directory).resolve()
+    read_plan(directory)  # refuses a directory that is not a shard directory
+    summary = ImportSummary(str(directory), str(db))
+    summary.shards = sum(1 for _ in (directory / "shards").glob("*/done.json"))
+    if not summary.shards:
+        raise StoreError(f"{directory} has no finished shard to import")
+    con = connect(db)
+    try:
+        src = {t.name: f"src_{t.name}" for t in SHARD_TABLES}
+        for table in SHARD_TABLES:
+            con.execute(_view_sql(directory, table, True).replace(
+                f'VIEW "{table.name}"', f'TEMP VIEW "{src[table.name]}"'))
+        summary.runs_in_shards = con.execute("SELECT count(*) FROM src_runs").fetchall()[0][0]
+        with transaction(con):
+            if force:
+                present = {n for (n,) in con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = "
+                    "current_database()").fetchall()}
+                for name in RUN_DETAIL_TABLES + tuple(t for t in DERIVED_RUN_TABLES
+                                                      if t in present):
+                    con.execute(f"DELETE FROM {name} WHERE run_id IN (SELECT run_id FROM runs "
+                                "WHERE run_key IN (SELECT run_key FROM src_runs))")
+                con.execute("DELETE FROM runs WHERE run_key IN (SELECT run_key FROM src_runs)")
+            offset = con.execute("SELECT coalesce(max(run_id), 0) FROM runs").fetchall()[0][0]
+            con.execute(
+                "CREATE TEMP TABLE run_map AS SELECT s.run_id AS old_id, "
+                f"{int(offset)} + row_number() OVER (ORDER BY s.run_id) AS new_id "
+                "FROM src_runs s WHERE s.run_key NOT IN (SELECT run_key FROM runs)")
+            summary.imported = con.execute("SELECT count(*) FROM run_map").fetchall()[0][0]
+            summary.already_stored = summary.runs_in_shards - summary.imported
+            stored = dict(con.execute("SELECT program_key, program_id FROM programs").fetchall())
+            next_id = con.execute("SELECT coalesce(max(program_id), 0) + 1 FROM programs"
+                                  ).fetchall()[0][0]
+            old_ids, new_ids, added = [], [], []
+            for old_id, key in con.execute(
+                    "SELECT DISTINCT program_id, program_key FROM src_programs "
+                    "WHERE program_id IN (SELECT s.program_id FROM src_runs s JOIN run_map m "
+                    "ON s.run_id = m.old_id) ORDER BY program_id").fetchall():
+                new_id = stored.get(key)
+                if new_id is None:
+                    new_id = stored[key] = next_id
+                    next_id += 1
+                    added.append(old_id)
+                old_ids.append(old_id)
+                new_ids.append(new_id)
+            if len(set(old_ids)) != len(old_ids):
+                raise StoreError(f"{directory}: two programs share an id (a key collision); "
+                                 "trace them into a store instead")
+            fresh = set(added)
+            con.register("program_map", pa.table({"old_id": pa.array(old_ids, pa.int64()),
+                                                  "new_id": pa.array(new_ids, pa.int64()),
+                                                  "added": [o in fresh for o in old_ids]}))
+            summary.programs_added = len(added)
+            con.execute(f"INSERT INTO programs SELECT {_select(PROGRAMS, {'program_id': 'm.new_id'})} "
+                        "FROM src_programs s JOIN program_map m ON s.program_id = m.old_id "
+                        "WHERE m.added")
+            con.execute(f"INSERT INTO runs SELECT "
+                        f"{_select(RUNS, {'run_id': 'r.new_id', 'program_id': 'm.new_id'})} "
+                        "FROM src_runs s JOIN run_map r ON s.run_id = r.old_id "
+                        "JOIN program_map m ON s.program_id = m.old_id ORDER BY r.new_id")
+            for table in SHARD_TABLES:
+                if table.name in ("runs", "programs", "guests"):
+                    continue
+                con.execute(f"INSERT INTO {table.name} SELECT "
+                            f"{_select(table, {'run_id': 'r.new_id'})} FROM src_{table.name} s "
+                            "JOIN run_map r ON s.run_id = r.old_id ORDER BY r.new_id, s.rowid")
+            con.execute("INSERT INTO guests SELECT * FROM src_guests ON CONFLICT DO NOTHING")
+            con.unregister("program_map")
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot import {directory} into {db}: {first_line(exc)}") from exc
+    finally:
+        con.close()
+    summary.seconds = time.perf_counter() - started
+    return summary
