@@ -116,6 +116,8 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
                                  "a local Ray with --workers CPUs).")
 @click.option("--shard-size", type=click.IntRange(min=1), default=DEFAULT_SHARD_SIZE,
               show_default=True, help="With --out: jobs per shard.")
+@click.option("--plan-only", is_flag=True,
+              help="With --out: write the plan and stop (then trace-shard DIR --index I).")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Worker processes (default: CPU count; 0 runs in this process, with no "
                    "watchdog: a job blocked in a sleep or wait ends only when the wait does). "
@@ -137,7 +139,7 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @format_option
 def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engine: str,
-          address: str | None, shard_size: int, workers: int | None, timeout: float,
+          address: str | None, shard_size: int, plan_only: bool, workers: int | None, timeout: float,
           max_steps: int, memory_mb: int, max_repr: int, isolation: str, force: bool,
           lock: Path | None, quiet: bool, fmt: str) -> None:
     """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
@@ -151,7 +153,8 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
     limits = Limits(timeout_s=timeout, max_steps=max_steps, memory_mb=memory_mb, max_repr=max_repr)
     if out is None:
         given = [name for name, value in (("--engine", engine != "local"), ("--address", address),
-                                          ("--shard-size", shard_size != DEFAULT_SHARD_SIZE))
+                                          ("--shard-size", shard_size != DEFAULT_SHARD_SIZE),
+                                          ("--plan-only", plan_only))
                  if value]
         if given:
             raise click.UsageError(f"{given[0]} goes with --out DIR (a sharded trace)")
@@ -177,7 +180,7 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
         sharded = api.trace_sharded(paths, out, engine=engine, address=address,
                                     shard_size=shard_size, workers=workers, isolation=isolation,
                                     limits=limits, progress=_progress_callback(progress),
-                                    packages=lock)
+                                    packages=lock, plan_only=plan_only)
     for error in sharded.corpus_errors:
         click.echo(f"warning: {error}", err=True)
     if fmt == "json":

@@ -36,6 +36,7 @@ class ShardOptions:
     packages: PackageLock | None = None
     engine: str = "local"
     address: str | None = None  # a Ray cluster's address (engine ray)
+    plan_only: bool = False  # write the plan and stop (a batch scheduler runs the shards)
 
 
 @dataclass
@@ -143,7 +144,7 @@ def trace_shards(corpora: list[str | Path], out: str | Path, options: ShardOptio
             pending.append(spec.index)
     if progress:
         progress(done_runs, plan.runs)
-    if pending:
+    if pending and not options.plan_only:
         if options.engine == "ray":
             from steptrace.sharding._ray import run_shards
             results = run_shards(directory, plan, pending, options.workers, options.address)
