@@ -223,6 +223,19 @@ def read_plan(directory: str | Path) -> Plan:
     return plan_from_json(data, path)
 
 
+GLOB_CHARACTERS = frozenset("*?[]{}")
+
+
+def check_path(directory: Path) -> None:
+    """Refuse a directory whose absolute path has a glob character: readers find a
+    directory's shards with a glob (``DIR/shards/*/runs.parquet``), which such a path
+    would change."""
+    found = sorted(GLOB_CHARACTERS & set(str(directory.resolve())))
+    if found:
+        raise ShardError(f"a shard directory's path must not contain {' '.join(found)} "
+                         f"(its files are found by a glob): {directory}")
+
+
 def is_shard_directory(path: str | Path) -> bool:
     return Path(path).is_dir() and (Path(path) / PLAN).is_file()
 
@@ -349,6 +362,7 @@ def plan_directory(corpora: Iterable[str | Path], directory: str | Path, shard_s
         raise InputError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
     if directory.exists() and not directory.is_dir():
         raise ShardError(f"{directory} is not a directory")
+    check_path(directory)
     old = read_plan(directory) if (directory / PLAN).exists() else None
     if old is None and directory.is_dir() and any(p.name not in _OURS and not p.name.startswith(".plan-")
                                               for p in directory.iterdir()):

@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from steptrace.errors import StoreError
-from steptrace.sharding._plan import read_plan
+from steptrace.sharding._plan import check_path, read_plan
 from steptrace.sharding._shard import SHARD_TABLES
 from steptrace.store._tables import CONNECT_TABLES, PROGRAMS, RUNS, Table
 
@@ -81,6 +81,7 @@ def open_shard_store(directory: str | Path, read_only: bool = False) -> duckdb.D
     from steptrace.store._store import SCHEMA_VERSION, _open_error, _open_waiting, first_line
     directory = Path(directory).resolve()
     read_plan(directory)  # a broken plan is refused here, with its own message
+    check_path(directory)
     any_done = _any_done(directory)
     companion = directory / COMPANION
     others = [t for t in CONNECT_TABLES if t.name not in TRACE_TABLES]
