@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from steptrace.errors import StoreError
 from steptrace.sharding._plan import check_path, read_plan
-from steptrace.sharding._shard import SHARD_TABLES
+from steptrace.sharding._shard import SHARD_TABLES, offer_guest
 from steptrace.store._tables import CONNECT_TABLES, PROGRAMS, RUNS, Table
 
 COMPANION = "store.duckdb"
@@ -80,8 +80,10 @@ def open_shard_store(directory: str | Path, read_only: bool = False) -> duckdb.D
     """A DuckDB connection over the shard directory ``directory`` (see the module doc)."""
     from steptrace.store._store import SCHEMA_VERSION, _open_error, _open_waiting, first_line
     directory = Path(directory).resolve()
-    read_plan(directory)  # a broken plan is refused here, with its own message
+    plan = read_plan(directory)  # a broken plan is refused here, with its own message
     check_path(directory)
+    if not read_only:  # a command that may run the programs again: the guest that traced them
+        offer_guest(directory, plan)
     any_done = _any_done(directory)
     companion = directory / COMPANION
     others = [t for t in CONNECT_TABLES if t.name not in TRACE_TABLES]
@@ -156,6 +158,7 @@ def import_shards(directory: str | Path, db: str | Path, force: bool = False) ->
     started = time.perf_counter()
     directory = Path(directory).resolve()
     read_plan(directory)  # refuses a directory that is not a shard directory
+    check_path(directory)
     summary = ImportSummary(str(directory), str(db))
     summary.shards = sum(1 for _ in (directory / "shards").glob("*/done.json"))
     if not summary.shards:
