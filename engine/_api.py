@@ -288,7 +288,8 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
                per_run: int = 3, seed: int = 0, prompt_style: str = "direct",
                template_dir: str | os.PathLike | None = None,
                out: str | os.PathLike | None = None, max_trace_lines: int = 200,
-               workers: int | None = None) -> TaskSummary:
+               workers: int | None = None, engine: str = "local",
+               address: str | None = None) -> TaskSummary:
     """Make prediction tasks with exact answers from the store's finished runs, store them
     in its ``tasks`` table and return the summary (``steptrace tasks``); the tasks
     themselves are ``summary.tasks``, a polars DataFrame, which ``predict`` and ``score``
@@ -306,13 +307,20 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
         a missing file the bundled one is used).
     out: also write the tasks as JSONL here, and as Parquet next to it.
     max_trace_lines: no ``trace`` task for a run with more line steps than this.
-    workers: worker processes for the analysis run that ``branch`` tasks need."""
+    workers: worker processes for the analysis run that ``branch`` tasks need.
+    engine, address: for a shard directory (``trace --out``), where its shards' tasks are
+        made: ``local`` (here, shard by shard) or ``ray`` (a Ray task per shard, on the
+        cluster at ``address``; default a local Ray)."""
     from steptrace.tasks._tasks import TaskOptions, generate_tasks, parse_kinds
     options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed,
                           prompt_style=prompt_style,
                           template_dir=None if template_dir is None else Path(template_dir),
                           out=None if out is None else Path(out),
-                          max_trace_lines=max_trace_lines, workers=workers)
+                          max_trace_lines=max_trace_lines, workers=workers, engine=engine,
+                          address=address)
+    from steptrace.sharding._plan import is_shard_directory
+    if (engine, address) != ("local", None) and not is_shard_directory(store_path(store)):
+        raise InputError("--engine and --address go with a shard directory (trace --out DIR)")
     return generate_tasks(store_path(store), options)
 
 

@@ -12,6 +12,7 @@ import click
 
 from steptrace.cli._common import db_option, format_option
 from steptrace.cli._render import render
+from steptrace.sharding._defaults import ENGINES
 from steptrace.tasks._names import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
 
 @click.command("tasks")
@@ -34,15 +35,21 @@ from steptrace.tasks._names import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
               help="No trace task for runs with more line steps than this.")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Worker processes for the analysis run that branch tasks need.")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+              help="For a shard directory (trace --out): make its shards' tasks here, one "
+                   "after another, or on Ray, a task per shard.")
+@click.option("--address", help="With --engine ray: the cluster's address (default: a "
+                                "local Ray).")
 @format_option
 def tasks_command(db: str, kinds: str, per_run: int, seed: int, prompt_style: str,
                   template_dir: Path | None, out: Path | None, max_trace_lines: int,
-                  workers: int | None, fmt: str) -> None:
+                  workers: int | None, engine: str, address: str | None, fmt: str) -> None:
     """Generate prediction tasks with exact answers from the stored traces, store them in
     the tasks table, and print how many there are of each kind."""
     from steptrace import _api as api
     summary = api.make_tasks(db, kinds, per_run=per_run, seed=seed, prompt_style=prompt_style,
                              template_dir=template_dir, out=out,
-                             max_trace_lines=max_trace_lines, workers=workers)
+                             max_trace_lines=max_trace_lines, workers=workers,
+                             engine=engine, address=address)
     click.echo(render(["kind", "tasks", "runs"], summary.rows(), fmt, title="steptrace tasks"))
     click.echo(summary.timing_text(), err=True)

@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from steptrace.errors import StoreError
-from steptrace.sharding._plan import check_path, read_plan
+from steptrace.sharding._plan import check_path, read_plan, shard_name
 from steptrace.sharding._shard import SHARD_TABLES, offer_guest
 from steptrace.store._tables import CONNECT_TABLES, PROGRAMS, RUNS, Table
 
@@ -45,12 +45,14 @@ def _literal(text: str | Path) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
-def _files(directory: Path, table: Table) -> str:
-    return _literal(directory / "shards" / "*" / f"{table.name}.parquet")
+def _files(directory: Path, table: Table, shard: int | None = None) -> str:
+    folder = "*" if shard is None else shard_name(shard)
+    return _literal(directory / "shards" / folder / f"{table.name}.parquet")
 
 
-def _view_sql(directory: Path, table: Table, any_done: bool) -> str:
-    """The view of ``table`` over the finished shards (typed and empty before any is)."""
+def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None = None) -> str:
+    """The view of ``table`` over the finished shards, or over shard ``shard`` only (typed
+    and empty before any is)."""
     columns = ", ".join(c.name for c in table.columns)
     if not any_done:
         nulls = ", ".join(f"CAST(NULL AS {c.type}) AS {c.name}" for c in table.columns)
@@ -58,17 +60,17 @@ def _view_sql(directory: Path, table: Table, any_done: bool) -> str:
             nulls += ", CAST(NULL AS BIGINT) AS rowid"
         body = f"SELECT {nulls} WHERE false"
     elif table.name == "programs":
-        body = f"SELECT DISTINCT {columns} FROM read_parquet({_files(directory, table)})"
+        body = f"SELECT DISTINCT {columns} FROM read_parquet({_files(directory, table, shard)})"
     elif table.name == "guests":
         body = (f"SELECT guest, any_value(lock) AS lock, min(first_used) AS first_used "
-                f"FROM read_parquet({_files(directory, table)}) GROUP BY guest")
+                f"FROM read_parquet({_files(directory, table, shard)}) GROUP BY guest")
     elif table.name in ORDERED:
         # a run's rows are in one file, in the order the guest gave them: file_row_number
         # is the rowid a store's queries order them by within a step
         body = (f"SELECT {columns}, file_row_number AS rowid FROM "
-                f"read_parquet({_files(directory, table)}, file_row_number = true)")
+                f"read_parquet({_files(directory, table, shard)}, file_row_number = true)")
     else:
-        body = f"SELECT {columns} FROM read_parquet({_files(directory, table)})"
+        body = f"SELECT {columns} FROM read_parquet({_files(directory, table, shard)})"
     return f'CREATE OR REPLACE VIEW "{table.name}" AS {body}'
 
 
@@ -76,8 +78,10 @@ def _any_done(directory: Path) -> bool:
     return any((directory / "shards").glob("*/done.json"))
 
 
-def open_shard_store(directory: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection over the shard directory ``directory`` (see the module doc)."""
+def open_shard_store(directory: str | Path, read_only: bool = False,
+                     shard: int | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection over the shard directory ``directory`` (see the module doc);
+    with ``shard`` (read-only), its trace tables hold that finished shard's runs only."""
     from steptrace.store._store import SCHEMA_VERSION, _open_error, _open_waiting, first_line
     directory = Path(directory).resolve()
     plan = read_plan(directory)  # a broken plan is refused here, with its own message
@@ -85,6 +89,10 @@ def open_shard_store(directory: str | Path, read_only: bool = False) -> duckdb.D
     if not read_only:  # a command that may run the programs again: the guest that traced them
         offer_guest(directory, plan)
     any_done = _any_done(directory)
+    if shard is not None:
+        if not read_only:
+            raise ValueError("a connection to one shard is read-only")
+        any_done = (directory / "shards" / shard_name(shard) / "done.json").is_file()
     companion = directory / COMPANION
     others = [t for t in CONNECT_TABLES if t.name not in TRACE_TABLES]
     try:
@@ -118,7 +126,7 @@ def open_shard_store(directory: str | Path, read_only: bool = False) -> duckdb.D
             for table in others:
                 con.execute(table.ddl())
         for table in SHARD_TABLES:
-            con.execute(_view_sql(directory, table, any_done))
+            con.execute(_view_sql(directory, table, any_done, shard))
         con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
     except duckdb.Error as exc:
         raise StoreError(f"cannot open shard directory {directory}: {first_line(exc)}") from exc

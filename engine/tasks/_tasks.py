@@ -63,6 +63,9 @@ class TaskOptions:
     max_trace_lines: int = 200        # no `trace` task for longer runs (the answer is the list)
     max_occurrence: int = 100         # k-th questions only for k <= this, or the last k
     workers: int | None = None        # analysis workers when `branch` needs analyse_store
+    # a shard directory's tasks are made shard by shard: here (local) or on Ray
+    engine: str = "local"
+    address: str | None = None        # the Ray cluster's address (engine ray)
 
 
 @dataclass
@@ -144,6 +147,25 @@ def tasks_for_run(run: RunData, info: ProgramInfo | None, options: TaskOptions,
     return tasks
 
 
+def tasks_for_runs(runs: list[RunData], options: TaskOptions,
+                   templates: dict[str, string.Template], now: dt.datetime,
+                   summary: TaskSummary) -> list[Task]:
+    """The tasks of ``runs``, counted in ``summary`` (runs, kinds, unparsed programs)."""
+    infos: dict[tuple[str, str], ProgramInfo | None] = {}
+    tasks: list[Task] = []
+    for run in runs:
+        key = (run.code, run.entry)
+        if key not in infos:
+            infos[key] = program_info(run.code, run.entry, run.shape == "script")
+        summary.unparsed += infos[key] is None
+        made = tasks_for_run(run, infos[key], options, templates, now)
+        summary.by_kind.update(t.kind for t in made)
+        summary.runs_by_kind.update({t.kind for t in made})
+        tasks.extend(made)
+    summary.runs += len(runs)
+    return tasks
+
+
 def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSummary:
     """Make tasks for every finished run of ``db``, store them in its ``tasks`` table and,
     with ``options.out``, write them as JSONL and Parquet. The summary holds them too
@@ -151,6 +173,10 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
     options = options or TaskOptions()
     started = time.perf_counter()
     _check(db, options)
+    from steptrace.sharding._plan import is_shard_directory
+    if is_shard_directory(db):  # shard by shard: steptrace.sharding._tasks
+        from steptrace.sharding._tasks import generate_shard_tasks
+        return generate_shard_tasks(db, options)
     options = replace(options, kinds=parse_kinds(options.kinds))
     summary = TaskSummary(db=str(db), kinds=options.kinds)
     templates = load_templates(options.kinds, options.prompt_style, options.template_dir)
@@ -163,18 +189,7 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
         summary.seconds["load"] = time.perf_counter() - mark
         mark = time.perf_counter()
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        infos: dict[tuple[str, str], ProgramInfo | None] = {}
-        tasks: list[Task] = []
-        for run in runs:
-            key = (run.code, run.entry)
-            if key not in infos:
-                infos[key] = program_info(run.code, run.entry, run.shape == "script")
-            summary.unparsed += infos[key] is None
-            made = tasks_for_run(run, infos[key], options, templates, now)
-            summary.by_kind.update(t.kind for t in made)
-            summary.runs_by_kind.update({t.kind for t in made})
-            tasks.extend(made)
-        summary.runs = len(runs)
+        tasks = tasks_for_runs(runs, options, templates, now, summary)
         summary.seconds["generate"] = time.perf_counter() - mark
         mark = time.perf_counter()
         frame = summary.tasks = store_tasks(con, db, tasks)
@@ -225,14 +240,19 @@ def _sort_key(task: Task) -> tuple:
             task.var or "", task.question or "")
 
 
+def tasks_arrow(tasks: list[Task]) -> pa.Table:
+    """``tasks`` as rows of the tasks table, in their order."""
+    # getattr, not dataclasses.asdict: asdict deep-copies every field of every task
+    return pa.table({name: pa.array([getattr(task, name) for task in tasks], TASK_TYPES[name])
+                     for name in TASK_COLUMNS})
+
+
 def store_tasks(con: duckdb.DuckDBPyConnection, db: str | Path,
                 tasks: list[Task]) -> pl.DataFrame:
     """Upsert ``tasks`` (one row per task_id; ``created_at`` kept from the first time) and
     return them as stored, in a stable order."""
     tasks = sorted(tasks, key=_sort_key)
-    # getattr, not dataclasses.asdict: asdict deep-copies every field of every task
-    incoming = pa.table({name: pa.array([getattr(task, name) for task in tasks], TASK_TYPES[name])
-                         for name in TASK_COLUMNS})
+    incoming = tasks_arrow(tasks)
     order = pa.table({"task_id": incoming.column("task_id"),
                       "ord": pa.array(range(len(tasks)), pa.int64())})
     updates = ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS[1:] if c != "created_at")
@@ -251,6 +271,26 @@ def store_tasks(con: duckdb.DuckDBPyConnection, db: str | Path,
     finally:
         con.unregister("incoming_tasks")
         con.unregister("task_order")
+
+
+def upsert_staged_tasks(con: duckdb.DuckDBPyConnection, db: str | Path,
+                        files: list[str]) -> pl.DataFrame:
+    """``store_tasks`` for tasks written to Parquet ``files`` (a shard directory's, each
+    file one shard's tasks in ``_sort_key`` order): upserted in one statement, returned
+    as stored, in run order."""
+    listing = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
+    updates = ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS[1:] if c != "created_at")
+    try:
+        con.execute(TASKS.ddl())
+        with transaction(con):
+            con.execute(f"INSERT INTO tasks SELECT * FROM read_parquet({listing}) "
+                        f"ON CONFLICT (task_id) DO UPDATE SET {updates}")
+        # a run's tasks are in one file, in order; run ids grow from shard to shard
+        return con.sql("SELECT t.* FROM tasks t JOIN (SELECT task_id, file_row_number FROM "
+                       f"read_parquet({listing}, file_row_number = true)) o USING (task_id) "
+                       "ORDER BY t.run_id, o.file_row_number").pl()
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot write tasks to database {db}: {first_line(exc)}") from exc
 
 
 def write_tasks(frame: pl.DataFrame, out: Path) -> tuple[str, str]:
