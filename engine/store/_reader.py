@@ -50,7 +50,9 @@ class Store:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        check_database_file(self.path)  # a text file or a directory is refused now
+        from steptrace.sharding._plan import is_shard_directory
+        if not is_shard_directory(self.path):  # a shard directory reads as a store too
+            check_database_file(self.path)  # a text file or another directory is refused now
         self._closed = False
 
     # ------------------------------------------------------------------ lifetime
