@@ -41,7 +41,6 @@ from steptrace.corpus._formats import Job, Program, iter_corpus
 from steptrace.errors import InputError, SandboxError, StoreError
 from steptrace.sandbox._limits import ISOLATIONS, Limits
 from steptrace.sandbox._packages import PackageLock, parse_lock
-from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE  # noqa: F401  (re-exported)
 
 FORMAT = "steptrace-shards"
 FORMAT_VERSION = 1

@@ -109,19 +109,27 @@ def run_shards(directory: Path, plan: Plan, pending: list[int], workers: int | N
             if error is not None:
                 _raise(error)
         queue = list(pending)
-        running = {}
+        running = {}  # the shard's result reference -> (its actor, its index)
         for actor in actors:
             if queue:
-                running[actor.run.remote(queue.pop(0))] = actor
+                index = queue.pop(0)
+                running[actor.run.remote(index)] = (actor, index)
         while running:
             ready, _ = ray.wait(list(running), num_returns=1)
-            actor = running.pop(ready[0])
-            outcome = ray.get(ready[0])
+            actor, index = running.pop(ready[0])
+            try:
+                outcome = ray.get(ready[0])
+            except ray.exceptions.RayError as exc:  # retries spent: an actor kept dying
+                text = str(exc).strip().splitlines()
+                raise ShardError(f"shard {index} failed on Ray after "
+                                 f"{MAX_TASK_RETRIES} retries: {text[0] if text else type(exc).__name__}"
+                                 ) from exc
             if "error" in outcome:
                 _raise(outcome["error"])
             yield ShardResult(**outcome)
             if queue:
-                running[actor.run.remote(queue.pop(0))] = actor
+                index = queue.pop(0)
+                running[actor.run.remote(index)] = (actor, index)
     finally:
         for actor in actors:
             ray.kill(actor)
