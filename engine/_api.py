@@ -215,7 +215,8 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
                   isolation: str = "job", limits: Limits | Mapping[str, float] | None = None,
                   progress: Progress | None = None,
                   packages: PackageLock | str | os.PathLike | None = None,
-                  plan_only: bool = False) -> ShardSummary:
+                  plan_only: bool = False,
+                  shard_progress: Progress | None = None) -> ShardSummary:
     """Trace ``corpora`` (corpus files or directories) into the shard directory ``out``
     (``steptrace trace CORPUS... --out DIR``): a plan of fixed shards of jobs, then each
     shard's runs as Parquet files, on ``engine`` ``local`` (this machine's worker pool) or
@@ -225,7 +226,8 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
     shard_size: jobs per shard (default 1,000). workers: worker processes, or Ray actors
     (default: one per CPU). isolation, limits, packages: as for ``trace``.
     progress: ``progress(runs done, runs planned)`` after each shard.
-    plan_only: write the plan and stop (``trace_shard`` then runs each shard)."""
+    plan_only: write the plan and stop (``trace_shard`` then runs each shard).
+    shard_progress: ``shard_progress(shards done, shards planned)``, before ``progress``."""
     from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE
     from steptrace.sharding._run import ShardOptions, trace_shards
     if isinstance(corpora, (str, os.PathLike)):
@@ -241,7 +243,7 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
                            workers=workers, limits=as_limits(limits), isolation=isolation,
                            packages=None if packages is None else as_lock(packages),
                            engine=engine, address=address, plan_only=plan_only)
-    return trace_shards(corpora, out, options, progress)
+    return trace_shards(corpora, out, options, progress, shard_progress)
 
 
 def trace_shard(directory: str | os.PathLike, index: int, *, workers: int | None = None

@@ -44,14 +44,18 @@ def _progress_bar(label: str, quiet: bool = False) -> Progress:
                     console=console, disable=quiet or not console.is_terminal)
 
 
-def _progress_callback(progress: Progress, unit: str = "runs") -> Callable[[int, int], None]:
-    """A ``progress(done, total)`` for the library functions, driving one bar's task."""
+def _progress_callback(progress: Progress, unit: str = "runs",
+                       note: Callable[[], str] | None = None) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` for the library functions, driving one bar's task;
+    ``note()`` is shown after the rate (a sharded trace's shards done)."""
     task = progress.add_task("", total=None, rate="")
     started = time.perf_counter()
 
     def update(done: int, total: int) -> None:
         elapsed = time.perf_counter() - started
         rate = f"{done / elapsed:.0f} {unit}/s" if done and elapsed > 0 else ""
+        if note is not None:
+            rate = f"{rate}  {note()}".strip()
         progress.update(task, completed=done, total=total, rate=rate)
     return update
 

@@ -176,10 +176,16 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
                                "replaced: give a new --out to trace again)")
     if workers == 0:
         raise click.UsageError("a sharded trace needs --workers 1 or more")
+    shards = [0, 0]  # done, planned: shown beside the runs' rate
+
+    def shard_progress(done: int, total: int) -> None:
+        shards[:] = [done, total]
+
     with _progress_bar("tracing shards", quiet) as progress:
+        bar = _progress_callback(progress, note=lambda: f"shards {shards[0]}/{shards[1]}")
         sharded = api.trace_sharded(paths, out, engine=engine, address=address,
                                     shard_size=shard_size, workers=workers, isolation=isolation,
-                                    limits=limits, progress=_progress_callback(progress),
+                                    limits=limits, progress=bar, shard_progress=shard_progress,
                                     packages=lock, plan_only=plan_only)
     for error in sharded.corpus_errors:
         click.echo(f"warning: {error}", err=True)

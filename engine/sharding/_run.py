@@ -117,7 +117,8 @@ def _local(directory: Path, plan: Plan, pending: list[int], workers: int | None
 
 
 def trace_shards(corpora: list[str | Path], out: str | Path, options: ShardOptions,
-                 progress: Callable[[int, int], None] | None = None) -> ShardSummary:
+                 progress: Callable[[int, int], None] | None = None,
+                 shard_progress: Callable[[int, int], None] | None = None) -> ShardSummary:
     """Trace ``corpora`` into the shard directory ``out`` (see ``_plan.py`` for its
     layout): plan (or find the plan of an earlier, interrupted run), run every shard not
     done on ``options.engine``, and write the manifest once all are. ``progress(runs
@@ -142,6 +143,9 @@ def trace_shards(corpora: list[str | Path], out: str | Path, options: ShardOptio
             done_runs += spec.jobs
         else:
             pending.append(spec.index)
+    done_shards = summary.shards_done_before
+    if shard_progress:
+        shard_progress(done_shards, len(plan.shards))
     if progress:
         progress(done_runs, plan.runs)
     if pending and not options.plan_only:
@@ -153,6 +157,9 @@ def trace_shards(corpora: list[str | Path], out: str | Path, options: ShardOptio
         for result in results:
             summary.add(result)
             done_runs += result.runs
+            done_shards += 1
+            if shard_progress:
+                shard_progress(done_shards, len(plan.shards))
             if progress:
                 progress(done_runs, plan.runs)
     manifest = finish_directory(directory, plan)
