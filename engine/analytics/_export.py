@@ -87,6 +87,8 @@ def _store_tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     for table, column in con.execute(
             "SELECT table_name, column_name FROM information_schema.columns "
             "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall():
+        if column == "rowid":  # a shard directory's views carry the rowid a store has unlisted
+            continue
         tables.setdefault(table, []).append(column)
     for name in tables:
         if not _IDENTIFIER.match(name):
@@ -130,19 +132,20 @@ def _copy_table(con: duckdb.DuckDBPyConnection, name: str, columns: list[str],
     """One table to Parquet; a run-keyed table partitioned by run bucket. An empty
     partitioned table still gets one (empty) file in bucket 0, so it keeps its columns."""
     quoted = '"' + name + '"'
+    listed = ", ".join('"' + column + '"' for column in columns)
     rows = con.execute(f"SELECT count(*) FROM {quoted}").fetchone()[0]
     partitioned = "run_id" in columns and BUCKET_COLUMN not in columns
     if not partitioned:
         target.mkdir()
-        con.execute(f"COPY (SELECT * FROM {quoted}) TO {_literal(target / 'data_0.parquet')} "
+        con.execute(f"COPY (SELECT {listed} FROM {quoted}) TO {_literal(target / 'data_0.parquet')} "
                     "(FORMAT PARQUET)")
     elif rows == 0:
         bucket = target / f"{BUCKET_COLUMN}=0"
         bucket.mkdir(parents=True)
-        con.execute(f"COPY (SELECT * FROM {quoted}) TO {_literal(bucket / 'data_0.parquet')} "
+        con.execute(f"COPY (SELECT {listed} FROM {quoted}) TO {_literal(bucket / 'data_0.parquet')} "
                     "(FORMAT PARQUET)")
     else:
-        con.execute(f"COPY (SELECT *, run_id // {int(runs_per_bucket)} AS {BUCKET_COLUMN} "
+        con.execute(f"COPY (SELECT {listed}, run_id // {int(runs_per_bucket)} AS {BUCKET_COLUMN} "
                     f"FROM {quoted}) TO {_literal(target)} "
                     f"(FORMAT PARQUET, PARTITION_BY ({BUCKET_COLUMN}))")
     files = sum(1 for _ in target.rglob("*.parquet"))
