@@ -48,8 +48,8 @@ print(json.dumps(found))
 """ % (HEAVY,)
 
 COMMANDS = ["analyse", "build", "dedupe", "export", "features", "filter", "generate", "harvest",
-            "predict", "query", "repair", "report", "score", "score-cruxeval", "select", "show",
-            "size-check", "sql", "synth", "tasks", "trace"]
+            "import", "predict", "query", "repair", "report", "score", "score-cruxeval", "select",
+            "show", "size-check", "sql", "synth", "tasks", "trace", "trace-shard"]
 
 
 def test_help_and_version_load_no_heavy_dependency():
