@@ -1,0 +1,274 @@
+"""The Ray engine (``steptrace trace CORPUS --out DIR --engine ray``) on a real local Ray
+cluster: its shards hold what ``steptrace trace --db`` stores and what ``--engine local``
+writes, file for file; a worker killed mid-shard and a driver killed mid-run end, after a
+retry or a re-run, with exactly one copy of every run; a guest that is not the plan's is
+refused; without Ray the command says so in one line.
+
+One cluster serves the module (``cluster``: ``ray.init(num_cpus=2)`` in this process,
+rooted in a private temp dir, shut down at the end with none of its processes left:
+tests/helpers/ray_cluster.py). Its workers get a component cache of their own
+(``STEPTRACE_CACHE_DIR``, set for the cluster when it starts: Ray's processes inherit
+the environment of the process that started them), as a worker on another machine
+would: it starts with the compiled guest but not the component, so the first actor
+installs the plan's component from the bytes the driver put in Ray's object store, and
+the tests can give it another build of the plan's guest without touching the driver's
+cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from steptrace.cli._main import main
+from steptrace.sandbox._build import CACHE_ENV, artifacts, cache_dir, sidecar
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._runtime import compiled_path
+from steptrace.sharding._plan import read_plan
+from steptrace.sharding._shard import SHARD_TABLES
+from steptrace.store._store import connect
+from helpers.processes import HANG_GUARD_S, children_of, kill_processes, wait_until_gone, write_jsonl
+from helpers.ray_cluster import LocalCluster, local_cluster
+from helpers.shards import TIMING, assert_same_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLES = [t.name for t in SHARD_TABLES]
+
+
+# ---------------------------------------------------------------------- the cluster
+@pytest.fixture(scope="module")
+def worker_cache(tmp_path_factory) -> Path:
+    """The Ray workers' component cache: the compiled guest (as the session's cache
+    holds it for the default limits) without the component itself."""
+    folder = tmp_path_factory.mktemp("ray-worker-cache")
+    found = artifacts()
+    cwasm = compiled_path(found, Limits())
+    for path in (cwasm, sidecar(cwasm)):
+        shutil.copyfile(path, folder / path.name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, worker_cache) -> LocalCluster:
+    with local_cluster(tmp_path_factory.mktemp("ray"), num_cpus=2,
+                       env={CACHE_ENV: str(worker_cache)}) as running:
+        yield running
+
+
+def invoke(*args) -> object:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def trace_json(*args) -> dict:
+    """``steptrace trace ARGS --quiet --format json`` in this process; its summary."""
+    result = invoke("trace", *args, "--quiet", "--format", "json")
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return json.loads(result.stdout)
+
+
+def as_run(summary: dict) -> dict:
+    """A sharded trace's summary less what differs between two runs of it."""
+    return {k: v for k, v in summary.items() if k not in ("out", "engine", "seconds",
+                                                          "runs_per_second")}
+
+
+def shard_files(directory: Path) -> dict[str, object]:
+    """Every file of a shard directory by its relative path, as content to compare: a
+    Parquet table without its timing columns, its rows by run id (a stable sort: each
+    run's rows keep their order) or, for programs, by program key; ``done.json`` without
+    its seconds; any other file's bytes.
+
+    A shard's runs come in the order its chunks finish: the local engine's pool of two
+    workers can return a later chunk of a shard first, a Ray actor's one-worker pool
+    returns them in order. Each run's rows are written together, in the guest's order."""
+    out: dict[str, object] = {}
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file():
+            continue
+        name = str(path.relative_to(directory))
+        if path.suffix == ".parquet":
+            table = pq.read_table(path)
+            table = table.drop_columns([c for c in table.column_names if c in TIMING])
+            for key in ("run_id", "program_key"):
+                if key in table.column_names:
+                    table = table.take(pc.sort_indices(table, [(key, "ascending")]))
+                    break
+            out[name] = table
+        elif path.name == "done.json":
+            out[name] = {k: v for k, v in json.loads(path.read_text()).items() if k != "seconds"}
+        else:
+            out[name] = path.read_bytes()
+    return out
+
+
+def assert_same_files(expected: Path, got: Path) -> list[str]:
+    """Two shard directories hold the same files with the same content (timings aside);
+    returns their names."""
+    want, have = shard_files(expected), shard_files(got)
+    assert sorted(have) == sorted(want)
+    for name in want:
+        if hasattr(want[name], "equals"):
+            assert have[name].schema == want[name].schema, name
+            assert have[name].equals(want[name]), name
+        else:
+            assert have[name] == want[name], name
+    return sorted(want)
+
+
+def plan_guest(directory: Path) -> str:
+    """The file name of the plan's guest component."""
+    return f"guest-{read_plan(directory).guest.key}.wasm"
+
+
+def runs_by_key(directory: Path) -> tuple[int, int, list[int]]:
+    """(runs, distinct run keys, run ids in order) of a shard directory's views."""
+    con = connect(directory, read_only=True)
+    try:
+        total, keys = con.execute("SELECT count(*), count(DISTINCT run_key) FROM runs").fetchone()
+        ids = [i for (i,) in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+        return total, keys, ids
+    finally:
+        con.close()
+
+
+# ---------------------------------------------------------------------- corpora
+ADD = "def f(a, b):\n    c = a + b\n    return c\n"
+BOOM = "def f(x):\n    return 1 // x\n"
+PRINTS = "def f(x):\n    y = -x\n    print(y)\n    return y\n"
+HELPER = ("def g(n):\n    return n + 1\n\ndef f(xs):\n    out = []\n    for x in xs:\n"
+          "        out.append(g(x))\n    return out\n")
+BANK = ("rate = 2\nledger = []\n\nclass Account:\n    def __init__(self, owner):\n"
+        "        self.owner = owner\n        self.balance = 0\n\n"
+        "    def deposit(self, amount):\n        self.balance += amount * rate\n"
+        "        ledger.append(amount)\n\n"
+        "def f(names):\n    accounts = [Account(name) for name in names]\n"
+        "    for account in accounts:\n        account.deposit(len(account.owner))\n"
+        "    return accounts\n")
+STACK = ("class Stack:\n    def __init__(self):\n        self.items = []\n"
+         "    def push(self, x):\n        self.items.append(x)\n"
+         "    def pop(self):\n        return self.items.pop()\n")
+MATH = "class Math:\n    @staticmethod\n    def square(x):\n        return x * x\n"
+CALC = "def add(a, b):\n    return a + b\n"
+CALC_TEST = ("import unittest\nclass T(unittest.TestCase):\n    def test_add(self):\n"
+             "        self.assertEqual(add(1, 2), 4)\n")
+SCRIPT = "n = int(input())\nprint(sum(int(input()) for _ in range(n)))\n"
+SPIN = "def f(n):\n    while True:\n        n += 1\n"
+
+# 17 records: 21 jobs and a bad record; with --shard-size 4 the 18 distinct jobs make
+# five shards (4, 4, 4, 4, 2), the repeated "add" is left out in its own shard, the two
+# repeated "boom" jobs in shard 3 (their first is in shard 0)
+MIXED = [
+    {"id": "add", "code": ADD, "input": "1, 2", "output": "3"},
+    {"id": "add", "code": ADD, "input": "1, 2", "output": "3"},  # the same job, same shard
+    {"id": "boom", "code": BOOM, "inputs": ["0", "4"], "outputs": ["1", "0"]},
+    {"id": "prints", "code": PRINTS, "input": "2", "output": "-2"},
+    {"id": "helper", "code": HELPER, "inputs": ["[1, 2]", "[]"]},
+    {"id": "bank", "code": BANK, "input": "['ab', 'c']"},
+    {"id": "stack", "code": STACK, "entry": "Stack", "input": "",
+     "calls": [{"method": "push", "input": "1"}, {"method": "push", "input": "2"},
+               {"method": "pop"}], "output": "2"},
+    {"id": "square", "code": MATH, "entry": "Math.square", "input": "3", "output": "9"},
+    {"id": "calc", "code": CALC, "entry": "T.test_add", "input": "", "test": CALC_TEST},
+    {"id": "script", "shape": "script", "code": SCRIPT, "inputs": ["2\n3\n4\n", "0\n"],
+     "outputs": ["7\n", "1\n"]},
+    {"id": "stdin", "code": "import sys\ndef f():\n    return sys.stdin.read()\n", "input": "",
+     "stdin": "hi\n", "output": "'hi\\n'"},
+    {"id": "invalid", "code": "def f(:\n    return 1\n", "input": "1"},
+    {"id": "spin", "code": SPIN, "input": "0"},
+    {"id": "bad-record", "input": "1"},  # no code: a corpus error, traced by none
+    {"id": "boom", "code": BOOM, "inputs": ["0", "4"], "outputs": ["1", "0"]},  # other shards
+    {"id": "unicode", "code": "def f(s):\n    t = s[::-1]\n    return t + 'é'\n",
+     "inputs": ["'añb'", "''"]},
+    {"id": "big", "code": "def f(n):\n    xs = list(range(n))\n    return sum(xs)\n",
+     "input": "300", "output": "44850"},
+]
+MIXED_OPTIONS = ("--max-steps", "300")
+
+
+# ---------------------------------------------------------------------- the tests
+@pytest.mark.slow
+def test_the_workers_inherit_the_environment_the_cluster_started_with(cluster, worker_cache):
+    """What the cache tests below rely on: the workers' STEPTRACE_CACHE_DIR is the one set
+    when ray.init started the cluster, not the test process's (the session's cache)."""
+    import ray
+
+    @ray.remote(num_cpus=1)
+    def cache_of_worker() -> tuple[str | None, str]:
+        return os.environ.get(CACHE_ENV), str(cache_dir())
+
+    assert ray.get(cache_of_worker.remote()) == (str(worker_cache), str(worker_cache))
+    assert cache_dir() != worker_cache
+
+
+@pytest.mark.slow
+def test_ray_shards_equal_a_store_and_local_shards_mixed_corpus(cluster, worker_cache, tmp_path):
+    """A mixed corpus (calls, exceptions, prints, helpers, objects and globals, a method
+    chain, a dotted entry, a test driver, a script, stdin, a syntax error, a step limit,
+    unicode, repeats in the same and other shards, a bad record) traced three ways: into
+    DuckDB, ``--engine local`` and ``--engine ray``. The Ray directory holds the store's
+    rows, table by table, and the local directory's files, shard by shard."""
+    corpus = write_jsonl(tmp_path / "mixed.jsonl", MIXED)
+    store = tmp_path / "store.duckdb"
+    result = invoke("trace", corpus, "--db", store, *MIXED_OPTIONS, "--workers", 2, "--quiet",
+                    "--format", "json")
+    assert result.exit_code == 1  # the bad record
+    stored = json.loads(result.stdout)
+    assert (stored["traced"], stored["duplicates"]) == (18, 3)
+    sharded = ("--shard-size", 4, "--workers", 2, *MIXED_OPTIONS)
+    local = trace_json(corpus, "--out", tmp_path / "local", "--engine", "local", *sharded)
+    ray_summary = trace_json(corpus, "--out", tmp_path / "ray", "--engine", "ray", *sharded)
+    bad = [f"{corpus}:14: missing 'code'"]
+    assert as_run(ray_summary) == as_run(local) == {
+        "corpora": [str(corpus)], "jobs": 21, "duplicates": 3, "cross_shard_duplicates": 2,
+        "shards": 5, "shards_done_before": 0, "shards_traced": 5, "runs": 18, "traced": 18,
+        "by_status": {"exception": 2, "invalid": 1, "ok": 14, "step_limit": 1},
+        "with_expected": 10, "matched": 8, "line_steps": 353, "steps": 412, "complete": True,
+        "corpus_errors": bad}
+    assert assert_same_trace(store, tmp_path / "ray") == {
+        "programs": 14, "runs": 18, "steps": 412, "states": 244, "objects": 12,
+        "attributes": 10, "global_states": 4, "guests": 1}
+    files = assert_same_files(tmp_path / "local", tmp_path / "ray")
+    shards = [f"shards/0000{i}/{t}.parquet" for i in range(5) for t in TABLES] + [
+        f"shards/0000{i}/done.json" for i in range(5)]
+    assert files == sorted([f"guest/{plan_guest(tmp_path / 'ray')}", "plan.json",
+                            "steptrace_shards.json", *shards,
+                            *(f"inputs/0000{i}.jsonl" for i in range(5))])
+    # the workers installed the plan's component from the bytes the driver shipped
+    installed = worker_cache / plan_guest(tmp_path / "ray")
+    assert sidecar(installed).read_text() == read_plan(tmp_path / "ray").guest.digest
+    assert installed.read_bytes() == (tmp_path / "ray" / "guest" / installed.name).read_bytes()
+
+
+@pytest.mark.slow
+def test_ray_shards_equal_a_store_and_local_shards_cruxeval(cluster, tmp_path, cruxeval_path):
+    """The 800 CRUXEval samples: ``--engine ray`` with shards of 100 holds what ``trace
+    --db`` stores, row for row, and ``--engine local``'s files."""
+    store = tmp_path / "crux.duckdb"
+    stored = trace_json(cruxeval_path, "--db", store, "--workers", 2)
+    assert stored["traced"] == 800
+    sharded = ("--shard-size", 100, "--workers", 2)
+    local = trace_json(cruxeval_path, "--out", tmp_path / "local", "--engine", "local", *sharded)
+    ray_summary = trace_json(cruxeval_path, "--out", tmp_path / "ray", "--engine", "ray", *sharded)
+    assert as_run(ray_summary) == as_run(local) == {
+        "corpora": [str(cruxeval_path)], "jobs": 800, "duplicates": 0,
+        "cross_shard_duplicates": 0, "shards": 8, "shards_done_before": 0,
+        "shards_traced": 8, "runs": 800, "traced": 800, "by_status": {"ok": 800},
+        "with_expected": 800, "matched": 800, "line_steps": 8545, "steps": 10375,
+        "complete": True, "corpus_errors": []}
+    assert assert_same_trace(store, tmp_path / "ray") == {
+        "programs": 800, "runs": 800, "steps": 10375, "states": 7160, "objects": 773,
+        "attributes": 0, "global_states": 5, "guests": 1}
+    files = assert_same_files(tmp_path / "local", tmp_path / "ray")
+    assert len(files) == 8 * 9 + 8 + 3
