@@ -103,7 +103,8 @@ def run_shards(directory: Path, plan: Plan, pending: list[int], workers: int | N
     payload = ray.put(guest_path(directory, plan.guest).read_bytes())
     actor_class = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS,
                              max_task_retries=MAX_TASK_RETRIES)(ShardWorker)
-    actors = [actor_class.remote(str(directory), [payload]) for _ in range(count)]
+    # absolute: the actors run in their raylet's working directory, not the driver's
+    actors = [actor_class.remote(str(directory.absolute()), [payload]) for _ in range(count)]
     try:
         for error in ray.get([actor.setup.remote() for actor in actors]):
             if error is not None:

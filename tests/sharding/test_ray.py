@@ -71,10 +71,10 @@ def invoke(*args) -> object:
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
-def trace_json(*args) -> dict:
+def trace_json(*args, code: int = 0) -> dict:
     """``steptrace trace ARGS --quiet --format json`` in this process; its summary."""
     result = invoke("trace", *args, "--quiet", "--format", "json")
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == code, (result.stderr, result.exception)
     return json.loads(result.stdout)
 
 
@@ -227,8 +227,11 @@ def test_ray_shards_equal_a_store_and_local_shards_mixed_corpus(cluster, worker_
     stored = json.loads(result.stdout)
     assert (stored["traced"], stored["duplicates"]) == (18, 3)
     sharded = ("--shard-size", 4, "--workers", 2, *MIXED_OPTIONS)
-    local = trace_json(corpus, "--out", tmp_path / "local", "--engine", "local", *sharded)
-    ray_summary = trace_json(corpus, "--out", tmp_path / "ray", "--engine", "ray", *sharded)
+    # exit status 1 for the bad record, as trace --db
+    local = trace_json(corpus, "--out", tmp_path / "local", "--engine", "local", *sharded,
+                       code=1)
+    ray_summary = trace_json(corpus, "--out", tmp_path / "ray", "--engine", "ray", *sharded,
+                             code=1)
     bad = [f"{corpus}:14: missing 'code'"]
     assert as_run(ray_summary) == as_run(local) == {
         "corpora": [str(corpus)], "jobs": 21, "duplicates": 3, "cross_shard_duplicates": 2,
@@ -272,3 +275,18 @@ def test_ray_shards_equal_a_store_and_local_shards_cruxeval(cluster, tmp_path, c
         "attributes": 0, "global_states": 5, "guests": 1}
     files = assert_same_files(tmp_path / "local", tmp_path / "ray")
     assert len(files) == 8 * 9 + 8 + 3
+
+
+@pytest.mark.slow
+def test_a_relative_out_is_found_by_workers_in_another_directory(cluster, tmp_path, monkeypatch):
+    """The cluster's workers run in the directory the cluster was started from, not the
+    driver's (on another machine, in whatever directory its raylet has): ``--out out``
+    given in another directory must reach them as the absolute path of ``out``."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "two.jsonl", [{"id": "a", "code": ADD, "inputs": ["1, 2", "3, 4"],
+                                          "outputs": ["3", "7"]}])
+    summary = trace_json("two.jsonl", "--out", "out", "--engine", "ray", "--workers", 2,
+                         "--shard-size", 1)
+    assert {k: summary[k] for k in ("out", "shards", "traced", "matched", "complete")} == {
+        "out": "out", "shards": 2, "traced": 2, "matched": 2, "complete": True}
+    assert runs_by_key(tmp_path / "out") == (2, 2, [1, 2])
