@@ -290,3 +290,189 @@ def test_a_relative_out_is_found_by_workers_in_another_directory(cluster, tmp_pa
     assert {k: summary[k] for k in ("out", "shards", "traced", "matched", "complete")} == {
         "out": "out", "shards": 2, "traced": 2, "matched": 2, "complete": True}
     assert runs_by_key(tmp_path / "out") == (2, 2, [1, 2])
+
+
+# ---------------------------------------------------------------------- killed processes
+SLEEPY = "import time\n\ndef f(x):\n    time.sleep(0.2)\n    y = x * 2\n    return y\n"
+SLEEPY_RECORDS = [{"id": f"s{i}", "code": SLEEPY, "input": str(i), "output": str(2 * i)}
+                  for i in range(16)]
+# the clean trace of SLEEPY_RECORDS: 16 programs (a sample id is part of a program's key)
+# and 16 runs of 5 steps (call, lines 4, 5 and 6, return) and 3 states (x, y, the return)
+SLEEPY_COUNTS = {"programs": 16, "runs": 16, "steps": 80, "states": 48, "objects": 0,
+                 "attributes": 0, "global_states": 0, "guests": 1}
+
+
+@pytest.fixture(scope="module")
+def sleepy(tmp_path_factory) -> tuple[Path, Path]:
+    """A corpus of 16 jobs that each sleep 0.2 s in the guest (so a shard of them takes
+    a while) and its clean trace into DuckDB."""
+    folder = tmp_path_factory.mktemp("sleepy")
+    corpus = write_jsonl(folder / "sleepy.jsonl", SLEEPY_RECORDS)
+    store = folder / "clean.duckdb"
+    assert trace_json(corpus, "--db", store, "--workers", 2)["traced"] == 16
+    return corpus, store
+
+
+def shard_folders_open(pid: int, tmp: Path) -> set[str]:
+    """The folders under ``tmp`` (DIR/tmp: shards being written) in which process ``pid``
+    has a file open: a shard it is writing (its Parquet writers are open from its start
+    to its end)."""
+    names = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return names
+    for fd in fds:
+        try:
+            target = Path(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+        if tmp in target.parents:
+            names.add(target.relative_to(tmp).parts[0])
+    return names
+
+
+class ShardWorkerKiller(threading.Thread):
+    """SIGKILLs the first ShardWorker actor process found writing a shard of
+    ``directory`` (some 0.3 s into it: a job or so done, the shard not); ``killed`` then
+    says which process, its title, the shard folder it had open and its children (the
+    sandbox worker of its pool)."""
+
+    def __init__(self, cluster: LocalCluster, directory: Path) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.tmp = cluster, directory / "tmp"
+        self.killed: dict | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            for pid, (started, title) in self.cluster.workers("ray::ShardWorker").items():
+                folders = shard_folders_open(pid, self.tmp)
+                if not folders:
+                    continue
+                time.sleep(0.3)
+                if shard_folders_open(pid, self.tmp) != folders:
+                    continue  # that shard ended meanwhile: try the next one
+                children = children_of(pid)
+                title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+                os.kill(pid, signal.SIGKILL)
+                self.killed = {"pid": pid, "title": title, "folders": folders,
+                               "children": children, "started": started}
+                return
+            time.sleep(0.01)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_shard_is_restarted_and_its_shard_run_once(cluster, sleepy, tmp_path):
+    """16 sleeping jobs in 4 shards of 4 on 2 actors; the actor process writing a shard is
+    SIGKILLed mid-shard. Ray restarts it and runs the shard again: the trace completes
+    and holds every planned run once, as the clean trace does, row for row. While the
+    retry runs, the killed attempt's private folder in DIR/tmp (its Parquet files begun)
+    is not in the views, which hold exactly the runs of the shards done; at the end
+    DIR/tmp is gone, and so is the killed actor's sandbox worker."""
+    from steptrace.sharding._run import ShardOptions, trace_shards
+    corpus, clean = sleepy
+    out = tmp_path / "out"
+    killer = ShardWorkerKiller(cluster, out)
+    seen: list[dict] = []
+
+    def progress(done: int, planned: int) -> None:
+        killed = killer.killed
+        if killed is None or not (out / "tmp").is_dir():
+            return
+        before = sorted(p.parent.name for p in (out / "shards").glob("*/done.json"))
+        leftovers = {p.name: sorted(f.name for f in p.iterdir())
+                     for p in (out / "tmp").iterdir()}
+        views = runs_by_key(out)
+        after = sorted(p.parent.name for p in (out / "shards").glob("*/done.json"))
+        if before == after:  # no shard finished while the views were read
+            seen.append({"done": before, "leftovers": leftovers, "views": views})
+
+    killer.start()
+    try:
+        summary = trace_shards([corpus], out, ShardOptions(shard_size=4, workers=2,
+                                                           engine="ray"), progress)
+    finally:
+        killer.stop.set()
+        killer.join()
+    killed = killer.killed
+    assert killed is not None, "no ShardWorker was found writing a shard"
+    assert killed["title"] == "ray::ShardWorker.run"
+    (folder,) = killed["folders"]
+    shard = folder.split("-")[0]
+    assert shard in {"00000", "00001", "00002", "00003"}
+    assert [p for p in killed["children"].values() if "steptrace.sandbox._worker" in p[1]]
+    assert wait_until_gone(killed["children"]) == []
+    assert (summary.shards, summary.shards_traced, summary.traced, summary.runs,
+            dict(summary.by_status), summary.matched, summary.complete) == (
+        4, 4, 16, 16, {"ok": 16}, 16, True)
+    # while the retry ran: the killed attempt's folder, with its files begun, beside the
+    # views, which hold the done shards' runs once each
+    during = [s for s in seen if folder in s["leftovers"]]
+    assert during, seen
+    for s in during:
+        assert s["leftovers"][folder] == sorted(f"{t}.parquet" for t in TABLES)
+        ids = [4 * int(name) + i for name in s["done"] for i in range(1, 5)]
+        assert s["views"] == (len(ids), len(ids), ids)
+    assert not (out / "tmp").exists()
+    assert runs_by_key(out) == (16, 16, list(range(1, 17)))
+    counts = assert_same_trace(clean, out)
+    assert counts == SLEEPY_COUNTS
+    manifest = json.loads((out / "steptrace_shards.json").read_text())
+    # the manifest counts the files' rows: each shard's file has the guest's row
+    assert {t["name"]: t["rows"] for t in manifest["tables"]} == {**counts, "guests": 4}
+
+
+@pytest.mark.slow
+def test_a_driver_killed_mid_run_leaves_no_workers_and_a_rerun_completes(cluster, sleepy, tmp_path):
+    """``steptrace trace sleepy.jsonl --out out --engine ray --workers 2 --shard-size 2``
+    as a process of its own, SIGKILLed once a shard is done and not all: the cluster
+    ends the dead driver's actors (and their sandbox workers), and the same command again
+    skips the done shards, traces the rest and leaves every run once, as the clean trace.
+
+    The driver joins this module's cluster with ``--address`` (a second local cluster on
+    2 cores would compete with this one, and the fixture's checks that none of the
+    cluster's processes outlive it cover the dead driver's workers too); it runs in its
+    own folder with relative paths, as a user would, while the cluster's workers run in
+    this process's working directory."""
+    corpus, clean = sleepy
+    shutil.copyfile(corpus, tmp_path / "sleepy.jsonl")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "steptrace.cli", "trace", "sleepy.jsonl", "--out", "out",
+               "--engine", "ray", "--address", cluster.address, "--workers", "2",
+               "--shard-size", "2", "--quiet", "--format", "json"]
+    with open(tmp_path / "first.err", "wb") as err:
+        first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            deadline = time.monotonic() + HANG_GUARD_S
+            done = 0
+            while first.poll() is None and time.monotonic() < deadline:
+                done = len(list((out / "shards").glob("*/done.json")))
+                if done >= 1:
+                    break
+                time.sleep(0.01)
+            actors = cluster.with_children(cluster.workers("ray::ShardWorker"))
+            first.kill()
+        finally:
+            first.kill()
+            first.wait()
+    assert first.returncode == -signal.SIGKILL, (tmp_path / "first.err").read_text()
+    assert 1 <= done < 8
+    assert [p for p in actors.values() if p[1].startswith("ray::ShardWorker")]
+    assert wait_until_gone(actors) == []
+    assert cluster.workers("ray::ShardWorker") == {}
+    done_before = len(list((out / "shards").glob("*/done.json")))
+    assert 1 <= done_before < 8
+    rerun = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=HANG_GUARD_S)
+    assert rerun.returncode == 0, rerun.stderr
+    summary = json.loads(rerun.stdout)
+    assert {k: summary[k] for k in ("shards", "shards_done_before", "shards_traced", "runs",
+                                    "traced", "by_status", "complete")} == {
+        "shards": 8, "shards_done_before": done_before, "shards_traced": 8 - done_before,
+        "runs": 16, "traced": 2 * (8 - done_before), "by_status": {"ok": 2 * (8 - done_before)},
+        "complete": True}
+    assert not (out / "tmp").exists()
+    assert runs_by_key(out) == (16, 16, list(range(1, 17)))
+    assert assert_same_trace(clean, out) == SLEEPY_COUNTS
