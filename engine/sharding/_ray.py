@@ -30,17 +30,21 @@ MAX_TASK_RETRIES = 4
 
 
 class ShardWorker:
-    """A Ray actor's state: the plan and, once set up, a one-worker pool running its guest."""
+    """A Ray actor's state: the plan and, once set up, a one-worker pool running its guest.
 
-    def __init__(self, directory: str, payload: list) -> None:
-        """``payload``: ``[ObjectRef]`` of the component's bytes, in a list so that Ray
-        hands the reference over unresolved (fetched once, at set-up)."""
+    Every call takes ``payload``, ``[ObjectRef]`` of the component's bytes (in a list so
+    that Ray hands the reference over unresolved: fetched once, at set-up), rather than
+    the constructor: Ray restarts an actor by calling its constructor again with the same
+    arguments, and prints an error-level warning on the driver's stderr for every
+    restartable actor whose constructor takes an object-store reference (which would
+    make a one-line error two lines)."""
+
+    def __init__(self, directory: str) -> None:
         self.directory = Path(directory)
-        self.payload = payload
         self.plan: Plan | None = None
         self.pool = None
 
-    def _ensure(self) -> None:
+    def _ensure(self, payload: list) -> None:
         if self.pool is not None:
             return
         from steptrace.sandbox._pool import WorkerPool
@@ -48,23 +52,23 @@ class ShardWorker:
         from steptrace.sharding._shard import install_guest
         import ray
         self.plan = read_plan(self.directory)
-        found = install_guest(self.directory, self.plan, ray.get(self.payload[0]))
+        found = install_guest(self.directory, self.plan, ray.get(payload[0]))
         self.pool = WorkerPool(1, self.plan.limits, self.plan.isolation, artifacts=found)
 
-    def setup(self) -> tuple[str, str] | None:
+    def setup(self, payload: list) -> tuple[str, str] | None:
         """Install the guest and start the pool; ``(error type, message)`` if it cannot."""
         try:
-            self._ensure()
+            self._ensure(payload)
         except SteptraceError as exc:
             return type(exc).__name__, str(exc)
         return None
 
-    def run(self, index: int) -> dict:
+    def run(self, index: int, payload: list) -> dict:
         """Run shard ``index``; its ``ShardResult`` as a dict, or ``{"error": ...}``."""
         from dataclasses import asdict
         from steptrace.sharding._shard import run_shard
         try:
-            self._ensure()
+            self._ensure(payload)
             return asdict(run_shard(self.directory, index, self.pool, self.plan))
         except SteptraceError as exc:
             return {"error": [type(exc).__name__, str(exc)]}
@@ -104,9 +108,9 @@ def run_shards(directory: Path, plan: Plan, pending: list[int], workers: int | N
     actor_class = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS,
                              max_task_retries=MAX_TASK_RETRIES)(ShardWorker)
     # absolute: the actors run in their raylet's working directory, not the driver's
-    actors = [actor_class.remote(str(directory.absolute()), [payload]) for _ in range(count)]
+    actors = [actor_class.remote(str(directory.absolute())) for _ in range(count)]
     try:
-        for error in ray.get([actor.setup.remote() for actor in actors]):
+        for error in ray.get([actor.setup.remote([payload]) for actor in actors]):
             if error is not None:
                 _raise(error)
         queue = list(pending)
@@ -114,7 +118,7 @@ def run_shards(directory: Path, plan: Plan, pending: list[int], workers: int | N
         for actor in actors:
             if queue:
                 index = queue.pop(0)
-                running[actor.run.remote(index)] = (actor, index)
+                running[actor.run.remote(index, [payload])] = (actor, index)
         while running:
             ready, _ = ray.wait(list(running), num_returns=1)
             actor, index = running.pop(ready[0])
@@ -130,7 +134,7 @@ def run_shards(directory: Path, plan: Plan, pending: list[int], workers: int | N
             yield ShardResult(**outcome)
             if queue:
                 index = queue.pop(0)
-                running[actor.run.remote(index)] = (actor, index)
+                running[actor.run.remote(index, [payload])] = (actor, index)
     finally:
         for actor in actors:
             ray.kill(actor)

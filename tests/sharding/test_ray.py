@@ -17,6 +17,7 @@ cache.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -33,7 +34,7 @@ import pytest
 from click.testing import CliRunner
 
 from steptrace.cli._main import main
-from steptrace.sandbox._build import CACHE_ENV, artifacts, cache_dir, sidecar
+from steptrace.sandbox._build import CACHE_ENV, artifacts, cache_dir, sidecar, write_verified
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import compiled_path
 from steptrace.sharding._plan import read_plan
@@ -466,7 +467,7 @@ def test_a_driver_killed_mid_run_leaves_no_workers_and_a_rerun_completes(cluster
     assert 1 <= done_before < 8
     rerun = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
                            timeout=HANG_GUARD_S)
-    assert rerun.returncode == 0, rerun.stderr
+    assert (rerun.returncode, rerun.stderr) == (0, "")
     summary = json.loads(rerun.stdout)
     assert {k: summary[k] for k in ("shards", "shards_done_before", "shards_traced", "runs",
                                     "traced", "by_status", "complete")} == {
@@ -476,3 +477,84 @@ def test_a_driver_killed_mid_run_leaves_no_workers_and_a_rerun_completes(cluster
     assert not (out / "tmp").exists()
     assert runs_by_key(out) == (16, 16, list(range(1, 17)))
     assert assert_same_trace(clean, out) == SLEEPY_COUNTS
+
+
+# ---------------------------------------------------------------------- the guest
+TWO = [{"id": "a", "code": ADD, "inputs": ["1, 2", "3, 4"], "outputs": ["3", "7"]}]
+
+
+def drop_component(cache: Path, name: str) -> dict[Path, bytes]:
+    """Remove the component ``name`` (and its sidecars) from ``cache``; what was there."""
+    saved = {}
+    for path in (cache / name, sidecar(cache / name), cache / f"{name}.checked"):
+        if path.exists():
+            saved[path] = path.read_bytes()
+            path.unlink()
+    return saved
+
+
+@pytest.fixture
+def other_build(worker_cache):
+    """The workers' cache holds another build of the plan's guest (as a separate build of
+    the same sources would be: other bytes under the same key, with their own digest in
+    the sidecar); what was there is put back afterwards."""
+    name = artifacts().wasm.name
+    saved = drop_component(worker_cache, name)
+    other = b"\0asm another build of the same sources"
+    write_verified(worker_cache / name, other)
+    yield hashlib.sha256(other).hexdigest()
+    drop_component(worker_cache, name)
+    for path, data in saved.items():
+        path.write_bytes(data)
+
+
+@pytest.mark.slow
+def test_a_worker_cache_holding_another_build_is_refused(cluster, worker_cache, other_build,
+                                                         tmp_path):
+    """A worker whose cache holds another build under the plan's key refuses to run the
+    plan: trace_shards raises GuestMismatchError with a one-line message before any
+    shard is begun, and ``steptrace trace`` (a process of its own, joining the cluster)
+    exits 1 with that line alone on stderr."""
+    from steptrace.sharding._plan import GuestMismatchError
+    from steptrace.sharding._run import ShardOptions, trace_shards
+    corpus = write_jsonl(tmp_path / "two.jsonl", TWO)
+    out = tmp_path / "out"
+    with pytest.raises(GuestMismatchError) as caught:
+        trace_shards([corpus], out, ShardOptions(shard_size=1, workers=2, engine="ray"))
+    guest = read_plan(out).guest
+    message = (f"guest {guest.key} in this worker's cache ({worker_cache / plan_guest(out)}) "
+               f"has digest {other_build[:16]}..., the plan's is {guest.digest[:16]}...: a "
+               "separate build (remove it, or point STEPTRACE_CACHE_DIR elsewhere, to run "
+               "the plan's)")
+    assert str(caught.value) == message
+    assert sorted(p.name for p in out.iterdir()) == ["guest", "inputs", "plan.json"]
+    cli = subprocess.run([sys.executable, "-m", "steptrace.cli", "trace", corpus, "--out", out,
+                          "--engine", "ray", "--address", cluster.address, "--workers", "2",
+                          "--shard-size", "1", "--quiet"],
+                         capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert (cli.returncode, cli.stdout, cli.stderr) == (1, "", f"Error: {message}\n")
+    assert sorted(p.name for p in out.iterdir()) == ["guest", "inputs", "plan.json"]
+
+
+@pytest.mark.slow
+def test_a_tampered_guest_in_the_directory_is_refused(cluster, worker_cache, tmp_path):
+    """The driver ships the directory's copy of the guest to workers that lack it; a copy
+    whose bytes are not the plan's (tampered, or truncated) is refused by them with a
+    one-line GuestMismatchError, nothing of it is installed, no shard is begun."""
+    from steptrace.sharding._plan import GuestMismatchError, plan_directory
+    from steptrace.sharding._run import ShardOptions, trace_shards
+    corpus = write_jsonl(tmp_path / "two.jsonl", TWO)
+    out = tmp_path / "out"
+    plan, resumed = plan_directory([corpus], out, 1, Limits(), "job")
+    assert not resumed
+    copy = out / "guest" / plan_guest(out)
+    tampered = copy.read_bytes()[:-1] + b"\0"
+    copy.write_bytes(tampered)
+    drop_component(worker_cache, copy.name)  # the workers must install it from the bytes
+    with pytest.raises(GuestMismatchError) as caught:
+        trace_shards([corpus], out, ShardOptions(shard_size=1, workers=2, engine="ray"))
+    assert str(caught.value) == (
+        f"the guest component given has digest {hashlib.sha256(tampered).hexdigest()[:16]}..., "
+        f"the plan's is {plan.guest.digest[:16]}...")
+    assert not (worker_cache / copy.name).exists()
+    assert sorted(p.name for p in out.iterdir()) == ["guest", "inputs", "plan.json"]
