@@ -479,6 +479,45 @@ def test_a_driver_killed_mid_run_leaves_no_workers_and_a_rerun_completes(cluster
     assert assert_same_trace(clean, out) == SLEEPY_COUNTS
 
 
+@pytest.mark.slow
+def test_a_worker_dead_past_its_restarts_is_one_line_and_a_rerun_completes(
+        cluster, sleepy, tmp_path, monkeypatch):
+    """An actor that dies more often than Ray may restart it (here: no restarts, as after
+    four) ends ``steptrace trace`` with a one-line error naming the shard, not Ray's
+    multi-line ActorDiedError with a traceback; the shards done are kept, and the same
+    command again (restarts allowed) completes with every run once."""
+    import steptrace.sharding._ray as ray_engine
+    monkeypatch.setattr(ray_engine, "MAX_RESTARTS", 0)
+    monkeypatch.setattr(ray_engine, "MAX_TASK_RETRIES", 0)
+    corpus, clean = sleepy
+    out = tmp_path / "out"
+    command = ("trace", corpus, "--out", out, "--engine", "ray", "--workers", 2,
+               "--shard-size", 4, "--quiet")
+    killer = ShardWorkerKiller(cluster, out)
+    killer.start()
+    try:
+        result = invoke(*command)
+    finally:
+        killer.stop.set()
+        killer.join()
+    assert killer.killed is not None
+    (folder,) = killer.killed["folders"]
+    assert (result.exit_code, type(result.exception)) == (1, SystemExit)
+    # stdout has only Ray's own notice of the dead worker: Ray's driver prints the
+    # cluster's error messages there whatever log_to_driver says
+    assert all("(raylet)" in line for line in result.stdout.splitlines())
+    assert len(result.stderr.splitlines()) == 1
+    # (the rest of the line is the first of Ray's message)
+    assert result.stderr.startswith(
+        f"Error: shard {int(folder.split('-')[0])} failed on Ray after 0 retries: ")
+    monkeypatch.undo()
+    summary = trace_json(*command[1:-1])
+    assert (summary["shards_done_before"] + summary["shards_traced"], summary["runs"],
+            summary["complete"]) == (4, 16, True)
+    assert runs_by_key(out) == (16, 16, list(range(1, 17)))
+    assert assert_same_trace(clean, out) == SLEEPY_COUNTS
+
+
 # ---------------------------------------------------------------------- the guest
 TWO = [{"id": "a", "code": ADD, "inputs": ["1, 2", "3, 4"], "outputs": ["3", "7"]}]
 
@@ -558,3 +597,21 @@ def test_a_tampered_guest_in_the_directory_is_refused(cluster, worker_cache, tmp
         f"the plan's is {plan.guest.digest[:16]}...")
     assert not (worker_cache / copy.name).exists()
     assert sorted(p.name for p in out.iterdir()) == ["guest", "inputs", "plan.json"]
+
+
+# ---------------------------------------------------------------------- no Ray
+def test_engine_ray_without_ray_installed_is_one_line(tmp_path, monkeypatch):
+    """Without Ray (``import ray`` fails: ``sys.modules['ray'] = None``), ``--engine ray``
+    is a one-line InputError naming the extra to install, from the CLI and the API."""
+    import steptrace as st
+    from steptrace.errors import InputError
+    from helpers.cli import assert_one_line_error
+    monkeypatch.setitem(sys.modules, "ray", None)
+    corpus = write_jsonl(tmp_path / "two.jsonl", TWO)
+    message = "--engine ray needs Ray: pip install 'steptrace[ray]'"
+    assert_one_line_error(invoke("trace", corpus, "--out", tmp_path / "cli", "--engine", "ray",
+                                 "--quiet"), message)
+    with pytest.raises(InputError) as caught:
+        st.trace_sharded(corpus, tmp_path / "api", engine="ray")
+    assert str(caught.value) == message
+    assert not (tmp_path / "cli" / "shards").exists()
