@@ -93,8 +93,10 @@ def connect(address: str | None, workers: int | None):
         if address:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         else:
-            ray.init(num_cpus=workers or os.cpu_count() or 1, logging_level="ERROR",
-                     log_to_driver=False, include_dashboard=False)
+            # "local": a new one even where ray.init() alone would join another cluster
+            # (RAY_ADDRESS set, a `ray start` on this machine) and refuse num_cpus there
+            ray.init(address="local", num_cpus=workers or os.cpu_count() or 1,
+                     logging_level="ERROR", log_to_driver=False, include_dashboard=False)
     return ray
 
 

@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -40,7 +41,8 @@ from steptrace.sandbox._runtime import compiled_path
 from steptrace.sharding._plan import read_plan
 from steptrace.sharding._shard import SHARD_TABLES
 from steptrace.store._store import connect
-from helpers.processes import HANG_GUARD_S, children_of, kill_processes, wait_until_gone, write_jsonl
+from helpers.processes import (HANG_GUARD_S, children_of, proc_stat, wait_until_gone,
+                               write_jsonl)
 from helpers.ray_cluster import LocalCluster, local_cluster
 from helpers.shards import TIMING, assert_same_trace
 
@@ -126,6 +128,21 @@ def assert_same_files(expected: Path, got: Path) -> list[str]:
         else:
             assert have[name] == want[name], name
     return sorted(want)
+
+
+def mentioning(text: str) -> list[str]:
+    """The command lines of live processes that contain ``text``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = proc_stat(int(entry))
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if stat is not None and stat[0] != "Z" and text in cmd:
+                found.append(f"{entry}: {cmd}")
+    return found
 
 
 def plan_guest(directory: Path) -> str:
@@ -291,6 +308,35 @@ def test_a_relative_out_is_found_by_workers_in_another_directory(cluster, tmp_pa
     assert {k: summary[k] for k in ("out", "shards", "traced", "matched", "complete")} == {
         "out": "out", "shards": 2, "traced": 2, "matched": 2, "complete": True}
     assert runs_by_key(tmp_path / "out") == (2, 2, [1, 2])
+
+
+@pytest.mark.slow
+def test_without_address_a_local_ray_is_started_even_where_another_is_found(cluster, tmp_path):
+    """``--engine ray`` without ``--address`` starts a local Ray of ``--workers`` CPUs, as
+    documented, also where ``ray.init()`` alone would join another cluster: with
+    RAY_ADDRESS set (as under ``ray job submit``; a ``ray start`` on the machine is found
+    alike), where ``ray.init(num_cpus=...)`` failed with Ray's ValueError and a
+    traceback. That local Ray is rooted in a private RAY_TMPDIR: it is not this module's
+    cluster, and none of its processes outlive the command."""
+    corpus = write_jsonl(tmp_path / "two.jsonl", TWO)
+    ray_tmp = Path(tempfile.mkdtemp(prefix="st-ray-", dir="/tmp"))  # short: socket paths
+    try:
+        env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_TMPDIR": str(ray_tmp)}
+        result = subprocess.run(
+            [sys.executable, "-m", "steptrace.cli", "trace", corpus, "--out", tmp_path / "out",
+             "--engine", "ray", "--workers", "1", "--shard-size", "1", "--quiet", "--format",
+             "json"], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
+        assert (result.returncode, result.stderr) == (0, "")
+        summary = json.loads(result.stdout)
+        assert (summary["shards_traced"], summary["traced"], summary["matched"],
+                summary["complete"]) == (2, 2, 2, True)
+        assert len(list((ray_tmp / "ray").glob("session_2*"))) == 1
+        deadline = time.monotonic() + HANG_GUARD_S
+        while time.monotonic() < deadline and mentioning(str(ray_tmp)):
+            time.sleep(0.1)
+        assert mentioning(str(ray_tmp)) == []
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------- killed processes
