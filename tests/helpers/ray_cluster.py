@@ -59,6 +59,12 @@ def _processes() -> dict[int, tuple[int, int, str]]:
     return found
 
 
+def mentioning(text: str) -> list[str]:
+    """``pid: command line`` of every live process whose command line contains ``text``
+    (a cluster's root temp dir names its GCS, raylet and agents)."""
+    return [f"{pid}: {cmd}" for pid, (_, _, cmd) in sorted(_processes().items()) if text in cmd]
+
+
 def descendants(roots: set[int], table: dict[int, tuple[int, int, str]]) -> set[int]:
     """``roots`` and every process below them in ``table``."""
     out, frontier = set(roots), set(roots)
