@@ -59,10 +59,12 @@ def _processes() -> dict[int, tuple[int, int, str]]:
     return found
 
 
-def mentioning(text: str) -> list[str]:
-    """``pid: command line`` of every live process whose command line contains ``text``
-    (a cluster's root temp dir names its GCS, raylet and agents)."""
-    return [f"{pid}: {cmd}" for pid, (_, _, cmd) in sorted(_processes().items()) if text in cmd]
+def process_tree(pid: int) -> dict[int, tuple[int, str]]:
+    """``pid`` and every live process below it, {pid: (start time, command line)}: a
+    driver that started a local Ray has its GCS and raylet below it, and the raylet the
+    workers."""
+    table = _processes()
+    return {p: table[p][1:] for p in descendants({pid}, table) if p in table}
 
 
 def descendants(roots: set[int], table: dict[int, tuple[int, int, str]]) -> set[int]:

@@ -1,8 +1,11 @@
 """The Ray engine (``steptrace trace CORPUS --out DIR --engine ray``) on a real local Ray
 cluster: its shards hold what ``steptrace trace --db`` stores and what ``--engine local``
 writes, file for file; a worker killed mid-shard and a driver killed mid-run end, after a
-retry or a re-run, with exactly one copy of every run; a guest that is not the plan's is
-refused; without Ray the command says so in one line.
+retry or a re-run, with exactly one copy of every run; a worker dead past its restarts
+is a one-line error and a re-run completes; a guest that is not the plan's is refused;
+a relative ``--out`` reaches workers in another directory; without ``--address`` a
+local Ray is started even where another cluster is found; without Ray the command says
+so in one line.
 
 One cluster serves the module (``cluster``: ``ray.init(num_cpus=2)`` in this process,
 rooted in a private temp dir, shut down at the end with none of its processes left:
@@ -42,9 +45,9 @@ from steptrace.sandbox._runtime import compiled_path
 from steptrace.sharding._plan import read_plan
 from steptrace.sharding._shard import SHARD_TABLES
 from steptrace.store._store import connect
-from helpers.processes import (HANG_GUARD_S, children_of, proc_stat, wait_until_gone,
-                               write_jsonl)
-from helpers.ray_cluster import LocalCluster, local_cluster, mentioning
+from helpers.processes import (HANG_GUARD_S, children_of, kill_processes, proc_stat,
+                               wait_until_gone, write_jsonl)
+from helpers.ray_cluster import LocalCluster, local_cluster, process_tree
 from helpers.shards import TIMING, assert_same_trace
 
 TABLES = [t.name for t in SHARD_TABLES]
@@ -310,22 +313,34 @@ def test_without_address_a_local_ray_is_started_even_where_another_is_found(clus
     cluster, and none of its processes outlive the command."""
     corpus = write_jsonl(tmp_path / "two.jsonl", TWO)
     ray_tmp = Path(tempfile.mkdtemp(prefix="st-ray-", dir="/tmp"))  # short: socket paths
+    seen: dict[int, tuple[int, str]] = {}  # every process of the command's, while it ran
     try:
         env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_TMPDIR": str(ray_tmp)}
-        result = subprocess.run(
-            [sys.executable, "-m", "steptrace.cli", "trace", corpus, "--out", tmp_path / "out",
-             "--engine", "ray", "--workers", "1", "--shard-size", "1", "--quiet", "--format",
-             "json"], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
-        assert (result.returncode, result.stderr) == (0, "")
-        summary = json.loads(result.stdout)
+        with open(tmp_path / "out.json", "wb") as out, open(tmp_path / "err", "wb") as err:
+            command = subprocess.Popen(
+                [sys.executable, "-m", "steptrace.cli", "trace", corpus, "--out",
+                 tmp_path / "out", "--engine", "ray", "--workers", "1", "--shard-size", "1",
+                 "--quiet", "--format", "json"], env=env, stdout=out, stderr=err)
+            try:
+                deadline = time.monotonic() + HANG_GUARD_S
+                while command.poll() is None and time.monotonic() < deadline:
+                    seen.update(process_tree(command.pid))
+                    time.sleep(0.05)
+            finally:
+                command.kill()
+                command.wait()
+        assert (command.returncode, (tmp_path / "err").read_text()) == (0, "")
+        summary = json.loads((tmp_path / "out.json").read_text())
         assert (summary["shards_traced"], summary["traced"], summary["matched"],
                 summary["complete"]) == (2, 2, 2, True)
         assert len(list((ray_tmp / "ray").glob("session_2*"))) == 1
-        deadline = time.monotonic() + HANG_GUARD_S
-        while time.monotonic() < deadline and mentioning(str(ray_tmp)):
-            time.sleep(0.1)
-        assert mentioning(str(ray_tmp)) == []
+        # its own GCS, raylet and actor, not this module's cluster
+        assert [p for p in seen.values() if f"--temp_dir={ray_tmp}/ray " in p[1]]
+        assert [p for p in seen.values() if p[1].startswith("ray::ShardWorker")]
+        assert not set(seen) & set(cluster.processes())
+        assert wait_until_gone(seen) == []
     finally:
+        kill_processes(seen)
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
