@@ -82,13 +82,19 @@ def _raise(error: tuple[str, str] | list[str]) -> None:
     raise (GuestMismatchError if kind == GuestMismatchError.__name__ else ShardError)(message)
 
 
-def connect(address: str | None, workers: int | None):
-    """``ray`` initialised: an existing cluster at ``address`` (``auto``: the one this
-    machine belongs to), else a local one with ``workers`` CPUs (default: this machine's)."""
+def require_ray():
+    """The ``ray`` module; InputError saying how to install it when it is missing."""
     try:
         import ray
     except ImportError as exc:
         raise InputError("--engine ray needs Ray: pip install 'steptrace[ray]'") from exc
+    return ray
+
+
+def connect(address: str | None, workers: int | None):
+    """``ray`` initialised: an existing cluster at ``address`` (``auto``: the one this
+    machine belongs to), else a local one with ``workers`` CPUs (default: this machine's)."""
+    ray = require_ray()
     if not ray.is_initialized():
         if address:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
@@ -126,7 +132,8 @@ def run_shards(directory: Path, plan: Plan, pending: list[int], workers: int | N
             actor, index = running.pop(ready[0])
             try:
                 outcome = ray.get(ready[0])
-            except ray.exceptions.RayError as exc:  # retries spent: an actor kept dying
+            except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as exc:
+                # retries spent: its actor kept dying (a bug inside one keeps its traceback)
                 text = str(exc).strip().splitlines()
                 raise ShardError(f"shard {index} failed on Ray after "
                                  f"{MAX_TASK_RETRIES} retries: {text[0] if text else type(exc).__name__}"

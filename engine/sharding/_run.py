@@ -127,6 +127,9 @@ def trace_shards(corpora: list[str | Path], out: str | Path, options: ShardOptio
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, not {options.engine!r}")
     if options.workers is not None and options.workers < 1:
         raise InputError(f"a sharded trace needs at least one worker, not {options.workers}")
+    if options.engine == "ray" and not options.plan_only:
+        from steptrace.sharding._ray import require_ray
+        require_ray()  # before planning: a missing Ray is one line, with nothing written
     started = time.perf_counter()
     directory = Path(out)
     plan, _resumed = plan_directory(corpora, directory, options.shard_size, options.limits,

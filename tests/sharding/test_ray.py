@@ -669,4 +669,5 @@ def test_engine_ray_without_ray_installed_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(InputError) as caught:
         st.trace_sharded(corpus, tmp_path / "api", engine="ray")
     assert str(caught.value) == message
-    assert not (tmp_path / "cli" / "shards").exists()
+    # refused before planning: nothing written
+    assert not (tmp_path / "cli").exists() and not (tmp_path / "api").exists()

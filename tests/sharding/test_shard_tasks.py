@@ -62,15 +62,12 @@ def test_shard_tasks_equal_the_store_tasks(traced):
 
 @pytest.mark.slow
 def test_shard_tasks_on_ray_equal_the_local_ones(traced):
-    ray = pytest.importorskip("ray")
+    from helpers.ray_cluster import local_cluster
     tmp_path, out, _db = traced
     local = st.make_tasks(out, kinds="output,state,branch", out=tmp_path / "local.jsonl")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    try:
+    with local_cluster(tmp_path / "ray", num_cpus=2):
         on_ray = st.make_tasks(out, kinds="output,state,branch", engine="ray",
                                out=tmp_path / "ray.jsonl")
-    finally:
-        ray.shutdown()
     assert on_ray.by_kind == local.by_kind
     assert _rows(tmp_path / "ray.jsonl") == _rows(tmp_path / "local.jsonl")
 
