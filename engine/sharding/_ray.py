@@ -2,11 +2,12 @@
 
 Ray is an optional dependency (``pip install 'steptrace[ray]'``); this module imports it
 only when it runs. The driver reads the plan's guest component once and puts it in Ray's
-object store (41 MB, about 0.1 s): every actor installs those bytes in its machine's cache
-after checking their digest (nothing wasmtime holds can be pickled, so each actor loads
-the component itself). An actor keeps a one-worker ``WorkerPool`` across shards: the pool's
-worker process has the watchdog that ends a job blocked in a host call, and a guest that
-crashes its process takes down the worker, not the actor.
+object store (41 MB, about 0.1 s): an actor whose machine's cache lacks that guest fetches
+those bytes and installs them after checking their digest (nothing wasmtime holds can be
+pickled, so each actor loads the component itself). An actor keeps a one-worker
+``WorkerPool`` across shards: the pool's worker process has the watchdog that ends a job
+blocked in a host call, and a guest that crashes its process takes down the worker, not
+the actor.
 
 Failures: an actor that dies (its process killed, its node lost) is restarted by Ray and
 its shard run again (``max_restarts``, ``max_task_retries``); the shard's files are written
@@ -47,12 +48,17 @@ class ShardWorker:
     def _ensure(self, payload: list) -> None:
         if self.pool is not None:
             return
+        from steptrace.sandbox._build import artifacts, is_verified
         from steptrace.sandbox._pool import WorkerPool
         from steptrace.sharding._plan import read_plan
         from steptrace.sharding._shard import install_guest
         import ray
         self.plan = read_plan(self.directory)
-        found = install_guest(self.directory, self.plan, ray.get(payload[0]))
+        # the component's bytes only when this machine's cache lacks it: fetching them
+        # costs each actor ~60 MB of peak memory (the object store's pages and a copy)
+        cached = is_verified(artifacts(key=self.plan.guest.key).wasm)
+        found = install_guest(self.directory, self.plan,
+                              None if cached else ray.get(payload[0]))
         self.pool = WorkerPool(1, self.plan.limits, self.plan.isolation, artifacts=found)
 
     def setup(self, payload: list) -> tuple[str, str] | None:
