@@ -81,3 +81,24 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 
 def write_mixed(path: Path) -> Path:
     return write_jsonl(path, MIXED)
+
+
+def trace_both(corpus: Path, store: Path, out: Path, shard_size: int = 4, workers: int = 2,
+               limits=None):
+    """``corpus`` traced into the store ``store`` in this process (so its run ids follow
+    the corpus order, as a shard directory's do) and into the shard directory ``out``;
+    returns both summaries."""
+    from steptrace.sandbox._limits import Limits
+    from steptrace.sharding._run import ShardOptions, trace_shards
+    from steptrace.tracing._trace import TraceOptions, trace_corpus
+    limits = limits or Limits(max_steps=MAX_STEPS)
+    traced = trace_corpus(corpus, store, TraceOptions(workers=0, limits=limits))
+    sharded = trace_shards([corpus], out, ShardOptions(shard_size=shard_size, workers=workers,
+                                                       limits=limits))
+    return traced, sharded
+
+
+def files_of(directory: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file under ``directory``: its modification time (ns) and its bytes."""
+    return {str(p.relative_to(directory)): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(directory.rglob("*")) if p.is_file()}
