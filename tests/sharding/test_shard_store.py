@@ -147,3 +147,26 @@ def test_trace_into_a_shard_directory_is_refused(mixed):
     assert str(caught.value) == (f"{out} is a shard directory: trace into it with steptrace "
                                  "trace CORPUS --out DIR")
     assert not (out / COMPANION).exists()
+
+
+def test_open_store_reads_a_shard_directory(mixed):
+    """steptrace.open_store(DIR), the Python reader: every run read back as the store's
+    Run record (steps, states, objects, attributes, globals), the tables as DataFrames the
+    store's (ids and timings aside)."""
+    from steptrace import open_store
+    _, store, out = mixed
+    with open_store(out) as shards, open_store(store) as stored:
+        for run_id in range(1, 21):
+            assert shards.run(run_id) == stored.run(run_id), run_id
+        assert (len(shards.run(15).attributes), len(shards.run(15).globals)) == (8, 1)
+        aside = ["program_id", "duration_us", "call_us", "traced_at"]
+        assert shards.runs().drop(aside).equals(stored.runs().drop(aside))
+        assert shards.runs(status="invalid")["sample_id"].to_list() == ["peek", "syntax"]
+        assert shards.programs().drop("program_id").sort("sample_id").equals(
+            stored.programs().drop("program_id").sort("sample_id"))
+        assert shards.states(15).equals(stored.states(15))
+        assert shards.steps(20).equals(stored.steps(20))
+        assert shards.status_counts() == stored.status_counts() == {
+            "exception": 3, "invalid": 2, "ok": 14, "step_limit": 1}
+        assert shards.sql("SELECT count(*) AS n FROM steps")["n"].to_list() == [2144]
+    assert not (out / COMPANION).exists()
