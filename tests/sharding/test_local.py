@@ -495,13 +495,24 @@ def test_import_keeps_what_the_store_holds(mixed, tmp_path):
     assert len(assert_store_whole(db)) == 26
 
 
-def test_import_refuses_a_directory_without_a_finished_shard(planned, tmp_path):
-    _, out, _ = planned
+def test_import_refuses_what_it_cannot_import(planned, mixed, tmp_path):
+    """A directory without a finished shard; a shard directory as the store (itself or
+    another): one line, nothing written."""
     from steptrace.errors import StoreError
+    _, out, _ = planned
     with pytest.raises(StoreError) as caught:
         import_shards(out, tmp_path / "db.duckdb")
     assert str(caught.value) == f"{out} has no finished shard to import"
     assert not (tmp_path / "db.duckdb").exists()
+    done = copy_of(mixed[2], tmp_path / "done")
+    before = files_of(done)
+    for target in (done, out):
+        with pytest.raises(StoreError) as caught:
+            import_shards(done, target)
+        assert str(caught.value) == (f"{target} is a shard directory: import into a store "
+                                     "(--db FILE)")
+    assert files_of(done) == before
+    assert not (out / "store.duckdb").exists()
 
 
 # ------------------------------------------------------------------ CRUXEval
