@@ -18,6 +18,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -253,6 +254,45 @@ def test_a_dead_workers_leftovers_are_never_read(mixed, tmp_path):
     assert not (out / "tmp").exists()
     one_copy_each(out)
     assert assert_same_trace(store, out) == MIXED_ROWS
+
+
+SLEEPY = "import time\n\ndef f(x):\n    time.sleep(0.2)\n    return x * 2\n"
+
+
+@pytest.mark.slow  # a steptrace process started and killed, its work traced again
+def test_a_driver_killed_mid_run_resumes_to_one_copy_of_each_run(tmp_path):
+    """``steptrace trace --out`` killed (SIGKILL, with its worker) once its first shard is
+    done: the same command again skips the done shards, traces the rest, and the
+    directory holds every run once, as trace --db stores them."""
+    from helpers.processes import children_of, kill_processes, wait_until_gone
+    corpus = write_jsonl(tmp_path / "slow.jsonl", RECORDS[:2] + [
+        {"id": f"s{n}", "code": SLEEPY, "input": str(n)} for n in range(6)])
+    out = tmp_path / "out"
+    driver = subprocess.Popen([sys.executable, "-m", "steptrace.cli", "trace", str(corpus),
+                               "--out", str(out), "--shard-size", "2", "--workers", "1",
+                               "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120  # a hang guard, not a verdict
+        while not (out / "shards" / "00000" / "done.json").exists():
+            assert driver.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        workers = children_of(driver.pid)
+        driver.kill()
+        kill_processes(workers)
+    finally:
+        driver.kill()
+        driver.wait()
+    assert wait_until_gone(workers) == []
+    store = tmp_path / "store.duckdb"
+    trace_corpus(corpus, store, TraceOptions(workers=0))
+    again = trace_shards([corpus], out, ShardOptions(shard_size=2, workers=1))
+    assert again.shards_done_before >= 1
+    assert (again.shards_done_before + again.shards_traced, again.runs, again.complete) == (
+        5, 9, True)
+    assert not (out / "tmp").exists()
+    assert sql(out, "SELECT count(*), count(DISTINCT run_key), min(run_id), max(run_id) "
+                    "FROM runs") == [(9, 9, 1, 9)]
+    assert assert_same_trace(store, out)["runs"] == 9
 
 
 @pytest.fixture
