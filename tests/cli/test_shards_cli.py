@@ -267,6 +267,26 @@ def test_sql_reads_a_shard_directory(traced):
     assert as_json("sql", "SELECT count(*) AS n FROM runs", "--db", traced.out) == [{"n": 20}]
 
 
+def test_export_of_a_shard_directory(traced, tmp_path):
+    """export --db DIR writes the store's export: the same tables with the same columns
+    (ids aside), read back with sql --parquet."""
+    exports = {}
+    for name, db in (("store", traced.store), ("out", traced.out)):
+        exports[name] = tmp_path / name
+        ok("export", "--db", db, "--parquet", exports[name], "--runs-per-bucket", 8)
+    for table in ("runs", "steps", "states", "objects", "attributes", "global_states",
+                  "programs"):
+        query = f"SELECT * FROM {table} LIMIT 0"
+        assert ok("sql", query, "--parquet", exports["out"], "--format", "csv") == ok(
+            "sql", query, "--parquet", exports["store"], "--format", "csv"), table
+    for query in ("SELECT * EXCLUDE (program_id, duration_us, call_us, traced_at) FROM runs "
+                  "ORDER BY run_id",
+                  f"SELECT {', '.join(STATES.column_names)} FROM states ORDER BY ALL",
+                  "SELECT * EXCLUDE (program_id) FROM programs ORDER BY sample_id"):
+        assert as_json("sql", query, "--parquet", exports["out"]) == as_json(
+            "sql", query, "--parquet", exports["store"]), query
+
+
 def test_show_reads_a_shard_directory(traced):
     """show RUN_ID --db DIR prints what it prints for the store, every run, table and
     JSON (its run's ids and timings aside): the state rows within a step come in the
