@@ -206,12 +206,14 @@ def plan_from_json(data: object, where: Path) -> Plan:
             v for s in plan.shards for v in (s.index, s.jobs, s.first_run_id)))):
         raise ShardError(f"{where}: the shard size and the shards' ranges must be integers")
     guest = plan.guest
-    if not (type(guest.key) is str and type(guest.digest) is str
+    if not (type(guest.key) is str and re.fullmatch(r"[0-9a-f]{24}", guest.key) is not None
+            and type(guest.digest) is str
             and re.fullmatch(r"[0-9a-f]{64}", guest.digest) is not None
             and type(guest.stack_bytes) is int and guest.stack_bytes > 0
             and (guest.lock is None or type(guest.lock) is str)):
-        raise ShardError(f"{where}: the guest must be a build key, a SHA-256 digest (64 hex "
-                         "digits), a wasm stack size and a package lock or null")
+        # (the key names files in DIR/guest and in the cache: never a path)
+        raise ShardError(f"{where}: the guest must be a build key (24 hex digits), a SHA-256 "
+                         "digest (64 hex digits), a wasm stack size and a package lock or null")
     for number, shard in enumerate(plan.shards):
         if (shard.index != number or shard.jobs < 1 or shard.jobs > plan.shard_size
                 or shard.first_run_id != number * plan.shard_size + 1):

@@ -271,8 +271,8 @@ def set_in(data, keys, value):
 
 
 INTEGERS = "{path}: the shard size and the shards' ranges must be integers"
-GUEST = ("{path}: the guest must be a build key, a SHA-256 digest (64 hex digits), a wasm "
-         "stack size and a package lock or null")
+GUEST = ("{path}: the guest must be a build key (24 hex digits), a SHA-256 digest (64 hex "
+         "digits), a wasm stack size and a package lock or null")
 
 
 @pytest.mark.parametrize("keys, value, message", [
@@ -291,6 +291,8 @@ GUEST = ("{path}: the guest must be a build key, a SHA-256 digest (64 hex digits
     (("shard_size",), "3", INTEGERS),
     (("shards", 0, "jobs"), 3.0, INTEGERS),
     (("shards", 1, "first_run_id"), True, INTEGERS),
+    (("guest", "key"), "../../../tmp/elsewhere", GUEST),  # it names files: never a path
+    (("guest", "key"), 7, GUEST),
     (("guest", "digest"), None, GUEST),
     (("guest", "digest"), "abc", GUEST),
     (("guest", "stack_bytes"), "6291456", GUEST),
