@@ -124,6 +124,17 @@ def test_a_duplicate_of_a_full_shard_counts_as_in_another_shard(tmp_path):
     assert (made.jobs, made.duplicates, made.cross_shard_duplicates) == (4, 1, 1)
 
 
+def test_the_same_corpus_twice_adds_only_duplicates(tmp_path, corpus, planned):
+    """The same file given twice: its 13 jobs again, all duplicates; those whose first copy
+    is in shard 2 (where they would fall again: it is not full) are not cross-shard."""
+    _, once = planned
+    twice, _ = plan([corpus, corpus], tmp_path / "twice")
+    assert (twice.shards, twice.jobs, twice.duplicates, twice.cross_shard_duplicates) == (
+        once.shards, 26, 5 + 13, 3 + 10)
+    assert twice.jobs_digest == once.jobs_digest
+    assert twice.corpus_errors == once.corpus_errors * 2
+
+
 def test_jobs_digest_is_the_keys_in_order(planned, corpus, tmp_path):
     """jobs_digest is the SHA-256 of the planned jobs' keys in order, one a line: the same
     for the same corpus planned again (any directory), another when one input changes."""
@@ -163,7 +174,8 @@ def test_job_record_round_trip_keeps_every_shape(tmp_path):
 
 def test_job_record_round_trip_of_text_that_is_not_utf8(tmp_path):
     """A corpus may spell a lone surrogate (JSON "\\ud800"): planning writes its input line
-    (escaped), and the job read back is the same job; trace --db stores such a run too."""
+    (escaped: UTF-8 cannot hold it; it raised UnicodeEncodeError) and the job read back is
+    the same job; other text stays as it is (test_local traces both)."""
     corpus = write_jsonl(tmp_path / "s.jsonl", [
         {"id": "s", "code": "def f(x):\n    return x\n", "input": "'\ud800'"},
         {"id": "t", "code": "def f(x):\n    return x + '\u00e9'\n", "input": "'\u00e9'"}])
