@@ -21,7 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from steptrace.errors import InputError
@@ -29,8 +28,7 @@ from steptrace.sandbox._build import artifacts, cache_key, file_digest, write_ve
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._pool import WorkerPool
 from steptrace.sandbox._runtime import wasm_stack_bytes
-from steptrace.sharding._plan import (MANIFEST, GuestMismatchError, guest_path, program_id,
-                                      read_plan)
+from steptrace.sharding._plan import MANIFEST, GuestMismatchError, guest_path, read_plan
 from steptrace.sharding._run import ShardOptions, run_one, trace_shards
 from steptrace.sharding._shard import install_guest, read_done, run_shard
 from steptrace.sharding._store import import_shards

@@ -25,7 +25,7 @@ from steptrace.sharding._plan import (MANIFEST, PLAN, GuestSpec, Plan, ShardErro
                                       job_from_record, job_record, plan_directory, read_plan,
                                       read_shard_jobs)
 from helpers.sample_corpus import ADD, NEG, SQUARE
-from helpers.shard_corpus import MIXED, write_jsonl, write_mixed
+from helpers.shard_corpus import write_jsonl, write_mixed
 
 # Shard size 3. Line by line: the jobs it adds (sample, input index, input) and what
 # happens to each; "dup" = a job with the key of an earlier one (same corpus, id, code,
