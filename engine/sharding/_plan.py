@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -201,6 +202,18 @@ def plan_from_json(data: object, where: Path) -> Plan:
         raise ShardError(f"{where} is not a readable shard plan ({exc})") from exc
     if plan.isolation not in ISOLATIONS:
         raise ShardError(f"{where}: unknown isolation {plan.isolation!r}")
+    if not all(type(n) is int for n in (plan.shard_size, *(
+            v for s in plan.shards for v in (s.index, s.jobs, s.first_run_id)))):
+        raise ShardError(f"{where}: the shard size and the shards' ranges must be integers")
+    guest = plan.guest
+    if not (type(guest.key) is str and re.fullmatch(r"[0-9a-f]{24}", guest.key) is not None
+            and type(guest.digest) is str
+            and re.fullmatch(r"[0-9a-f]{64}", guest.digest) is not None
+            and type(guest.stack_bytes) is int and guest.stack_bytes > 0
+            and (guest.lock is None or type(guest.lock) is str)):
+        # (the key names files in DIR/guest and in the cache: never a path)
+        raise ShardError(f"{where}: the guest must be a build key (24 hex digits), a SHA-256 "
+                         "digest (64 hex digits), a wasm stack size and a package lock or null")
     for number, shard in enumerate(plan.shards):
         if (shard.index != number or shard.jobs < 1 or shard.jobs > plan.shard_size
                 or shard.first_run_id != number * plan.shard_size + 1):
@@ -321,7 +334,7 @@ class _Planner:
         self.first_shard[key] = index
         run_id = index * self.shard_size + self.in_shard + 1
         self.digest.update(item.key.encode() + b"\n")
-        self.handle.write(json.dumps(job_record(item, run_id), ensure_ascii=False) + "\n")
+        self.handle.write(_input_line(job_record(item, run_id)))
         self.in_shard += 1
         spec = self.shards[-1]
         self.shards[-1] = ShardSpec(spec.index, spec.jobs + 1, spec.first_run_id)
@@ -339,6 +352,17 @@ class _Planner:
         if self.handle is not None:
             self.handle.close()
             self.handle = None
+
+
+def _input_line(record: dict) -> str:
+    """A shard input line: UTF-8 JSON, with ``\\u`` escapes when the text has a lone
+    surrogate (a corpus may spell one, as JSON ``"\\ud800"``: UTF-8 cannot hold it)."""
+    line = json.dumps(record, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(record)
+    return line + "\n"
 
 
 def plan_directory(corpora: Iterable[str | Path], directory: str | Path, shard_size: int,

@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from steptrace.errors import StoreError
-from steptrace.sharding._plan import check_path, read_plan, shard_name
+from steptrace.sharding._plan import check_path, is_shard_directory, read_plan, shard_name
 from steptrace.sharding._shard import SHARD_TABLES, offer_guest
 from steptrace.store._tables import CONNECT_TABLES, PROGRAMS, RUNS, Table
 
@@ -167,6 +167,8 @@ def import_shards(directory: str | Path, db: str | Path, force: bool = False) ->
     directory = Path(directory).resolve()
     read_plan(directory)  # refuses a directory that is not a shard directory
     check_path(directory)
+    if is_shard_directory(db):  # its trace tables are views: nothing can be inserted
+        raise StoreError(f"{db} is a shard directory: import into a store (--db FILE)")
     summary = ImportSummary(str(directory), str(db))
     summary.shards = sum(1 for _ in (directory / "shards").glob("*/done.json"))
     if not summary.shards:
