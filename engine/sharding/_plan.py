@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from array import array
 import os
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -297,61 +298,102 @@ def read_shard_jobs(directory: Path, plan: Plan, index: int) -> Iterator[tuple[i
         raise ShardError(f"{path} holds {count} jobs; the plan says {spec.jobs}")
 
 
-@dataclass
 class _Planner:
-    """Cuts the job sequence into shards while it is read, writing each shard's inputs."""
+    """Plans the job sequence in two passes over a spool, so that the planner's memory is
+    a few numbers a job (about 40 bytes at the peak), not a set of keys (~125 bytes a
+    job: 12 GB for 100,000,000 jobs).
 
-    directory: Path
-    shard_size: int
-    shards: list[ShardSpec] = field(default_factory=list)
-    first_shard: dict[bytes, int] = field(default_factory=dict)  # key digest -> its shard
-    jobs: int = 0
-    duplicates: int = 0
-    cross_shard_duplicates: int = 0
-    errors: list[str] = field(default_factory=list)
+    First pass (``add``): each job's key and input line go to a spool file, and the
+    first 128 bits of its key to two arrays. ``finish``: one stable sort of the keys finds
+    each key's first job (numpy), so which jobs are duplicates, and of them which would
+    have fallen in another shard than their first copy. Second pass: the spool's lines
+    of the kept jobs go to their shards' input files, each with its run id."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, directory: Path, shard_size: int) -> None:
+        self.directory = directory
+        self.shard_size = shard_size
+        self.shards: list[ShardSpec] = []
+        self.jobs = 0
+        self.duplicates = 0
+        self.cross_shard_duplicates = 0
+        self.errors: list[str] = []
         self.digest = hashlib.sha256()
-        self.handle = None
-        self.in_shard = 0
+        self.high, self.low = array("Q"), array("Q")  # the key's first 128 bits, a job each
+        self.spool_path = directory / "jobs.spool"
+        self.spool = open(self.spool_path, "w", encoding="utf-8")
 
     def add(self, item: Job | str) -> None:
         if isinstance(item, str):
             self.errors.append(item)
             return
         self.jobs += 1
-        key = bytes.fromhex(item.key[:32])  # 128 bits: the key's identity, a third of its size
-        first = self.first_shard.get(key)
-        if first is not None:
-            self.duplicates += 1
-            # the shard this job would have fallen in, had it not been a duplicate
-            here = len(self.shards) - (self.handle is not None and self.in_shard < self.shard_size)
-            self.cross_shard_duplicates += first != here
-            return
-        if self.handle is None or self.in_shard == self.shard_size:
-            self._next_shard()
-        index = len(self.shards) - 1
-        self.first_shard[key] = index
-        run_id = index * self.shard_size + self.in_shard + 1
-        self.digest.update(item.key.encode() + b"\n")
-        self.handle.write(_input_line(job_record(item, run_id)))
-        self.in_shard += 1
-        spec = self.shards[-1]
-        self.shards[-1] = ShardSpec(spec.index, spec.jobs + 1, spec.first_run_id)
+        key = item.key
+        self.high.append(int(key[:16], 16))
+        self.low.append(int(key[16:32], 16))
+        # the input line without its run id (given in the second pass: '{"run_id": N, ...')
+        self.spool.write(key + "\t" + _input_line(job_record(item, None))[len('{"run_id": null, '):])
 
-    def _next_shard(self) -> None:
+    def finish(self) -> None:
+        """Find the duplicates and write the shards' input files (see the class doc)."""
+        import numpy as np
         self.close()
-        index = len(self.shards)
-        if index >= MAX_SHARDS:
-            raise InputError(f"more than {MAX_SHARDS:,} shards: use a larger --shard-size")
-        self.shards.append(ShardSpec(index, 0, index * self.shard_size + 1))
-        self.handle = open(input_path(self.directory, index), "w", encoding="utf-8")
-        self.in_shard = 0
+        count = self.jobs
+        if not count:
+            return
+        size = self.shard_size
+        high = np.frombuffer(self.high, dtype=np.uint64)
+        low = np.frombuffer(self.low, dtype=np.uint64)
+        order = np.lexsort((low, high))  # stable: equal keys keep their corpus order
+        sorted_high, sorted_low = high[order], low[order]
+        starts = np.ones(count, dtype=bool)  # a sorted position that begins a key's group
+        starts[1:] = (sorted_high[1:] != sorted_high[:-1]) | (sorted_low[1:] != sorted_low[:-1])
+        del sorted_high, sorted_low, high, low
+        self.high = self.low = array("Q")
+        keep = np.zeros(count, dtype=bool)
+        keep[order[starts]] = True  # each key's first job
+        kept_before = np.cumsum(keep) - keep  # jobs kept before each one: its place
+        if count > int(keep.sum()):
+            # for each duplicate (sorted position not a group start) its group's first job
+            group_start = np.maximum.accumulate(np.where(starts, np.arange(count), 0))
+            duplicates = order[~starts]
+            firsts = order[group_start[~starts]]
+            self.duplicates = len(duplicates)
+            # the shard a duplicate would have fallen in is the one being filled: its place // size
+            self.cross_shard_duplicates = int(np.count_nonzero(
+                kept_before[duplicates] // size != kept_before[firsts] // size))
+            del group_start, duplicates, firsts
+        del order, starts, kept_before
+        kept = iter(keep.tolist()) if count <= 1_000_000 else (bool(k) for k in keep)
+        handle = None
+        place = 0
+        try:
+            with open(self.spool_path, encoding="utf-8") as spool:
+                for line in spool:
+                    if not next(kept):
+                        continue
+                    key, _, rest = line.partition("\t")
+                    if place % size == 0:
+                        index = place // size
+                        if index >= MAX_SHARDS:
+                            raise InputError(f"more than {MAX_SHARDS:,} shards: use a larger "
+                                             "--shard-size")
+                        if handle is not None:
+                            handle.close()
+                        handle = open(input_path(self.directory, index), "w", encoding="utf-8")
+                        self.shards.append(ShardSpec(index, 0, index * size + 1))
+                    place += 1
+                    self.digest.update(key.encode() + b"\n")
+                    handle.write(f'{{"run_id": {place}, {rest}')
+                    spec = self.shards[-1]
+                    self.shards[-1] = ShardSpec(spec.index, spec.jobs + 1, spec.first_run_id)
+        finally:
+            if handle is not None:
+                handle.close()
+            self.spool_path.unlink(missing_ok=True)
 
     def close(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
+        if not self.spool.closed:
+            self.spool.close()
 
 
 def _input_line(record: dict) -> str:
@@ -403,6 +445,7 @@ def plan_directory(corpora: Iterable[str | Path], directory: str | Path, shard_s
             for corpus in corpora:
                 for item in iter_corpus(corpus):
                     planner.add(item)
+            planner.finish()
         finally:
             planner.close()
         if not planner.shards:
