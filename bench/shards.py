@@ -34,8 +34,8 @@ Results are checked equal: the runs by status and the rows of each table, of the
 file and of each shard directory. Then the per-worker figures and, from them, what a
 trace of 100,000,000 runs costs: CPU-hours, wall-hours on N nodes of C cores, output
 bytes (the shard directory's Parquet and input bytes per run), the memory of a node, and
-the planner (time per job; memory per job key with tracemalloc, on this corpus and on a
-key index the size 100,000,000 keys fill alike). The median of ``--repeat`` rounds; a JSON
+the planner (time per job on this corpus; its peak memory per job with tracemalloc, on
+1,200,000 made-up jobs: it grows linearly with the jobs). The median of ``--repeat`` rounds; a JSON
 line of the figures last. Figures go to bench/README.md by hand, with the machine.
 """
 
@@ -352,63 +352,50 @@ def tables_of_shards(directory: Path) -> dict:
 
 # ---------------------------------------------------------------------- the planner
 def planner_figures(corpus: Path, tmp: Path, shard_size: int) -> dict:
-    """The planner's time per job (reading the corpus, keys, writing the inputs) and the
-    memory it keeps per job (the key index, with tracemalloc), on ``corpus``."""
+    """The planner's time per job on ``corpus`` (reading it, keying each job, the spool,
+    the duplicates' sort, writing the inputs)."""
     from steptrace.corpus._formats import iter_corpus
     from steptrace.sharding._plan import _Planner
-    figures = {}
-    for traced in (False, True):
-        folder = tmp / f"plan-{int(traced)}"
-        (folder / "inputs").mkdir(parents=True)
-        gc_collect()
-        if traced:
-            tracemalloc.start()
-            before = tracemalloc.get_traced_memory()[0]
-        planner = _Planner(folder, shard_size)
-        started = time.perf_counter()
-        for item in iter_corpus(corpus):
-            planner.add(item)
-        planner.close()
-        seconds = time.perf_counter() - started
-        if traced:
-            gc_collect()
-            kept = tracemalloc.get_traced_memory()[0] - before
-            tracemalloc.stop()
-            figures["bytes_per_job"] = kept / planner.jobs
-            figures["index_bytes"] = kept
-        else:
-            figures["seconds"] = seconds
-            figures["jobs"] = planner.jobs
-            figures["s_per_job"] = seconds / planner.jobs
-        del planner
-        shutil.rmtree(folder)
+    folder = tmp / "plan"
+    (folder / "inputs").mkdir(parents=True)
+    gc_collect()
+    planner = _Planner(folder, shard_size)
+    started = time.perf_counter()
+    for item in iter_corpus(corpus):
+        planner.add(item)
+    planner.finish()
+    planner.close()
+    seconds = time.perf_counter() - started
+    figures = {"seconds": seconds, "jobs": planner.jobs, "s_per_job": seconds / planner.jobs}
+    shutil.rmtree(folder)
     return figures
 
 
-def index_bytes_at_scale(total: int, shard_size: int) -> tuple[int, float]:
-    """Bytes a key of the planner's key index (``_Planner.first_shard``: the first 16 bytes
-    of a job's key -> its shard's index) at ``total`` keys, measured with tracemalloc on
-    ``total / 2**k`` keys (about a million): a dict's table grows by doubling, so that many
-    keys fill it as ``total`` would fill its table, and the bytes per key are the same.
-    The index is built here the way ``_Planner.add`` builds it."""
-    import hashlib
-    count = total
-    while count > 1_500_000:
-        count //= 2
+def planner_peak_bytes(tmp: Path, jobs: int = 1_200_000, shard_size: int = 1000) -> float:
+    """The planner's peak memory per job (tracemalloc), on ``jobs`` made-up jobs (a tenth
+    of them duplicates): what it holds grows linearly with the jobs (two 8-byte key
+    arrays, then the sort's index arrays), so the figure per job holds at 10**8. More than
+    a million jobs, so that the second pass reads its mask as it will at scale."""
+    import numpy  # noqa: F401  (imported before tracing: its import is not the planner's)
+    from steptrace.corpus._formats import Job, Program
+    from steptrace.sharding._plan import _Planner
+    program = Program("bench", "s", "def f(x):\n    return x\n")
+    made = [Job(program, str(number % (jobs - jobs // 10))) for number in range(jobs)]
+    for job in made:
+        job.key  # noqa: B018  (computed before tracing)
+    folder = tmp / "plan-peak"
+    (folder / "inputs").mkdir(parents=True)
     gc_collect()
     tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    index: dict[bytes, int] = {}
-    shards = 0
-    for number in range(count):
-        if number % shard_size == 0:
-            shards += 1
-        key = hashlib.sha256(b"%d" % number).hexdigest()
-        index[bytes.fromhex(key[:32])] = shards - 1  # a new int object, as in _Planner.add
-    kept = tracemalloc.get_traced_memory()[0] - before
+    planner = _Planner(folder, shard_size)
+    for job in made:
+        planner.add(job)
+    planner.finish()
+    planner.close()
+    peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    del index
-    return count, kept / count
+    shutil.rmtree(folder)
+    return peak / jobs
 
 
 # ---------------------------------------------------------------------- printing
@@ -461,8 +448,7 @@ def main() -> int:
                       f"{found['runs']} runs", file=sys.stderr, flush=True)
         background = (background + idle_busy(args.idle)) / 2
         planner = planner_figures(corpus, tmp, args.shard_size)
-        planner["scale_keys"], planner["scale_bytes_per_key"] = index_bytes_at_scale(
-            TARGET_RUNS, args.shard_size)
+        planner["peak_bytes_per_job"] = planner_peak_bytes(tmp)
 
     cores = args.workers
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
@@ -669,16 +655,14 @@ def print_plan(rows: dict, planner: dict, args) -> dict:
           f"{planner['jobs']:,} jobs: read the corpus, key each job, write the shard inputs): "
           f"{planner['s_per_job'] * 1e6:.1f} us a job -> {plan_hours:.2f} hours for "
           f"{n:,} jobs")
-    print(f"planner memory: it keeps {planner['bytes_per_job']:.0f} B a job on this corpus "
-          f"(tracemalloc: the key index, 16-byte key -> shard, and the shard list); the index "
-          f"at {n:,} keys, measured on {planner['scale_keys']:,} keys that fill its table "
-          f"alike: {planner['scale_bytes_per_key']:.0f} B a key -> "
-          f"{human_bytes(planner['scale_bytes_per_key'] * n)} of driver memory")
+    print(f"planner memory at its peak (tracemalloc, 1,200,000 made-up jobs: two 8-byte "
+          f"key arrays, then the duplicates' sort): {planner['peak_bytes_per_job']:.0f} B a "
+          f"job -> {human_bytes(planner['peak_bytes_per_job'] * n)} of driver memory")
     return {"runs": n, "cpu_hours": {e: rows[e]["cpu_run"] * n / 3600 for e in sharded},
             "wall_hours": table, "node_memory_gb": {e: m / 1e9 for e, m in memory.items()},
             "parquet_bytes": per_run * n, "input_bytes": inputs_per_job * n,
             "plan_hours": plan_hours,
-            "planner_bytes": planner["scale_bytes_per_key"] * n}
+            "planner_bytes": planner["peak_bytes_per_job"] * n}
 
 
 if __name__ == "__main__":
