@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from steptrace.corpus._formats import Job, Program, iter_corpus
+from steptrace.corpus._formats import CorpusError, Job, Program, iter_corpus
 from steptrace.errors import InputError, SandboxError, StoreError
 from steptrace.sandbox._limits import ISOLATIONS, Limits
 from steptrace.sandbox._packages import PackageLock, parse_lock
@@ -433,6 +433,9 @@ def plan_directory(corpora: Iterable[str | Path], directory: str | Path, shard_s
                                               for p in directory.iterdir()):
         raise ShardError(f"{directory} is not empty and holds no shard plan: give a new or empty "
                          "directory")
+    for corpus in corpora:  # a missing corpus is refused before anything is made
+        if not Path(corpus).exists():
+            raise CorpusError(f"corpus not found: {corpus}")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -79,3 +79,12 @@ def test_a_shard_directory_offers_its_guest_to_an_empty_cache(tmp_path, monkeypa
     # nothing else: no compiled .cwasm (a stamp of the digest check may be there)
     assert sorted(n for n in os.listdir(empty) if not n.endswith(".checked")) == [
         found.wasm.name, found.wasm.name + ".sha256"]
+
+
+def test_a_missing_corpus_makes_no_directory(tmp_path):
+    from helpers.cli import assert_one_line_error
+    corpus = write_jsonl(tmp_path / "c.jsonl", RECORDS)
+    out = tmp_path / "shards"
+    result = _invoke("trace", str(corpus), str(tmp_path / "nope.jsonl"), "--out", str(out))
+    assert_one_line_error(result, f"corpus not found: {tmp_path / 'nope.jsonl'}")
+    assert not out.exists()
