@@ -333,10 +333,10 @@ def test_without_address_a_local_ray_is_started_even_where_another_is_found(clus
         summary = json.loads((tmp_path / "out.json").read_text())
         assert (summary["shards_traced"], summary["traced"], summary["matched"],
                 summary["complete"]) == (2, 2, 2, True)
+        # its own Ray (a session in its RAY_TMPDIR), not this module's cluster; which of
+        # its processes the sampling saw depends on the machine's load, so only what it
+        # saw is checked: none is this module's cluster's, none outlives the command
         assert len(list((ray_tmp / "ray").glob("session_2*"))) == 1
-        # its own GCS, raylet and actor, not this module's cluster
-        assert [p for p in seen.values() if f"--temp_dir={ray_tmp}/ray " in p[1]]
-        assert [p for p in seen.values() if p[1].startswith("ray::ShardWorker")]
         assert not set(seen) & set(cluster.processes())
         assert wait_until_gone(seen) == []
     finally:
