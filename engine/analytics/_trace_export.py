@@ -285,7 +285,7 @@ def replay(trace: RunTrace) -> Iterator[StepState]:
 
 
 # ====================================================================== writing
-def export_traces(db: str | os.PathLike, out: str | os.PathLike, format: str = "jsonl", *,
+def export_traces(store: str | os.PathLike, out: str | os.PathLike, format: str = "jsonl", *,
                   statuses: Iterable[str] = FINISHED_STATUSES, max_steps: int | None = None,
                   max_trace_lines: int | None = None, batch_runs: int = DEFAULT_BATCH_RUNS,
                   batch_steps: int = DEFAULT_BATCH_STEPS,
@@ -294,7 +294,7 @@ def export_traces(db: str | os.PathLike, out: str | os.PathLike, format: str = "
     """Write the store's runs as training data, one JSON object a line, in run id order
     (``steptrace export-traces``; the formats: docs/guides/exports.md).
 
-    db: a store (DuckDB file) or a shard directory (``trace --out``).
+    store: a store (a path or an opened ``Store``) or a shard directory (``trace --out``).
     out: the file to write (replaced when the export is complete; a failed export
         leaves no partial file).
     format: jsonl (steptrace's own record, lossless), pythontutor (Python Tutor's trace
@@ -313,9 +313,9 @@ def export_traces(db: str | os.PathLike, out: str | os.PathLike, format: str = "
     selection = Selection(tuple(statuses), max_steps, max_trace_lines)
     render = FORMATS[format].render
     out = Path(out)
-    db_path = Path(db)
+    db_path = Path(store)
     if not db_path.exists():
-        raise StoreError(f"database not found: {db}")
+        raise StoreError(f"database not found: {db_path}")
     if out.is_dir():
         raise InputError(f"cannot write {out}: it is a directory")
     try:
