@@ -22,11 +22,10 @@ object id, numbered afresh at every execution point.
 from __future__ import annotations
 
 import ast
-import json
 import math
 
 from steptrace.analytics._trace_export import RunTrace, StepState, replay
-from steptrace.analytics._trace_formats import run_fields
+from steptrace.analytics._trace_formats import _dumps, run_fields
 from steptrace.store._runs import call_text
 
 # steptrace's events as Python Tutor's (bdb's) events: a generator's yield returns and
@@ -214,4 +213,4 @@ def pythontutor_trace(trace: RunTrace) -> dict:
 
 def render_pythontutor(trace: RunTrace) -> str:
     """A run as one line of Python Tutor trace JSON (docs/guides/exports.md)."""
-    return json.dumps(pythontutor_trace(trace), ensure_ascii=False)
+    return _dumps(pythontutor_trace(trace))

@@ -34,7 +34,15 @@ class Format:
 
 
 def _dumps(record: dict) -> str:
-    return json.dumps(record, ensure_ascii=False)
+    """One JSON line: non-ASCII text as itself, unless the record holds a lone surrogate
+    (a program's string ``'\\ud800'`` read back from its repr), which UTF-8 cannot
+    hold: then every non-ASCII character is escaped."""
+    text = json.dumps(record, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(record)
+    return text
 
 
 def run_fields(run: dict) -> dict:
@@ -142,14 +150,21 @@ def cwm_context(trace: RunTrace) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cwm_json(value) -> str:
+    """JSON text in a CWM trace: ``<|`` inside a string (a program's repr can hold
+    ``<|frame_sep|>``) is written ``<\\u007c``, the same JSON value, so no value can
+    spell one of the trace's tokens."""
+    return json.dumps(value, ensure_ascii=False).replace("<|", "<\\u007c")
+
+
 def cwm_frame_text(frame: dict) -> str:
     """One frame in CWM's wire format."""
     text = _CWM_TOKENS[frame["event"]]
     if frame["locals"] is not None:
-        text += json.dumps(frame["locals"], ensure_ascii=False)
+        text += _cwm_json(frame["locals"])
     text += CWM_ACTION + frame["source"]
     if frame["arg"] is not None:
-        text += CWM_ARG + json.dumps(frame["arg"], ensure_ascii=False)
+        text += CWM_ARG + _cwm_json(frame["arg"])
     return text + CWM_FRAME
 
 
@@ -158,19 +173,26 @@ def render_cwm(trace: RunTrace) -> str:
     run = trace.run
     frames = cwm_frames(trace)
     finished = run["status"] in ("ok", "exception")
-    text = (CWM_CONTEXT + cwm_context(trace) + CWM_FRAME
+    context = cwm_context(trace)
+    text = (CWM_CONTEXT + context + CWM_FRAME
             + "".join(cwm_frame_text(frame) for frame in frames) + (CWM_END if finished else ""))
     record = run_fields(run)
     record.update({"call": call_text(run["entry"], run["input"], run["shape"], run["chain"]),
-                   "text": text, "frames": frames})
+                   "context": context, "text": text, "frames": frames})
     return _dumps(record)
 
 
 # ====================================================================== scratchpad
+def _one_line(text: str) -> str:
+    """A value on one line: a repr of the program's own ``__repr__`` may hold line breaks,
+    which would start lines of the trace; they are written ``\\n`` and ``\\r``."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _state_text(locals_: dict) -> str:
     """``{"x": 3, "s": 'ab'}``: the names as JSON strings, the values as their reprs
     (a repr cut to ``--max-repr`` ends with ``…``)."""
-    return "{" + ", ".join(f"{json.dumps(name, ensure_ascii=False)}: {value[0]}"
+    return "{" + ", ".join(f"{json.dumps(name, ensure_ascii=False)}: {_one_line(value[0])}"
                            + ("…" if value[2] else "")
                            for name, value in locals_.items()) + "}"
 
@@ -194,7 +216,7 @@ def scratchpad_target(trace: RunTrace) -> str:
     out = ["[BEGIN]"]
     for state in replay(trace):
         _number, event, _func, line, _depth, _frame = state.step
-        value = state.value[0] if state.value is not None else "None"
+        value = _one_line(state.value[0]) if state.value is not None else "None"
         if event == "line":
             source = lines[line - 1].strip() if 0 < line <= len(lines) else ""
             out += [f"state: {_state_text(state.frame.locals)}", f"line: {source}"]
