@@ -191,8 +191,8 @@ def iter_run_batches(db: str | os.PathLike, selection: Selection | None = None,
 # ====================================================================== replay
 @dataclass
 class Frame:
-    """One activation during replay: its function, its locals now (name -> Value, in the
-    order the names were first bound), and the names the current step changed."""
+    """One activation during replay: its frame number, its function, and its locals now
+    (name -> Value, in the order the names were bound)."""
     frame: int
     func: str
     locals: dict[str, Value] = field(default_factory=dict)
