@@ -31,6 +31,7 @@ _EXPORTS = {
     "predict": "_api",
     "score": "_api",
     "report": "_api",
+    "export_traces": "analytics._trace_export",
     # reading a store, and the records a run is read into
     "open_store": "store._reader",
     "Store": "store._reader",

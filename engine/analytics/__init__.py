@@ -1,10 +1,11 @@
-"""8. Analytics: named queries, per-run trace features, Parquet export, the HTML report,
-and showing one run."""
+"""8. Analytics: named queries, per-run trace features, Parquet export, training-data
+exports of the traces (export_traces), the HTML report, and showing one run."""
 
 from steptrace._lazy import lazy_exports
 
 _EXPORTS = {
     "export_parquet": "_export",
+    "export_traces": "_trace_export",
     "run_query": "_queries",
     "run_sql": "_queries",
 }

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from steptrace.analytics._defaults import DEFAULT_RUNS_PER_BUCKET
+from steptrace.analytics._defaults import DEFAULT_RUNS_PER_BUCKET, TRACE_EXPORT_FORMATS
 from steptrace.cli._common import db_option, format_option
 from steptrace.cli._render import render
 
@@ -70,6 +70,34 @@ def export_command(db: str, parquet: Path, runs_per_bucket: int, force: bool, fm
     summary = export_parquet(db, parquet, force=force, runs_per_bucket=runs_per_bucket)
     click.echo(render(["table", "rows", "files", "partition_by"], summary.as_rows(), fmt,
                       title=f"steptrace export -> {summary.directory}"))
+
+
+@click.command("export-traces")
+@click.option("--format", "export_format", required=True, metavar="FORMAT",
+              help=f"Trace format: {', '.join(TRACE_EXPORT_FORMATS)} (docs/guides/exports.md).")
+@db_option
+@click.option("--out", required=True, type=click.Path(path_type=Path),
+              help="JSONL file to write, one run a line (replaced when the export is done).")
+@click.option("--statuses", default="ok,exception", show_default=True, metavar="STATUS,...",
+              help="Only runs of these statuses, comma-separated (as tasks: the finished runs).")
+@click.option("--max-steps", type=click.IntRange(min=0), default=None,
+              help="Only runs with at most this many steps.")
+@click.option("--max-trace-lines", type=click.IntRange(min=0), default=None,
+              help="Only runs with at most this many line steps (as tasks).")
+@click.option("--batch-runs", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Runs read from the store at once (memory is bounded by one batch).")
+def export_traces_command(export_format: str, db: str, out: Path, statuses: str,
+                          max_steps: int | None, max_trace_lines: int | None,
+                          batch_runs: int) -> None:
+    """Write the stored traces as training data, one run a line in run id order: jsonl
+    (steptrace's own record), pythontutor, cwm or scratchpad."""
+    from steptrace.analytics._trace_export import export_traces
+    summary = export_traces(db, out, export_format,
+                            statuses=[s.strip() for s in statuses.split(",") if s.strip()],
+                            max_steps=max_steps, max_trace_lines=max_trace_lines,
+                            batch_runs=batch_runs)
+    click.echo(render(["item", "value"], summary.as_rows(), "table",
+                      title="steptrace export-traces"))
 
 
 @click.command()

@@ -47,9 +47,10 @@ found["then steptrace.store._store"] = loaded()
 print(json.dumps(found))
 """ % (HEAVY,)
 
-COMMANDS = ["analyse", "build", "dedupe", "export", "features", "filter", "generate", "harvest",
-            "import", "predict", "query", "repair", "report", "score", "score-cruxeval", "select",
-            "show", "size-check", "sql", "synth", "tasks", "trace", "trace-shard"]
+COMMANDS = ["analyse", "build", "dedupe", "export", "export-traces", "features", "filter",
+            "generate", "harvest", "import", "predict", "query", "repair", "report", "score",
+            "score-cruxeval", "select", "show", "size-check", "sql", "synth", "tasks", "trace",
+            "trace-shard"]
 
 
 def test_help_and_version_load_no_heavy_dependency():
