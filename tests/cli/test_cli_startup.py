@@ -48,8 +48,9 @@ print(json.dumps(found))
 """ % (HEAVY,)
 
 COMMANDS = ["analyse", "build", "dedupe", "export", "features", "filter", "generate", "harvest",
-            "import", "predict", "query", "repair", "report", "score", "score-cruxeval", "select",
-            "show", "size-check", "sql", "synth", "tasks", "trace", "trace-shard"]
+            "import", "predict", "query", "repair", "report", "reward-server", "score",
+            "score-cruxeval", "select", "show", "size-check", "sql", "synth", "tasks", "trace",
+            "trace-shard"]
 
 
 def test_help_and_version_load_no_heavy_dependency():
