@@ -31,6 +31,10 @@ _EXPORTS = {
     "predict": "_api",
     "score": "_api",
     "report": "_api",
+    # the reward service (steptrace reward-server)
+    "judge_answers": "scoring._reward",
+    "RewardJudge": "scoring._reward",
+    "RewardLimits": "scoring._reward",
     # reading a store, and the records a run is read into
     "open_store": "store._reader",
     "Store": "store._reader",

@@ -11,6 +11,7 @@ DuckDB load when a command runs.
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import click
@@ -212,8 +213,15 @@ def reward_server_command(db: str, port: int, host: str, workers: int | None, ti
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         with server:
             click.echo(f"steptrace reward server on {server.url} ({judge.slots.workers} "
-                       f"sandbox workers, store {db}); Ctrl-C stops it", err=True)
+                       f"sandbox workers, store {db}); Ctrl-C or SIGTERM stops it", err=True)
+            previous = signal.signal(signal.SIGTERM, _interrupt)  # stop as Ctrl-C does
             try:
                 server.serve_forever()
             except KeyboardInterrupt:
                 pass
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

@@ -365,3 +365,25 @@ def test_a_store_without_tasks_is_refused(tmp_path):
         f"Error: {db} has no tasks table: run steptrace tasks --db {db} first"]
     missing = invoke("reward-server", "--db", tmp_path / "none.duckdb", "--port", 0)
     assert missing.exit_code == 1 and "database not found" in missing.output
+
+
+def test_a_shard_directory_serves_as_a_store(tmp_path):
+    """Tasks made on a shard directory (its companion store.duckdb) are judged from it,
+    input answers with the programs of its shards."""
+    from steptrace.sharding._run import ShardOptions, trace_shards
+    corpus, out = tmp_path / "c.jsonl", tmp_path / "shards"
+    corpus.write_text("".join(json.dumps(s) + "\n" for s in (
+        {"id": "loop", "code": LOOP, "input": "[1, 2, 3]"},
+        {"id": "count", "code": COUNTDOWN, "input": "3", "entry": "g"})))
+    trace_shards([corpus], out, ShardOptions(shard_size=1, workers=1))
+    made = invoke("tasks", "--db", out, "--kinds", "output,input", "--per-run", 1)
+    assert made.exit_code == 0, made.output
+    tasks = stored(out / "store.duckdb", "SELECT task_id, kind, answer FROM tasks ORDER BY ALL")
+    assert len(tasks) == 4
+    items = [{"task_id": t, "answer": a} for t, _, a in tasks]
+    items += [{"task_id": t, "answer": "[2]" if k == "input" else "0"} for t, k, _ in tasks]
+    results = judge_answers(out, items, workers=1, limits=LIMITS)
+    # [2] is no input of either (g([2]) raises, f([2]) is -1); 0 is g(3)'s output only
+    assert [r["correct"] for r in results] == [True] * 4 + [
+        k == "output" and a == "0" for _, k, a in tasks]
+    assert sum(r["correct"] for r in results) == 5
