@@ -232,6 +232,7 @@ class RewardJudge:
         self.limits = limits or RewardLimits()
         self.options = options or ScoreOptions()
         self.tasks = TaskLookup(db)
+        self._local = threading.local()
         self.slots = SandboxSlots(workers or os.cpu_count() or 1, self.limits.sandbox)
 
     def __enter__(self) -> "RewardJudge":
@@ -253,6 +254,13 @@ class RewardJudge:
         if len(items) > self.limits.max_items:
             raise RewardError(f"too many items: {len(items)} (at most {self.limits.max_items} "
                               f"a request)")
+        self._local.checks = {}  # this batch's sandboxed checks (this thread's batch)
+        try:
+            return self._judge_batch(items)
+        finally:
+            self._local.checks = {}
+
+    def _judge_batch(self, items: list) -> list[dict]:
         results: list[dict | None] = [None] * len(items)
         forms: list[str | None] = []
         for position, item in enumerate(items):
@@ -357,11 +365,21 @@ class RewardJudge:
             return result(*not_literal_verdict_parts(), kind)
         requests, _, locks = input_requests({task["task_id"]: task}, [(task, answer)],
                                             {task["run_id"]: program})
-        return self.slots.submit(requests[0], locks[0])
+        return self._submit(requests[0], locks[0])
 
     def _submit_code(self, item: dict) -> Future:
-        return self.slots.submit({"code": item["code"], "entry": item.get("entry", "f"),
-                                  "input": item["input"], "mode": "run"})
+        return self._submit({"code": item["code"], "entry": item.get("entry", "f"),
+                             "input": item["input"], "mode": "run"}, None)
+
+    def _submit(self, request: dict, lock) -> Future:
+        """The check's Future; an identical check of the same batch shares it (each
+        check runs in a fresh instance, so running it twice would give the same result)."""
+        key = (request["code"], request["entry"], request["input"], request.get("expected"),
+               lock.digest if lock is not None else None)
+        batch = self._local.checks
+        if key not in batch:
+            batch[key] = self.slots.submit(request, lock)
+        return batch[key]
 
 
 def not_literal_verdict_parts() -> tuple[bool, str, str]:

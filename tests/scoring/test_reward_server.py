@@ -228,11 +228,13 @@ def test_code_checks_compare_as_the_output_judge(server):
              {"code": "def f(:", "input": "1", "expected_output": "1"},
              {"code": "def k(x):\n    return x\n", "entry": "k", "input": "[1]",
               "expected_output": "[1]"}]
+    items.append(dict(items[1]))  # the same check again in the batch: run once, both judged
     results = judge_items(server, items)
     assert [(r["correct"], r["status"], r["kind"]) for r in results] == [
         (True, "ok", "code"), (True, "ok", "code"), (False, "ok", "code"),
         (True, "ok", "code"), (False, "exception", "code"), (False, "ok", "code"),
-        (True, "ok", "code"), (False, "invalid", "code"), (True, "ok", "code")]
+        (True, "ok", "code"), (False, "invalid", "code"), (True, "ok", "code"),
+        (True, "ok", "code")]
     assert results[2]["detail"] == "returned 42"
     assert results[4]["detail"].startswith("exception: TypeError")
 
