@@ -12,7 +12,7 @@ A batch is a list of items; each gets one result, ``{"correct", "status", "detai
   answer is extracted as ``predict`` does (steptrace.tasks._answers). The task is read
   from the store's ``tasks`` table (made by ``steptrace tasks``) and judged by its kind's
   judge (engine/scoring/_judges.py, the one ``score`` uses); an ``input`` answer must be
-  literal arguments and is then run in the sandbox (engine/scoring/_inputs.py).
+  safe arguments and is then run in the sandbox (engine/scoring/_inputs.py).
 * ``{"code": ..., "input": ..., "expected_output": ..., "entry": "f"}``: ``entry(input)``
   runs in the sandbox (untraced, a fresh instance); it is right when it returns and its
   value's repr equals ``expected_output`` as the ``output`` judge compares an answer
@@ -41,8 +41,8 @@ from typing import Any, Iterable
 
 from steptrace.errors import InputError
 from steptrace.sandbox._limits import Limits
-from steptrace.scoring._inputs import (NOT_LITERAL, input_requests, input_verdict,
-                                       literal_arguments, not_literal_verdict)
+from steptrace.scoring._inputs import (UNSAFE_INPUT, input_requests, input_verdict,
+                                       unsafe_input_verdict)
 from steptrace.scoring._judges import same_value
 from steptrace.scoring._load import TASK_FIELDS
 from steptrace.scoring._verdicts import ScoreOptions, judge
@@ -361,10 +361,11 @@ class RewardJudge:
             correct, distance = judge(task, answer, self.options)
             return result(correct, JUDGED, None if distance is None else f"distance {distance:g}",
                           kind)
-        if not literal_arguments(answer):
-            return result(*not_literal_verdict_parts(), kind)
-        requests, _, locks = input_requests({task["task_id"]: task}, [(task, answer)],
-                                            {task["run_id"]: program})
+        requests, order, locks = input_requests({task["task_id"]: task}, [(task, answer)],
+                                                {task["run_id"]: program})
+        if order[0] is None:  # not safe arguments: wrong, and never run
+            correct, note = unsafe_input_verdict()
+            return result(correct, UNSAFE_INPUT, note.partition(": ")[2], kind)
         return self._submit(requests[0], locks[0])
 
     def _submit_code(self, item: dict) -> Future:
@@ -380,11 +381,6 @@ class RewardJudge:
         if key not in batch:
             batch[key] = self.slots.submit(request, lock)
         return batch[key]
-
-
-def not_literal_verdict_parts() -> tuple[bool, str, str]:
-    correct, note = not_literal_verdict()
-    return correct, NOT_LITERAL, note.partition(": ")[2]
 
 
 def _input_result(found: dict) -> dict:

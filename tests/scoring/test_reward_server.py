@@ -167,7 +167,7 @@ def test_concurrent_batches_equal_score(store, server):
     assert right == set(KINDS)
     statuses = {(k, r["status"]) for k, r in zip(kinds, results)}
     assert ("input", "ok") in statuses and ("output", "judged") in statuses
-    assert ("output", "unparseable") in statuses and ("input", "not_literal") in statuses
+    assert ("output", "unparseable") in statuses and ("input", "unsafe_input") in statuses
 
 
 def test_library_function_judges_as_the_server(store, server):
@@ -200,17 +200,38 @@ def test_forging_answers_are_wrong(store, server):
     assert [(r["correct"], r["status"]) for r in results] == [(False, "judged")] * 3 + [
         (True, "judged")] + [(False, "judged")] * 4
     assert not Path("/tmp/steptrace-reward-forged").exists()
-    # an input that is code is never run: an object equal to everything would pass f == 3
-    forged_input = [FORGE_EQ, "__import__('os')", "*[3]", "n=3) or (1", "3), (3",
-                    "[3][0]", "int('3')"]
+    # an input that could build an object equal to everything (g(F()) returns F(), and
+    # F() == 0) is never run: it is not made of literals, safe builtins and g's names
+    forged_input = [FORGE_EQ, "__import__('unittest.mock').mock.ANY", "type(3)(3)",
+                    "getattr(3, 'real')", "(lambda: 0).__globals__", "n=3) or (1", "3), (3",
+                    "(x for x in [3]).gi_frame.f_globals", "(n := 3)", "undefined_name"]
     results = judge_items(server, [{"task_id": identity["task_id"], "answer": a}
                                    for a in forged_input])
-    assert [(r["correct"], r["status"]) for r in results] == [(False, "not_literal")] * 7
-    results = judge_items(server, [{"task_id": identity["task_id"], "answer": "3"},
-                                   {"task_id": identity["task_id"], "answer": "n=3"},
-                                   {"task_id": state["task_id"], "answer": FORGE_EQ}])
-    assert [(r["correct"], r["status"]) for r in results] == [
-        (True, "ok"), (True, "ok"), (False, "judged")]
+    assert [(r["correct"], r["status"]) for r in results] == [(False, "unsafe_input")] * 10
+    # expressions over literals, safe builtins and the program's names run as they are
+    results = judge_items(server, [{"task_id": identity["task_id"], "answer": a}
+                                   for a in ("3", "n=3", "*[3]", "[3][0]", "int('3')",
+                                             "len('abc')", "(lambda x: x)(3)", "g(5) + 3",
+                                             "[1, 2]")]
+                          + [{"task_id": state["task_id"], "answer": FORGE_EQ}])
+    assert [(r["correct"], r["status"]) for r in results] == [(True, "ok")] * 8 + [
+        (False, "exception"), (False, "judged")]
+
+
+def test_every_cruxeval_input_is_safe_arguments(cruxeval_path):
+    """The rule that refuses forging inputs accepts every CRUXEval sample's own input (and
+    its output passed as the input), with its program's names: none of the 800 is wrong
+    for its form."""
+    from steptrace.scoring._inputs import program_names, safe_arguments
+    samples = [json.loads(line) for line in cruxeval_path.read_text().splitlines()]
+    assert len(samples) == 800
+    assert [s["id"] for s in samples
+            if not safe_arguments(s["input"], program_names(s["code"]))] == []
+    assert [s["id"] for s in samples
+            if not safe_arguments(s["output"], program_names(s["code"]))] == []
+    # among them: dict(...), range(...), lambdas, str methods and a global of the program
+    assert safe_arguments("thigh_o_two[:], 3, 3, 2", frozenset({"thigh_o_two"}))
+    assert not safe_arguments("thigh_o_two[:], 3, 3, 2")
 
 
 def test_code_checks_compare_as_the_output_judge(server):
