@@ -14,6 +14,7 @@ same one-line JSON error.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +22,10 @@ from steptrace.scoring._reward import RewardError, RewardJudge
 
 JUDGE_PATH = "/v1/judge"
 HEALTH_PATH = "/v1/health"
+SOCKET_TIMEOUT_S = 120.0
+# Requests read and judged at once; more wait for a turn before their bodies are read, so
+# memory stays bounded by about this many bodies (max_body_bytes each).
+MAX_CONCURRENT_REQUESTS = 32
 
 
 class RewardServer(ThreadingHTTPServer):
@@ -32,7 +37,13 @@ class RewardServer(ThreadingHTTPServer):
 
     def __init__(self, judge: RewardJudge, host: str = "127.0.0.1", port: int = 0) -> None:
         self.judge = judge
+        self.turns = threading.BoundedSemaphore(MAX_CONCURRENT_REQUESTS)
         super().__init__((host, port), _Handler)
+
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], OSError):  # a client that went away or stalled
+            return
+        super().handle_error(request, client_address)
 
     @property
     def url(self) -> str:
@@ -50,6 +61,7 @@ class RewardServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: RewardServer
     protocol_version = "HTTP/1.1"
+    timeout = SOCKET_TIMEOUT_S  # a client that stops sending mid-request is dropped
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet: no log per request
         pass
@@ -96,7 +108,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the body is not read: the connection cannot go on
             self._error(400, f"the body has {length} bytes (at most {limits.max_body_bytes})")
             return
-        body = self.rfile.read(length)
+        with self.server.turns:
+            self._judge(self.rfile.read(length))
+
+    def _judge(self, body: bytes) -> None:
         try:
             request = json.loads(body.decode("utf-8"))  # UTF-8 only, as JSON requires
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
