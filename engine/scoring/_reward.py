@@ -130,13 +130,16 @@ class SandboxSlots:
         from steptrace.sandbox._pool import WorkerPool
         pools: dict = {}
         try:
-            pools[None] = WorkerPool(1, self.limits, "job", artifacts=self._artifacts[None])
+            try:  # the standard guest's worker starts now, not at the first check
+                pools[None] = WorkerPool(1, self.limits, "job", artifacts=self._artifacts[None])
+            except Exception:  # noqa: BLE001 - tried again, and reported, at the first check
+                pass
             while (job := self._jobs.get()) is not None:
                 future, request, lock = job
                 if not future.set_running_or_notify_cancel():
                     continue
+                key = lock.digest if lock is not None else None
                 try:
-                    key = lock.digest if lock is not None else None
                     if key not in pools:
                         pools[key] = WorkerPool(1, self.limits, "job",
                                                 artifacts=self._artifacts_for(lock))
@@ -145,6 +148,9 @@ class SandboxSlots:
                         found = outcomes[0].result
                     future.set_result(found)
                 except BaseException as exc:  # noqa: BLE001 - the caller's item gets it
+                    broken = pools.pop(key, None)  # a pool that failed is made anew next time
+                    if broken is not None:
+                        broken.close()
                     future.set_exception(exc)
         finally:
             for pool in pools.values():
