@@ -47,6 +47,7 @@ from steptrace.scoring._judges import same_value
 from steptrace.scoring._load import TASK_FIELDS
 from steptrace.scoring._verdicts import ScoreOptions, judge
 from steptrace.tasks._answers import extract_answer
+from steptrace.tasks._kinds import task_kind
 
 # The statuses of a result that is not a sandbox run's (a run's are the sandbox's:
 # docs/guides/sandbox.md).
@@ -214,13 +215,13 @@ class TaskLookup:
             names = [d[0] for d in cursor.description]
             tasks = [dict(zip(names, row)) for row in cursor.fetchall()]
             con.unregister("wanted_tasks")
-            inputs = [t for t in tasks if t["kind"] == "input"]
-            programs = load_programs(con, inputs) if inputs else {}
+            checked = [t for t in tasks if in_sandbox(t["kind"])]
+            programs = load_programs(con, checked) if checked else {}
         except duckdb.Error as exc:
             raise StoreError(f"cannot read tasks from {self.db}: {first_line(exc)}") from exc
         finally:
             con.close()
-        return {t["task_id"]: (t, programs.get(t["run_id"]) if t["kind"] == "input" else None)
+        return {t["task_id"]: (t, programs.get(t["run_id"]) if in_sandbox(t["kind"]) else None)
                 for t in tasks}
 
 
@@ -306,18 +307,19 @@ class RewardJudge:
                 results[position] = result(False, ERROR, first_line(exc), task["kind"])
                 continue
             if isinstance(judged, Future):
-                waiting.append((position, judged, "input"))
+                waiting.append((position, judged, task["kind"]))
             else:
                 results[position] = judged
         for position, future, kind in waiting:
             try:
                 found = future.result()
             except Exception as exc:  # a sandbox failure: this item's error
-                results[position] = result(False, ERROR, f"sandbox: {exc}", kind)
+                from steptrace.store._store import first_line
+                results[position] = result(False, ERROR, f"sandbox: {first_line(exc)}", kind)
                 continue
             results[position] = (_code_result(found, items[position]["expected_output"],
                                               self.options) if kind == CODE_KIND
-                                 else _input_result(found))
+                                 else _input_result(found, kind))
         return results  # type: ignore[return-value]
 
     def _form(self, item: Any) -> tuple[str | None, str | None]:
@@ -363,7 +365,7 @@ class RewardJudge:
             answer = item["answer"]
         if answer is None:
             return result(False, UNPARSEABLE, "no answer", kind)
-        if kind != "input":
+        if not in_sandbox(kind):
             correct, distance = judge(task, answer, self.options)
             return result(correct, JUDGED, None if distance is None else f"distance {distance:g}",
                           kind)
@@ -389,10 +391,16 @@ class RewardJudge:
         return batch[key]
 
 
-def _input_result(found: dict) -> dict:
+def in_sandbox(kind: str) -> bool:
+    """Whether answers of ``kind`` are checked by running them (its judge says so)."""
+    known = task_kind(kind)
+    return known is not None and known.judge.in_sandbox
+
+
+def _input_result(found: dict, kind: str) -> dict:
     """An input check's result, from the guest's result as ``score`` reads it."""
     correct, note = input_verdict(found)
-    return result(correct, str(found.get("status")), note, "input")
+    return result(correct, str(found.get("status")), note, kind)
 
 
 def _code_result(found: dict, expected: str, options: ScoreOptions) -> dict:
