@@ -240,7 +240,8 @@ class RewardJudge:
         self.options = options or ScoreOptions()
         self.tasks = TaskLookup(db)
         self._local = threading.local()
-        self.slots = SandboxSlots(workers or os.cpu_count() or 1, self.limits.sandbox)
+        self.slots = SandboxSlots(workers if workers is not None else (os.cpu_count() or 1),
+                                  self.limits.sandbox)
 
     def __enter__(self) -> "RewardJudge":
         return self
