@@ -32,6 +32,10 @@ _EXPORTS = {
     "score": "_api",
     "report": "_api",
     "export_traces": "analytics._trace_export",
+    # the reward service (steptrace reward-server)
+    "judge_answers": "scoring._reward",
+    "RewardJudge": "scoring._reward",
+    "RewardLimits": "scoring._reward",
     # reading a store, and the records a run is read into
     "open_store": "store._reader",
     "Store": "store._reader",

@@ -18,7 +18,7 @@ from steptrace.cli._benchmark import (dedupe_command, filter_command, generate_c
                                       harvest_command, repair_command, select_command,
                                       size_check_command, synth)
 from steptrace.cli._predict import predict_command
-from steptrace.cli._score import score, score_cruxeval_command
+from steptrace.cli._score import reward_server_command, score, score_cruxeval_command
 from steptrace.cli._tasks import tasks_command
 from steptrace.cli._trace import analyse, build, import_command, show, trace, trace_shard
 from steptrace.errors import SteptraceError
@@ -50,7 +50,7 @@ def main() -> None:
 for _command in (build, trace, trace_shard, import_command, analyse, show,  # _trace
                  tasks_command,                                            # _tasks
                  predict_command,                                          # _predict
-                 score, score_cruxeval_command,                            # _score
+                 score, score_cruxeval_command, reward_server_command,     # _score
                  sql, query_command, export_command, export_traces_command, features,  # _analytics
                  report_command,
                  generate_command, harvest_command, repair_command, filter_command,  # _benchmark

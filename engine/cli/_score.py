@@ -11,6 +11,7 @@ DuckDB load when a command runs.
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import click
@@ -159,3 +160,68 @@ def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: P
     else:
         click.echo(render(["item", "value"], result.rows(exact=fmt == "csv"), fmt,
                           title=title))
+
+
+@click.command("reward-server")
+@db_option
+@click.option("--port", type=click.IntRange(min=0, max=65535), required=True,
+              help="TCP port to listen on (0: any free port, printed at start).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (the service has no authentication: keep it local "
+                   "or behind a proxy).")
+@workers_option
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=3.0,
+              show_default=True, help="Seconds per sandboxed check (input answers, code "
+                                      "checks).")
+@click.option("--memory-mb", type=click.IntRange(min=1), default=512, show_default=True,
+              help="Linear memory of each sandboxed check (MiB).")
+@click.option("--max-items", type=click.IntRange(min=1), default=1_000, show_default=True,
+              help="Items in one request at most.")
+@click.option("--max-text-chars", type=click.IntRange(min=1), default=100_000,
+              show_default=True, help="Characters in one text field of an item at most.")
+@click.option("--max-body-bytes", type=click.IntRange(min=1), default=16 * 1024 * 1024,
+              show_default=True, help="Bytes in one request body at most.")
+@click.option("--type-strict", is_flag=True,
+              help="Values must also have the same types (1 != 1.0 != True), as score's.")
+@click.option("--float-tolerance", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Floats equal within this relative and absolute tolerance, as score's.")
+def reward_server_command(db: str, port: int, host: str, workers: int | None, timeout: float,
+                          memory_mb: int, max_items: int, max_text_chars: int,
+                          max_body_bytes: int, type_strict: bool, float_tolerance: float
+                          ) -> None:
+    """Serve rewards over HTTP: judge answers to the store's tasks as score does.
+
+    POST /v1/judge {"items": [{"task_id": ..., "answer": ...}, {"code": ..., "input":
+    ..., "expected_output": ...}]} answers {"results": [{"correct", "status", "detail",
+    "kind"}]}; input answers and code checks run in the sandbox, on a pool of workers
+    shared by every request. See docs/guides/reward-server.md."""
+    from steptrace.sandbox._limits import Limits
+    from steptrace.scoring._reward import RewardJudge, RewardLimits
+    from steptrace.scoring._reward_server import serve_rewards
+    from steptrace.scoring._verdicts import ScoreOptions
+    if workers == 0:
+        raise click.BadParameter("the reward server runs its checks in worker processes: "
+                                 "give at least 1", param_hint="--workers")
+    limits = RewardLimits(max_items=max_items, max_text_chars=max_text_chars,
+                          max_body_bytes=max_body_bytes,
+                          sandbox=Limits(timeout_s=timeout, memory_mb=memory_mb))
+    options = ScoreOptions(type_strict=type_strict, float_tolerance=float_tolerance)
+    with RewardJudge(db, workers=workers, limits=limits, options=options) as judge:
+        try:
+            server = serve_rewards(judge, host, port)
+        except OSError as exc:
+            raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        with server:
+            click.echo(f"steptrace reward server on {server.url} ({judge.slots.workers} "
+                       f"sandbox workers, store {db}); Ctrl-C or SIGTERM stops it", err=True)
+            previous = signal.signal(signal.SIGTERM, _interrupt)  # stop as Ctrl-C does
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

@@ -4,11 +4,14 @@ comparisons; the official CRUXEval scoring."""
 from steptrace._lazy import lazy_exports
 
 _EXPORTS = {
+    "RewardJudge": "_reward",
+    "RewardLimits": "_reward",
     "ScoreError": "_verdicts",
     "ScoreOptions": "_verdicts",
     "ScoreSummary": "_summary",
     "Verdict": "_verdicts",
     "judge": "_verdicts",
+    "judge_answers": "_reward",
     "score_cruxeval": "_cruxeval",
     "score_predictions": "_score",
 }

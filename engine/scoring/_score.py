@@ -30,7 +30,8 @@ import duckdb
 import pyarrow as pa
 
 from steptrace.predictions._experiments import SCORES_DDL
-from steptrace.scoring._inputs import input_requests, input_verdict, run_input_checks
+from steptrace.scoring._inputs import (input_requests, input_verdict, unsafe_input_verdict,
+                                       run_input_checks)
 from steptrace.scoring._load import load_predictions, load_programs, load_task_file
 from steptrace.scoring._summary import ScoreSummary
 from steptrace.scoring._verdicts import (Progress, ScoreError, ScoreOptions, Verdict,
@@ -60,7 +61,8 @@ def score_predictions(db: str | Path, tasks_path: TasksLike, options: ScoreOptio
             tasks, [(tasks[v.task_id], text) for v, text in pending], programs)
         results = run_input_checks(requests, options, progress, locks=locks)
         for (verdict, _), index in zip(pending, order):
-            verdict.correct, verdict.note = input_verdict(results[index])
+            verdict.correct, verdict.note = (unsafe_input_verdict() if index is None
+                                             else input_verdict(results[index]))
         summary.input_checks = len(requests)
     summary.stale = len(summary.verdicts) - store_verdicts(db, summary.verdicts)
     return summary

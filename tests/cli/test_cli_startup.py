@@ -48,7 +48,8 @@ print(json.dumps(found))
 """ % (HEAVY,)
 
 COMMANDS = ["analyse", "build", "dedupe", "export", "export-traces", "features", "filter",
-            "generate", "harvest", "import", "predict", "query", "repair", "report", "score",
+            "generate", "harvest", "import", "predict", "query", "repair", "report",
+            "reward-server", "score",
             "score-cruxeval", "select", "show", "size-check", "sql", "synth", "tasks", "trace",
             "trace-shard"]
 

@@ -1,0 +1,435 @@
+"""The reward service's judge: answers to a store's tasks, and "does this code give this
+output" checks, judged one batch at a time, as ``score`` judges them
+(docs/guides/reward-server.md; the HTTP server is engine/scoring/_reward_server.py).
+
+A batch is a list of items; each gets one result, ``{"correct", "status", "detail",
+"kind"}``, and an item that cannot be judged (an unknown task, a wrong field) gets status
+``error`` without failing the others.
+
+* ``{"task_id": ..., "answer": TEXT | null}``: the answer as ``predict`` stores it (the
+  extracted text; null: none was found, which is wrong, as ``score`` has it), or
+  ``{"task_id": ..., "response": TEXT}``: the model's whole response, from which the
+  answer is extracted as ``predict`` does (steptrace.tasks._answers). The task is read
+  from the store's ``tasks`` table (made by ``steptrace tasks``) and judged by its kind's
+  judge (engine/scoring/_judges.py, the one ``score`` uses); an ``input`` answer must be
+  safe arguments and is then run in the sandbox (engine/scoring/_inputs.py).
+* ``{"code": ..., "input": ..., "expected_output": ..., "entry": "f"}``: ``entry(input)``
+  runs in the sandbox (untraced, a fresh instance); it is right when it returns and its
+  value's repr equals ``expected_output`` as the ``output`` judge compares an answer
+  (``same_value``: as Python values when both are literals, else as text).
+
+Sandbox runs go to a pool of sandbox workers shared by every batch (:class:`SandboxSlots`):
+each worker process runs one job at a time in a fresh instance, with the run's limits
+(``Limits``: ``timeout_s`` is the per-check time limit), so a job that loops forever ends as
+``timeout`` and holds only its own worker meanwhile.
+
+Tasks are read from the store when first asked for, with the store open read-only for the
+lookup only (``predict`` and ``score`` may write to it meanwhile), and kept in a bounded
+cache: a task's id is a digest of its question, so a kept task stays right.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from steptrace.errors import InputError
+from steptrace.sandbox._limits import Limits
+from steptrace.scoring._inputs import (UNSAFE_INPUT, input_requests, input_verdict,
+                                       unsafe_input_verdict)
+from steptrace.scoring._judges import same_value
+from steptrace.scoring._load import TASK_FIELDS
+from steptrace.scoring._verdicts import ScoreOptions, judge
+from steptrace.tasks._answers import extract_answer
+from steptrace.tasks._kinds import task_kind
+
+# The statuses of a result that is not a sandbox run's (a run's are the sandbox's:
+# docs/guides/sandbox.md).
+JUDGED = "judged"            # judged by the kind's judge, without running anything
+UNPARSEABLE = "unparseable"  # no answer (null, or none found in the response)
+ERROR = "error"              # the item could not be judged; detail says why
+CODE_KIND = "code"           # the kind a code check's result names
+
+TASK_KEYS = {"task_id", "answer", "response"}
+CODE_KEYS = {"code", "input", "expected_output", "entry"}
+DETAIL_CHARS = 300
+
+
+class RewardError(InputError):
+    """A request the reward service refuses as a whole (the message says why)."""
+
+
+@dataclass(frozen=True)
+class RewardLimits:
+    """Per-request limits of the reward service. ``sandbox`` is what each sandboxed check
+    runs under (its ``timeout_s`` is the per-check time limit; 3 s as ``score``)."""
+
+    max_items: int = 1_000             # items in one batch
+    max_text_chars: int = 100_000      # characters of any one text field of an item
+    max_body_bytes: int = 16 * 1024 * 1024  # bytes of one request body
+    sandbox: Limits = field(default_factory=lambda: Limits(timeout_s=3.0))
+
+    def __post_init__(self) -> None:
+        for name in ("max_items", "max_text_chars", "max_body_bytes"):
+            if getattr(self, name) < 1:
+                raise InputError(f"reward limit {name} must be positive, got {getattr(self, name)}")
+
+    def describe(self) -> dict:
+        return {"max_items": self.max_items, "max_text_chars": self.max_text_chars,
+                "max_body_bytes": self.max_body_bytes, "timeout_s": self.sandbox.timeout_s,
+                "memory_mb": self.sandbox.memory_mb}
+
+
+def result(correct: bool, status: str, detail: str | None = None, kind: str | None = None
+           ) -> dict:
+    return {"correct": bool(correct), "status": status,
+            "detail": None if detail is None else detail[:DETAIL_CHARS], "kind": kind}
+
+
+# ---------------------------------------------------------------------- the sandbox workers
+class SandboxSlots:
+    """``workers`` sandbox worker processes shared by every caller: ``submit(request,
+    lock)`` gives a Future of the guest's result. Each slot is a thread that owns a
+    one-worker ``WorkerPool`` (per guest: the standard one, or a package lock's, started
+    when first needed) and runs one job at a time, in a fresh instance; the pool's
+    watchdog ends a job blocked past its limit and replaces the worker."""
+
+    def __init__(self, workers: int, limits: Limits) -> None:
+        from steptrace.sandbox._pool import prepare  # the sandbox loads with the service
+        if workers < 1:
+            raise InputError("the reward service needs at least one sandbox worker")
+        self.limits = limits
+        self.workers = workers
+        self._artifacts = {None: prepare(limits)}  # built (if need be) before any slot starts
+        self._prepare_lock = threading.Lock()
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._serve, name=f"steptrace-reward-slot-{i}",
+                                          daemon=True) for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, request: dict, lock=None) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, request, lock))
+        return future
+
+    def _artifacts_for(self, lock):
+        from steptrace.sandbox._pool import prepare
+        key = lock.digest if lock is not None else None
+        with self._prepare_lock:
+            if key not in self._artifacts:
+                self._artifacts[key] = prepare(self.limits, packages=lock)
+            return self._artifacts[key]
+
+    def _serve(self) -> None:
+        from steptrace.sandbox._pool import WorkerPool
+        pools: dict = {}
+        try:
+            try:  # the standard guest's worker starts now, not at the first check
+                pools[None] = WorkerPool(1, self.limits, "job", artifacts=self._artifacts[None])
+            except Exception:  # noqa: BLE001 - tried again, and reported, at the first check
+                pass
+            while (job := self._jobs.get()) is not None:
+                future, request, lock = job
+                if not future.set_running_or_notify_cancel():
+                    continue
+                key = lock.digest if lock is not None else None
+                try:
+                    if key not in pools:
+                        pools[key] = WorkerPool(1, self.limits, "job",
+                                                artifacts=self._artifacts_for(lock))
+                    found = None
+                    for _, outcomes in pools[key].run([[request]]):
+                        found = outcomes[0].result
+                    future.set_result(found)
+                except BaseException as exc:  # noqa: BLE001 - the caller's item gets it
+                    broken = pools.pop(key, None)  # a pool that failed is made anew next time
+                    if broken is not None:
+                        broken.close()
+                    future.set_exception(exc)
+        finally:
+            for pool in pools.values():
+                pool.close()
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+
+
+# ---------------------------------------------------------------------- the tasks
+class TaskLookup:
+    """Tasks (and the programs of input tasks) by id from a store's ``tasks`` table, read
+    when first asked for with the store open read-only, kept in a bounded LRU cache."""
+
+    def __init__(self, db: str | os.PathLike, cache_size: int = 200_000) -> None:
+        from steptrace.store._store import connect
+        self.db = Path(db)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, tuple[dict, tuple | None]] = OrderedDict()
+        self._lock = threading.Lock()
+        con = connect(self.db, read_only=True)  # a missing or foreign file is refused now
+        try:
+            self._check(con)
+        finally:
+            con.close()
+
+    def _check(self, con) -> None:
+        from steptrace.store._store import has_table
+        if not has_table(con, "tasks"):
+            raise RewardError(f"{self.db} has no tasks table: run steptrace tasks --db "
+                              f"{self.db} first")
+
+    def get(self, task_ids: Iterable[str]) -> dict[str, tuple[dict, tuple | None]]:
+        """(task, program or None) of each id found; ids not in the store are left out."""
+        wanted = list(dict.fromkeys(task_ids))
+        with self._lock:
+            found = {t: self._cache[t] for t in wanted if t in self._cache}
+            for task_id in found:
+                self._cache.move_to_end(task_id)
+            missing = [t for t in wanted if t not in found]
+            if missing:
+                for task_id, entry in self._read(missing).items():
+                    found[task_id] = self._cache[task_id] = entry
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return found
+
+    def _read(self, task_ids: list[str]) -> dict[str, tuple[dict, tuple | None]]:
+        import duckdb
+        import pyarrow as pa
+        from steptrace.scoring._load import load_programs
+        from steptrace.store._store import StoreError, connect, first_line
+        con = connect(self.db, read_only=True)
+        try:
+            con.register("wanted_tasks", pa.table({"task_id": task_ids}))
+            columns = ", ".join(f"t.{c}" for c in (*TASK_FIELDS, "prompt_style"))
+            cursor = con.execute(f"SELECT {columns} FROM tasks t JOIN wanted_tasks USING (task_id)")
+            names = [d[0] for d in cursor.description]
+            tasks = [dict(zip(names, row)) for row in cursor.fetchall()]
+            con.unregister("wanted_tasks")
+            checked = [t for t in tasks if in_sandbox(t["kind"])]
+            programs = load_programs(con, checked) if checked else {}
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read tasks from {self.db}: {first_line(exc)}") from exc
+        finally:
+            con.close()
+        return {t["task_id"]: (t, programs.get(t["run_id"]) if in_sandbox(t["kind"]) else None)
+                for t in tasks}
+
+
+# ---------------------------------------------------------------------- the judge
+class RewardJudge:
+    """Judges batches of items (see the module docstring) against the tasks of store
+    ``db``, as ``score`` would with ``options`` (``type_strict``, ``float_tolerance``),
+    running sandboxed checks on ``workers`` sandbox worker processes (default: one per
+    CPU) under ``limits.sandbox``. Safe to call from many threads at once; ``close()``
+    (or ``with``) stops the workers."""
+
+    def __init__(self, db: str | os.PathLike, *, workers: int | None = None,
+                 limits: RewardLimits | None = None,
+                 options: ScoreOptions | None = None) -> None:
+        self.limits = limits or RewardLimits()
+        self.options = options or ScoreOptions()
+        self.tasks = TaskLookup(db)
+        self._local = threading.local()
+        self.slots = SandboxSlots(workers if workers is not None else (os.cpu_count() or 1),
+                                  self.limits.sandbox)
+
+    def __enter__(self) -> "RewardJudge":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.slots.close()
+
+    # ------------------------------------------------------------------ a batch
+    def judge_batch(self, items: Any) -> list[dict]:
+        """One result per item, in order. RewardError when ``items`` is not a list or has
+        more than ``limits.max_items`` items; every problem of one item is that item's
+        ``error`` result."""
+        if not isinstance(items, list):
+            raise RewardError(f"items must be a list, not {_json_type(items)}")
+        if len(items) > self.limits.max_items:
+            raise RewardError(f"too many items: {len(items)} (at most {self.limits.max_items} "
+                              f"a request)")
+        self._local.checks = {}  # this batch's sandboxed checks (this thread's batch)
+        try:
+            return self._judge_batch(items)
+        finally:
+            self._local.checks = {}
+
+    def _judge_batch(self, items: list) -> list[dict]:
+        results: list[dict | None] = [None] * len(items)
+        forms: list[str | None] = []
+        for position, item in enumerate(items):
+            form, problem = self._form(item)
+            forms.append(form)
+            if problem is not None:
+                results[position] = result(False, ERROR, problem,
+                                           CODE_KIND if form == "code" else None)
+        task_ids = [item["task_id"] for item, form, done in zip(items, forms, results)
+                    if form == "task" and done is None]
+        try:
+            known = self.tasks.get(task_ids) if task_ids else {}
+        except Exception as exc:  # the store: every task item says why
+            from steptrace.store._store import first_line
+            known = {}
+            for position, form in enumerate(forms):
+                if form == "task" and results[position] is None:
+                    results[position] = result(False, ERROR, f"cannot read the task: "
+                                                             f"{first_line(exc)}")
+        waiting: list[tuple[int, Future, str]] = []
+        for position, (item, form) in enumerate(zip(items, forms)):
+            if results[position] is not None:
+                continue
+            if form == "code":
+                waiting.append((position, self._submit_code(item), CODE_KIND))
+                continue
+            entry = known.get(item["task_id"])
+            if entry is None:
+                results[position] = result(False, ERROR, f"unknown task_id {item['task_id']!r} "
+                                                         f"(not in the store's tasks table)")
+                continue
+            task, program = entry
+            try:
+                judged = self._judge_task(task, program, item)
+            except Exception as exc:  # e.g. a task of a kind this steptrace does not know
+                from steptrace.store._store import first_line
+                results[position] = result(False, ERROR, first_line(exc), task["kind"])
+                continue
+            if isinstance(judged, Future):
+                waiting.append((position, judged, task["kind"]))
+            else:
+                results[position] = judged
+        for position, future, kind in waiting:
+            try:
+                found = future.result()
+            except Exception as exc:  # a sandbox failure: this item's error
+                from steptrace.store._store import first_line
+                results[position] = result(False, ERROR, f"sandbox: {first_line(exc)}", kind)
+                continue
+            results[position] = (_code_result(found, items[position]["expected_output"],
+                                              self.options) if kind == CODE_KIND
+                                 else _input_result(found, kind))
+        return results  # type: ignore[return-value]
+
+    def _form(self, item: Any) -> tuple[str | None, str | None]:
+        """("task" | "code" | None, the problem with it or None)."""
+        if not isinstance(item, dict):
+            return None, f"an item is a JSON object, not {_json_type(item)}"
+        keys = set(item)
+        if "task_id" in keys:
+            form, allowed = "task", TASK_KEYS
+            if ("answer" in keys) == ("response" in keys):
+                return form, "a task item has one of answer and response"
+            texts = {"task_id": False, "answer": True, "response": False}
+        elif "code" in keys:
+            form, allowed = "code", CODE_KEYS
+            texts = {"code": False, "input": False, "expected_output": False, "entry": False}
+            missing = [k for k in ("input", "expected_output") if k not in keys]
+            if missing:
+                return form, f"a code item needs {', '.join(missing)}"
+        else:
+            return None, "an item has task_id (a task's answer) or code (a code check)"
+        unknown = sorted(keys - allowed)
+        if unknown:
+            return form, f"unknown field {unknown[0]!r}"
+        for key in keys:
+            value, nullable = item[key], texts[key]
+            if value is None and nullable:
+                continue
+            if not isinstance(value, str):
+                return form, f"{key} must be a string{' or null' if nullable else ''}, " \
+                             f"not {_json_type(value)}"
+            if len(value) > self.limits.max_text_chars:
+                return form, f"{key} has {len(value)} characters (at most " \
+                             f"{self.limits.max_text_chars})"
+        if form == "code" and not item.get("entry", "f").isidentifier():
+            return form, "entry must be a function's name"
+        return form, None
+
+    def _judge_task(self, task: dict, program: tuple | None, item: dict) -> dict | Future:
+        kind = task["kind"]
+        if "response" in item:
+            answer = extract_answer(item["response"], kind, task.get("prompt_style"))
+        else:
+            answer = item["answer"]
+        if answer is None:
+            return result(False, UNPARSEABLE, "no answer", kind)
+        if not in_sandbox(kind):
+            correct, distance = judge(task, answer, self.options)
+            return result(correct, JUDGED, None if distance is None else f"distance {distance:g}",
+                          kind)
+        requests, order, locks = input_requests({task["task_id"]: task}, [(task, answer)],
+                                                {task["run_id"]: program})
+        if order[0] is None:  # not safe arguments: wrong, and never run
+            correct, note = unsafe_input_verdict()
+            return result(correct, UNSAFE_INPUT, note.partition(": ")[2], kind)
+        return self._submit(requests[0], locks[0])
+
+    def _submit_code(self, item: dict) -> Future:
+        return self._submit({"code": item["code"], "entry": item.get("entry", "f"),
+                             "input": item["input"], "mode": "run"}, None)
+
+    def _submit(self, request: dict, lock) -> Future:
+        """The check's Future; an identical check of the same batch shares it (each
+        check runs in a fresh instance, so running it twice would give the same result)."""
+        key = (request["code"], request["entry"], request["input"], request.get("expected"),
+               lock.digest if lock is not None else None)
+        batch = self._local.checks
+        if key not in batch:
+            batch[key] = self.slots.submit(request, lock)
+        return batch[key]
+
+
+def in_sandbox(kind: str) -> bool:
+    """Whether answers of ``kind`` are checked by running them (its judge says so)."""
+    known = task_kind(kind)
+    return known is not None and known.judge.in_sandbox
+
+
+def _input_result(found: dict, kind: str) -> dict:
+    """An input check's result, from the guest's result as ``score`` reads it."""
+    correct, note = input_verdict(found)
+    return result(correct, str(found.get("status")), note, kind)
+
+
+def _code_result(found: dict, expected: str, options: ScoreOptions) -> dict:
+    """A code check: right when the run returned and its value's repr (not cut) equals
+    ``expected`` as the output judge compares them."""
+    status = str(found.get("status"))
+    if status != "ok":
+        _, note = input_verdict(found)
+        return result(False, status, note, CODE_KIND)
+    output = found.get("output")
+    if not isinstance(output, str) or found.get("output_truncated"):
+        return result(False, status, "the return value's repr was cut at the output limit",
+                      CODE_KIND)
+    correct = same_value(output, expected, options)
+    return result(correct, status, None if correct else f"returned {output}", CODE_KIND)
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            type(None): "null", int: "a number", float: "a number"}.get(type(value),
+                                                                          type(value).__name__)
+
+
+def judge_answers(db: str | os.PathLike, items: list, *, workers: int | None = None,
+                  limits: RewardLimits | None = None,
+                  options: ScoreOptions | None = None) -> list[dict]:
+    """Judge one batch of ``items`` against the tasks of store ``db`` as the reward service
+    does (see :class:`RewardJudge`; for many batches keep one ``RewardJudge``, whose
+    sandbox workers stay up)."""
+    with RewardJudge(db, workers=workers, limits=limits, options=options) as judge_:
+        return judge_.judge_batch(items)

@@ -1,0 +1,412 @@
+"""The reward service (engine/scoring/_reward.py, _reward_server.py): a real server on
+127.0.0.1 (an ephemeral port) with real sandbox workers, over a real store whose tasks,
+predictions and scores ``trace``, ``tasks``, ``predict`` (against the stub model server)
+and ``score`` made. Its verdicts must equal ``score``'s, exactly; forging answers are
+wrong; malformed requests are one-line 400s; a check that never ends is ``timeout`` and
+does not hold up other requests."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from steptrace.cli._main import main
+from steptrace.sandbox._limits import Limits
+from steptrace.scoring._reward import RewardJudge, RewardLimits, judge_answers
+from steptrace.scoring._reward_server import serve_rewards
+from helpers.openai_stub import StubServer, answer
+from helpers.programs import LOOP  # f([1, 2, 3]) == 3; f([3]) == 3 too
+
+COUNTDOWN = """\
+def g(n):
+    while n != 0:
+        n -= 1
+    return n
+"""  # g(3) == 0; g(-1) never returns
+TYPED = """\
+class Node:
+    def __init__(self, v):
+        self.v = v
+
+def h(xs):
+    out = [x * 2 for x in xs]
+    node = Node(out)
+    alias = out
+    if len(xs) > 2:
+        raise ValueError("too long")
+    return node.v
+"""
+KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
+         "line_count", "branch", "steps", "trace", "exception", "error", "type", "alias")
+FORGE_EQ = "type('F', (), {'__eq__': lambda s, o: True, '__hash__': lambda s: 0})()"
+TIMEOUT_S = 1.0  # score's --timeout and the service's: the same limits, the same verdicts
+LIMITS = RewardLimits(max_items=40, max_text_chars=4_000, max_body_bytes=100_000,
+                      sandbox=Limits(timeout_s=TIMEOUT_S))
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def block(text: str):
+    return answer(f"[ANSWER]\n{text}\n[/ANSWER]")
+
+
+def replies(task: dict) -> list:
+    """Four samples: the right answer, a wrong one, no answer, and a forgery."""
+    wrong = {"input": "[2]", "trace": "[[1, 0]]", "coverage": "maybe"}.get(task["kind"], "12345")
+    forged = FORGE_EQ if task["kind"] == "input" else "__import__('os').getcwd()"
+    return [block(task["answer"]), block(wrong), answer("no idea at all"), block(forged)]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A store with tasks of every kind, four predictions each, scored by ``score``."""
+    tmp = tmp_path_factory.mktemp("reward")
+    corpus, db, tasks_file = tmp / "corpus.jsonl", tmp / "r.duckdb", tmp / "tasks.jsonl"
+    samples = [{"id": "loop", "code": LOOP, "input": "[1, 2, 3]"},
+               {"id": "loop2", "code": LOOP, "input": "[4, 5]"},
+               {"id": "count", "code": COUNTDOWN, "input": "3", "entry": "g"},
+               {"id": "typed", "code": TYPED, "input": "[1, 2]", "entry": "h"},
+               {"id": "raises", "code": TYPED, "input": "[1, 2, 3]", "entry": "h"}]
+    corpus.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    assert invoke("trace", corpus, "--db", db, "--workers", 0).exit_code == 0
+    made = invoke("tasks", "--db", db, "--kinds", ",".join(KINDS), "--per-run", 2,
+                  "--out", tasks_file)
+    assert made.exit_code == 0, made.output
+    tasks = [json.loads(line) for line in tasks_file.read_text().splitlines()]
+    by_prompt = {t["prompt"]: t["task_id"] for t in tasks}
+    with StubServer({t["task_id"]: replies(t) for t in tasks}, models=("m",),
+                    key_of=by_prompt.get) as server:
+        asked = invoke("predict", "--tasks", tasks_file, "--model", "m", "--base-url",
+                       server.base_url, "--samples", 4, "--concurrency", 1, "--db", db,
+                       "--quiet")
+        assert asked.exit_code == 0, asked.output
+    scored = invoke("score", "--tasks", tasks_file, "--db", db, "--workers", 2, "--timeout",
+                    TIMEOUT_S, "--format", "json")
+    assert scored.exit_code == 0, scored.output
+    return db, tasks
+
+
+@pytest.fixture(scope="module")
+def server(store):
+    db, _ = store
+    with RewardJudge(db, workers=2, limits=LIMITS) as judge:
+        httpd = serve_rewards(judge)
+        httpd.serve_in_thread()
+        try:
+            yield httpd
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+
+
+def post(server, body: bytes | dict, path: str = "/v1/judge") -> tuple[int, dict]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(server.url + path, data=data, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        text = error.read().decode()
+        assert "\n" not in text.strip()  # one line
+        return error.code, json.loads(text)
+
+
+def judge_items(server, items: list[dict]) -> list[dict]:
+    status, body = post(server, {"items": items})
+    assert status == 200, body
+    assert len(body["results"]) == len(items)
+    return body["results"]
+
+
+def stored(db: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+# ------------------------------------------------------------------ the same verdicts as score
+def test_concurrent_batches_equal_score(store, server):
+    """Every stored prediction, sent as its parsed answer and as its whole response, in
+    batches of 7 from 4 client threads at once: each verdict equals ``score``'s."""
+    db, tasks = store
+    rows = stored(db, "SELECT p.task_id, p.sample_index, p.answer, p.raw_text, s.correct, "
+                      "s.kind FROM predictions p JOIN scores s USING (task_id, model, label, "
+                      "sample_index) ORDER BY p.task_id, p.sample_index")
+    assert len(rows) == 4 * len(tasks) and {r[5] for r in rows} == set(KINDS)
+    items = ([{"task_id": t, "answer": a} for t, _, a, _, _, _ in rows]
+             + [{"task_id": t, "response": raw} for t, _, _, raw, _, _ in rows])
+    want = [correct for *_, correct, _ in rows] * 2
+    batches = [items[i:i + 7] for i in range(0, len(items), 7)]
+    got: dict[int, list[dict]] = {}
+
+    def client(start: int) -> None:
+        for index in range(start, len(batches), 4):
+            got[index] = judge_items(server, batches[index])
+
+    threads = [threading.Thread(target=client, args=(start,)) for start in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    results = [r for index in range(len(batches)) for r in got[index]]
+    assert [r["correct"] for r in results] == want
+    kinds = [kind for *_, kind in rows] * 2
+    assert [r["kind"] for r in results] == kinds
+    # the right answers are right, and every kind had one
+    right = {r[5] for r, result in zip(rows, results) if result["correct"]}
+    assert right == set(KINDS)
+    statuses = {(k, r["status"]) for k, r in zip(kinds, results)}
+    assert ("input", "ok") in statuses and ("output", "judged") in statuses
+    assert ("output", "unparseable") in statuses and ("input", "unsafe_input") in statuses
+
+
+def test_library_function_judges_as_the_server(store, server):
+    db, tasks = store
+    task = next(t for t in tasks if t["kind"] == "output")
+    items = [{"task_id": task["task_id"], "answer": task["answer"]},
+             {"task_id": task["task_id"], "answer": "12345"}]
+    assert judge_answers(db, items, workers=1, limits=LIMITS) == judge_items(server, items)
+
+
+# ------------------------------------------------------------------ forgeries
+def test_forging_answers_are_wrong(store, server):
+    db, tasks = store
+    output = next(t for t in tasks if t["kind"] == "output" and t["sample_id"] == "loop")
+    state = next(t for t in tasks if t["kind"] == "state")
+    identity = next(t for t in tasks if t["kind"] == "input" and t["sample_id"] == "count")
+    assert output["answer"] == "3" and identity["answer"] == "3"
+    forged_output = [
+        "__import__('os').system('touch /tmp/steptrace-reward-forged')",
+        FORGE_EQ,
+        "'3'",                                  # the repr, as a string: equal only as text
+        "3 # " + "x" * 10,                      # a comment is no value either way (literal 3)
+        "(" * 1_000 + ")" * 1_000,              # nested past the parser's depth
+        "[" * 1_000 + "]" * 1_000,
+        "3\x00",
+        "\ud800",
+    ]
+    results = judge_items(server, [{"task_id": output["task_id"], "answer": a}
+                                   for a in forged_output])
+    assert [(r["correct"], r["status"]) for r in results] == [(False, "judged")] * 3 + [
+        (True, "judged")] + [(False, "judged")] * 4
+    assert not Path("/tmp/steptrace-reward-forged").exists()
+    # an input that could build an object equal to everything (g(F()) returns F(), and
+    # F() == 0) is never run: it is not made of literals, safe builtins and g's names
+    forged_input = [FORGE_EQ, "__import__('unittest.mock').mock.ANY", "type(3)(3)",
+                    "getattr(3, 'real')", "(lambda: 0).__globals__", "n=3) or (1", "3), (3",
+                    "(x for x in [3]).gi_frame.f_globals", "(n := 3)", "undefined_name"]
+    results = judge_items(server, [{"task_id": identity["task_id"], "answer": a}
+                                   for a in forged_input])
+    assert [(r["correct"], r["status"]) for r in results] == [(False, "unsafe_input")] * 10
+    # expressions over literals, safe builtins and the program's names run as they are
+    results = judge_items(server, [{"task_id": identity["task_id"], "answer": a}
+                                   for a in ("3", "n=3", "*[3]", "[3][0]", "int('3')",
+                                             "len('abc')", "(lambda x: x)(3)", "g(5) + 3",
+                                             "[1, 2]")]
+                          + [{"task_id": state["task_id"], "answer": FORGE_EQ}])
+    assert [(r["correct"], r["status"]) for r in results] == [(True, "ok")] * 8 + [
+        (False, "exception"), (False, "judged")]
+
+
+def test_every_cruxeval_input_is_safe_arguments(cruxeval_path):
+    """The rule that refuses forging inputs accepts every CRUXEval sample's own input (and
+    its output passed as the input), with its program's names: none of the 800 is wrong
+    for its form."""
+    from steptrace.scoring._inputs import program_names, safe_arguments
+    samples = [json.loads(line) for line in cruxeval_path.read_text().splitlines()]
+    assert len(samples) == 800
+    assert [s["id"] for s in samples
+            if not safe_arguments(s["input"], program_names(s["code"]))] == []
+    assert [s["id"] for s in samples
+            if not safe_arguments(s["output"], program_names(s["code"]))] == []
+    # among them: dict(...), range(...), lambdas, str methods and a global of the program
+    assert safe_arguments("thigh_o_two[:], 3, 3, 2", frozenset({"thigh_o_two"}))
+    assert not safe_arguments("thigh_o_two[:], 3, 3, 2")
+
+
+def test_code_checks_compare_as_the_output_judge(server):
+    code = "def f(x):\n    return x * 2\n"
+    eq = ("class F:\n    def __eq__(self, o):\n        return True\n"
+          "    def __repr__(self):\n        return 'F()'\n"
+          "def f(x):\n    return F()\n")
+    items = [{"code": code, "input": "21", "expected_output": "42"},
+             {"code": code, "input": "21", "expected_output": "42.0"},     # 42 == 42.0
+             {"code": code, "input": "21", "expected_output": "'42'"},
+             {"code": code, "input": "'ab'", "expected_output": "'abab'"},
+             {"code": code, "input": "None", "expected_output": "0"},
+             {"code": eq, "input": "1", "expected_output": "5"},           # __eq__ never asked
+             {"code": eq, "input": "1", "expected_output": "F()"},         # its repr, as text
+             {"code": "def f(:", "input": "1", "expected_output": "1"},
+             {"code": "def k(x):\n    return x\n", "entry": "k", "input": "[1]",
+              "expected_output": "[1]"}]
+    items.append(dict(items[1]))  # the same check again in the batch: run once, both judged
+    results = judge_items(server, items)
+    assert [(r["correct"], r["status"], r["kind"]) for r in results] == [
+        (True, "ok", "code"), (True, "ok", "code"), (False, "ok", "code"),
+        (True, "ok", "code"), (False, "exception", "code"), (False, "ok", "code"),
+        (True, "ok", "code"), (False, "invalid", "code"), (True, "ok", "code"),
+        (True, "ok", "code")]
+    assert results[2]["detail"] == "returned 42"
+    assert results[4]["detail"].startswith("exception: TypeError")
+
+
+def test_a_check_that_never_ends_times_out_without_holding_up_others(store, server):
+    """``g(-1)`` counts down forever: its check ends as ``timeout`` while other requests
+    are served by the other worker (two workers; the looping batch is sent first and
+    answered last, the others answered while it runs)."""
+    _, tasks = store
+    countdown = next(t for t in tasks if t["kind"] == "input" and t["sample_id"] == "count")
+    looping = [{"task_id": countdown["task_id"], "answer": "-1"},
+               {"code": COUNTDOWN, "entry": "g", "input": "-1", "expected_output": "0"}]
+    order: list[str] = []
+    found: dict[str, list[dict]] = {}
+
+    def send(name: str, items: list[dict]) -> None:
+        found[name] = judge_items(server, items)
+        order.append(name)
+
+    loop_thread = threading.Thread(target=send, args=("loop", looping))
+    loop_thread.start()
+    for index in range(3):
+        send(f"quick{index}", [{"code": COUNTDOWN, "entry": "g", "input": "3",
+                                "expected_output": "0"},
+                               {"task_id": countdown["task_id"], "answer": "5"}])
+    loop_thread.join()
+    assert [(r["correct"], r["status"]) for r in found["loop"]] == [(False, "timeout")] * 2
+    for index in range(3):
+        assert [(r["correct"], r["status"]) for r in found[f"quick{index}"]] == [
+            (True, "ok"), (True, "ok")]
+
+
+# ------------------------------------------------------------------ malformed requests
+def raw(server, method: str, path: str, body: bytes | None = None,
+        headers: dict | None = None) -> tuple[int, str]:
+    host, port = server.server_address[:2]
+    connection = http.client.HTTPConnection(host, port, timeout=60)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"{not json", "the body is not JSON: Expecting property name enclosed in double quotes"),
+    (b"\xff\xfe", "the body is not JSON: not UTF-8"),
+    (b"[" * 100_000 + b"]" * 0, None),  # too large (100,000 bytes is the limit: 100,000 is fine)
+    (b"[1, 2]", 'the body is a JSON object {"items": [...]}'),
+    (b'{"item": []}', 'the body is a JSON object {"items": [...]}'),
+    (b'{"items": {}}', "items must be a list, not an object"),
+    (b'{"items": "abc"}', "items must be a list, not a string"),
+    (b'{"items": [], "extra": 1}', "unknown field 'extra' (the body has items only)"),
+    (json.dumps({"items": [{"code": "x"}] * 41}).encode(),
+     "too many items: 41 (at most 40 a request)"),
+    (b"x" * 100_001, "the body has 100001 bytes (at most 100000)"),
+])
+def test_malformed_requests_are_one_line_400s(server, body, message):
+    status, text = raw(server, "POST", "/v1/judge", body)
+    assert "\n" not in text
+    if message is None:  # 100,000 bytes of "[": allowed in, then refused as JSON
+        assert status == 400 and json.loads(text)["error"].startswith("the body is not JSON")
+        return
+    assert (status, json.loads(text)) == (400, {"error": message})
+
+
+def test_other_paths_methods_and_health(server):
+    assert raw(server, "GET", "/v1/judge")[0] == 405
+    status, text = raw(server, "POST", "/elsewhere", b"{}")
+    assert status == 404 and "\n" not in text and json.loads(text)["error"]
+    status, text = raw(server, "GET", "/v1/health")
+    assert status == 200 and json.loads(text) == {
+        "ok": True, "workers": 2, "limits": {"max_items": 40, "max_text_chars": 4_000,
+                                             "max_body_bytes": 100_000, "timeout_s": 1.0,
+                                             "memory_mb": 512}}
+    conn = http.client.HTTPConnection(*server.server_address[:2], timeout=60)
+    try:  # no Content-Length
+        conn.putrequest("POST", "/v1/judge")
+        conn.endheaders()
+        response = conn.getresponse()
+        assert (response.status, json.loads(response.read())) == (
+            400, {"error": "the request needs a Content-Length (a JSON body)"})
+    finally:
+        conn.close()
+
+
+def test_item_errors_do_not_fail_the_batch(store, server):
+    _, tasks = store
+    task = next(t for t in tasks if t["kind"] == "output" and t["sample_id"] == "loop")
+    items = [{"task_id": task["task_id"], "answer": "3"},
+             {"task_id": "nope", "answer": "3"},
+             {"task_id": task["task_id"]},
+             {"task_id": task["task_id"], "answer": "3", "response": "3"},
+             {"task_id": task["task_id"], "answer": 3},
+             {"task_id": task["task_id"], "answer": "3" * 4_001},
+             {"task_id": task["task_id"], "answer": None},
+             {"task_id": task["task_id"], "answer": "3", "model": "m"},
+             {"code": "def f(x):\n    return x\n", "input": "1"},
+             {"code": "def f(x):\n    return x\n", "input": "1", "expected_output": "1",
+              "entry": "os.system"},
+             [1], "text", None, {},
+             {"task_id": task["task_id"], "answer": "3"}]
+    results = judge_items(server, items)
+    assert [(r["correct"], r["status"], r["detail"]) for r in results] == [
+        (True, "judged", None),
+        (False, "error", "unknown task_id 'nope' (not in the store's tasks table)"),
+        (False, "error", "a task item has one of answer and response"),
+        (False, "error", "a task item has one of answer and response"),
+        (False, "error", "answer must be a string or null, not a number"),
+        (False, "error", "answer has 4001 characters (at most 4000)"),
+        (False, "unparseable", "no answer"),
+        (False, "error", "unknown field 'model'"),
+        (False, "error", "a code item needs expected_output"),
+        (False, "error", "entry must be a function's name"),
+        (False, "error", "an item is a JSON object, not an array"),
+        (False, "error", "an item is a JSON object, not a string"),
+        (False, "error", "an item is a JSON object, not null"),
+        (False, "error", "an item has task_id (a task's answer) or code (a code check)"),
+        (True, "judged", None)]
+
+
+def test_a_store_without_tasks_is_refused(tmp_path):
+    corpus, db = tmp_path / "c.jsonl", tmp_path / "s.duckdb"
+    corpus.write_text(json.dumps({"id": "loop", "code": LOOP, "input": "[1]"}) + "\n")
+    assert invoke("trace", corpus, "--db", db, "--workers", 0).exit_code == 0
+    result = invoke("reward-server", "--db", db, "--port", 0)
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"Error: {db} has no tasks table: run steptrace tasks --db {db} first"]
+    missing = invoke("reward-server", "--db", tmp_path / "none.duckdb", "--port", 0)
+    assert missing.exit_code == 1 and "database not found" in missing.output
+
+
+def test_a_shard_directory_serves_as_a_store(tmp_path):
+    """Tasks made on a shard directory (its companion store.duckdb) are judged from it,
+    input answers with the programs of its shards."""
+    from steptrace.sharding._run import ShardOptions, trace_shards
+    corpus, out = tmp_path / "c.jsonl", tmp_path / "shards"
+    corpus.write_text("".join(json.dumps(s) + "\n" for s in (
+        {"id": "loop", "code": LOOP, "input": "[1, 2, 3]"},
+        {"id": "count", "code": COUNTDOWN, "input": "3", "entry": "g"})))
+    trace_shards([corpus], out, ShardOptions(shard_size=1, workers=1))
+    made = invoke("tasks", "--db", out, "--kinds", "output,input", "--per-run", 1)
+    assert made.exit_code == 0, made.output
+    tasks = stored(out / "store.duckdb", "SELECT task_id, kind, answer FROM tasks ORDER BY ALL")
+    assert len(tasks) == 4
+    items = [{"task_id": t, "answer": a} for t, _, a in tasks]
+    items += [{"task_id": t, "answer": "[2]" if k == "input" else "0"} for t, k, _ in tasks]
+    results = judge_answers(out, items, workers=1, limits=LIMITS)
+    # [2] is no input of either (g([2]) raises, f([2]) is -1); 0 is g(3)'s output only
+    assert [r["correct"] for r in results] == [True] * 4 + [
+        k == "output" and a == "0" for _, k, a in tasks]
+    assert sum(r["correct"] for r in results) == 5
