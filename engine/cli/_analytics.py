@@ -95,3 +95,23 @@ def report_command(db: str, out: Path, fmt: str) -> None:
     from steptrace import _api as api  # matplotlib loads only in the report itself
     summary = api.report(db, out)
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace report"))
+
+
+@click.command("view")
+@click.argument("run_id", required=False, type=int)
+@click.option("--sample-id", help="View the newest run of this sample id instead.")
+@click.option("--input-index", type=int, default=0, show_default=True,
+              help="With --sample-id: which of the sample's inputs.")
+@db_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="HTML file to write (one self-contained page) [default: run-ID.html].")
+@format_option
+def view_command(run_id: int | None, sample_id: str | None, input_index: int, db: str,
+                 out: Path | None, fmt: str) -> None:
+    """Write one run as an HTML page to step through: the source with the current line,
+    the call stack with each frame's locals, the objects, stdout and the outcome."""
+    from steptrace.analytics._viewer import write_view
+    if (run_id is None) == (sample_id is None):
+        raise click.UsageError("give a RUN_ID or --sample-id (not both)")
+    summary = write_view(db, run_id, out, sample_id=sample_id, input_index=input_index)
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace view"))
