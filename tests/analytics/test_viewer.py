@@ -385,3 +385,16 @@ def test_cli_view(store, tmp_path):
                           f"database not found: {missing}")
     both = CliRunner().invoke(main, ["view", "1", "--sample-id", "x", "--db", str(store)])
     assert both.exit_code == 2 and "give a RUN_ID or --sample-id (not both)" in both.output
+
+
+def test_a_shard_directory_views_as_its_store(store, tmp_path):
+    """The same jobs traced into a shard directory give the same pages' data."""
+    from steptrace.sharding._run import ShardOptions, trace_shards
+    corpus = tmp_path / "small.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in RECORDS[:-1]), encoding="utf-8")
+    shards = tmp_path / "shards"
+    trace_shards([corpus], shards, ShardOptions(shard_size=2, workers=1))
+    for name in ("loop", "classes", "boom"):
+        assert view_data(shards, RUN[name]) == view_data(store, RUN[name]), name
+    write_view(shards, out=tmp_path / "s.html", sample_id="classes")
+    assert (tmp_path / "s.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
