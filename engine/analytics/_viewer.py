@@ -249,10 +249,10 @@ _PAGE = """<!DOCTYPE html>
 <body>
 <header><h1 id="title"></h1><p id="call"></p><p id="outcome"></p></header>
 <nav id="controls">
-<button id="first" title="first step (Home)">&#x23EE;</button>
-<button id="prev" title="previous step (ArrowLeft)">&#x25C0;</button>
-<button id="next" title="next step (ArrowRight)">&#x25B6;</button>
-<button id="last" title="last step (End)">&#x23ED;</button>
+<button id="first" title="first step (Home)">&laquo; first</button>
+<button id="prev" title="previous step (ArrowLeft)">&lsaquo; prev</button>
+<button id="next" title="next step (ArrowRight)">next &rsaquo;</button>
+<button id="last" title="last step (End)">last &raquo;</button>
 <input id="slider" type="range" min="0" max="0" value="0" aria-label="step">
 <span id="where"></span>
 </nav>
@@ -281,7 +281,7 @@ main{display:flex;gap:1.5em;align-items:flex-start}#source{flex:1;min-width:0}#s
 h2{font-size:1em;margin:.8em 0 .3em}
 .frame{border:1px solid #bbb;border-radius:4px;margin:.3em 0;padding:.2em .5em}
 .frame.active{border-color:#c90;background:#fffbe6}
-.frame h3{font-size:.95em;margin:.1em 0}
+.frame h3,.object h3{font-size:.95em;margin:.1em 0}.object code{display:block}
 table{border-collapse:collapse}td{padding:.05em .5em;vertical-align:top}
 td.name{font-weight:600}td.value{white-space:pre-wrap;word-break:break-all}
 td.event{font-style:italic}
@@ -289,6 +289,7 @@ td.event{font-style:italic}
 .object.flash{background:#e6efff}
 a.ref{color:#24c;cursor:pointer;margin-left:.4em}
 #outcome.exception{color:#b00}#stdout{background:#f6f6f6;padding:.4em;white-space:pre-wrap}
+#stdout:empty{display:none}
 """
 
 _JS = r"""
@@ -411,7 +412,7 @@ function render(step) {
   renderObjects(step, roots);
   const name = D.events_names[event] || "?";
   document.getElementById("where").textContent =
-    "step " + step + " of " + (N - 1) + ": " + name + " line " + line +
+    "step " + step + " of " + (N - 1) + ": " + name + " at line " + line +
     (step === N - 1 ? "  [end: " + run.outcome + "]" : "");
 }
 function renderObjects(step, roots) {

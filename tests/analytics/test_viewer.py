@@ -295,7 +295,7 @@ def test_keys_slider_and_exact_values(store, browser, tmp_path):
                                    "rendering": None}
     state = key(browser, page, "End")
     assert state["frames"][0]["rows"][-1] == ["<return>", "3", None]
-    assert state["where"] == "step 21 of 21: return line 15  [end: returned 3]"
+    assert state["where"] == "step 21 of 21: return at line 15  [end: returned 3]"
     assert page.console_errors == [] and page.requests == [out.as_uri()]
     shot = browser.send("Page.captureScreenshot", {"format": "png"}, session=page.session)
     (tmp_path / "classes.png").write_bytes(base64.b64decode(shot["data"]))
