@@ -398,3 +398,20 @@ def test_a_shard_directory_views_as_its_store(store, tmp_path):
         assert view_data(shards, RUN[name]) == view_data(store, RUN[name]), name
     write_view(shards, out=tmp_path / "s.html", sample_id="classes")
     assert (tmp_path / "s.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_the_pages_policy_stops_any_other_script(store, browser, tmp_path):
+    """The control of the hostile test: a script that got into the page would not run
+    (the Content-Security-Policy allows the page's own script only, by its hash), and the
+    refusal is a console error the tests above would see."""
+    _page, out = open_view(browser, store, tmp_path, "loop")
+    text = out.read_text(encoding="utf-8")
+    assert text.count("Content-Security-Policy") == 1
+    injected = tmp_path / "injected.html"
+    injected.write_text(text.replace("</body>", "<script>window.injected = 1;</script></body>"),
+                        encoding="utf-8")
+    page = browser.open(injected.as_uri())
+    assert browser.evaluate(page, "typeof window.injected") == "undefined"
+    assert browser.evaluate(page, "window.steptraceViewer.steps") == 12
+    assert len(page.console_errors) == 1
+    assert "Content Security Policy" in page.console_errors[0]
