@@ -115,3 +115,26 @@ def view_command(run_id: int | None, sample_id: str | None, input_index: int, db
         raise click.UsageError("give a RUN_ID or --sample-id (not both)")
     summary = write_view(db, run_id, out, sample_id=sample_id, input_index=input_index)
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace view"))
+
+
+@click.command("serve")
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=8000, show_default=True,
+              help="Port to listen on (0: any free one).")
+def serve_command(db: str, host: str, port: int) -> None:
+    """Browse the runs of the store in a browser: a list filtered by status and steps,
+    each run opening its `view` page. Runs until interrupted (Ctrl-C)."""
+    from steptrace.analytics._serve import make_server
+    try:
+        server = make_server(db, host, port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    click.echo(f"steptrace serve: http://{server.server_address[0]}:{server.server_address[1]}/"
+               "  (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

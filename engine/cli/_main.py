@@ -12,8 +12,8 @@ from __future__ import annotations
 import click
 
 from steptrace import __version__
-from steptrace.cli._analytics import (export_command, features, query_command, report_command, sql,
-                                      view_command)
+from steptrace.cli._analytics import (export_command, features, query_command, report_command,
+                                      serve_command, sql, view_command)
 from steptrace.cli._benchmark import (dedupe_command, filter_command, generate_command,
                                       harvest_command, repair_command, select_command,
                                       size_check_command, synth)
@@ -51,7 +51,8 @@ for _command in (build, trace, trace_shard, import_command, analyse, show,  # _t
                  tasks_command,                                            # _tasks
                  predict_command,                                          # _predict
                  score, score_cruxeval_command,                            # _score
-                 sql, query_command, export_command, features, report_command, view_command,  # _analytics
+                 sql, query_command, export_command, features, report_command,  # _analytics
+                 view_command, serve_command,
                  generate_command, harvest_command, repair_command, filter_command,  # _benchmark
                  dedupe_command, select_command, size_check_command, synth):
     main.add_command(_command)

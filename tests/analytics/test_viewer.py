@@ -383,6 +383,8 @@ def test_cli_view(store, tmp_path):
     missing = tmp_path / "none.duckdb"
     assert_one_line_error(CliRunner().invoke(main, ["view", "1", "--db", str(missing)]),
                           f"database not found: {missing}")
+    assert_one_line_error(CliRunner().invoke(main, ["serve", "--db", str(missing)]),
+                          f"database not found: {missing}")
     both = CliRunner().invoke(main, ["view", "1", "--sample-id", "x", "--db", str(store)])
     assert both.exit_code == 2 and "give a RUN_ID or --sample-id (not both)" in both.output
 
@@ -415,3 +417,52 @@ def test_the_pages_policy_stops_any_other_script(store, browser, tmp_path):
     assert browser.evaluate(page, "window.steptraceViewer.steps") == 12
     assert len(page.console_errors) == 1
     assert "Content Security Policy" in page.console_errors[0]
+
+
+def test_serve_lists_runs_and_serves_their_pages(store, browser):
+    """``steptrace serve``'s server on a free port: the list with its filters, a run's
+    page (the same bytes as ``view`` writes), and one-line refusals."""
+    import threading
+    import urllib.error
+    import urllib.request
+    from steptrace.analytics._serve import make_server
+    from steptrace.analytics._viewer import render_page
+    server = make_server(store, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(base + path, timeout=30) as reply:
+                return reply.status, reply.read().decode("utf-8")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode("utf-8")
+
+    def listed(text: str) -> list[str]:
+        return re.findall(r'<a href="/run/(\d+)">', text)
+
+    try:
+        status, text = get("/")
+        assert status == 200 and listed(text) == ["1", "2", "3", "4", "5", "6"]
+        assert '<p id="count">6 runs; 1-6 shown.</p>' in text
+        assert HOSTILE_TEXT not in text and html_escaped(HOSTILE_TEXT) in text
+        assert listed(get("/?status=exception")[1]) == ["4"]
+        assert listed(get("/?max_steps=10&status=")[1]) == ["1", "2", "4", "5"]  # line steps
+        status, text = get("/run/3")
+        assert status == 200 and text == render_page(view_data(store, 3))
+        assert get("/run/99") == (404, "no run with run_id 99\n")
+        assert get("/?max_steps=x") == (400, "max_steps must be a whole number, not 'x'\n")
+        assert get("/etc/passwd") == (404, "no page /etc/passwd\n")
+        page = browser.open(base + "/run/3")
+        assert browser.evaluate(page, "window.steptraceViewer.steps") == 22
+        assert page.console_errors == [] and page.requests == [base + "/run/3"]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def html_escaped(text: str) -> str:
+    import html
+    return html.escape(text)

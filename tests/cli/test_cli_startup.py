@@ -49,7 +49,7 @@ print(json.dumps(found))
 
 COMMANDS = ["analyse", "build", "dedupe", "export", "features", "filter", "generate", "harvest",
             "import", "predict", "query", "repair", "report", "score", "score-cruxeval", "select",
-            "show", "size-check", "sql", "synth", "tasks", "trace", "trace-shard", "view"]
+            "serve", "show", "size-check", "sql", "synth", "tasks", "trace", "trace-shard", "view"]
 
 
 def test_help_and_version_load_no_heavy_dependency():
