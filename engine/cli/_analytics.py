@@ -1,4 +1,4 @@
-"""The commands of pipeline step 8, analytics: sql, query, export, features, report.
+"""The commands of pipeline step 8, analytics: sql, query, export, features, report, view, serve.
 
 Module-level imports are click and light modules only (see _common.py): DuckDB, polars,
 numba and matplotlib load inside the command that uses them.
