@@ -128,7 +128,8 @@ def _encode(run, steps, states, objects, attributes, globals_) -> dict:
     - ``events``: step -> [[name, value, type, truncated, object id]]: <return> etc.
     - ``globals``: [[name, history]]
     - ``objects``: [[object id, type, first step, [[attr, history]], rendering history]];
-      the rendering history: the values rows gave the object (state, global, attribute)
+      the rendering history: [step, value, truncated] per row that gave the object a
+      value (a state, a global, an attribute), by step
     """
     s = _Strings()
     kinds: dict[tuple, int] = {}
@@ -175,6 +176,9 @@ def _encode(run, steps, states, objects, attributes, globals_) -> dict:
         rendered(ref, step, value, truncated)
         object_attrs.setdefault(oid, {}).setdefault(s(attr), []).extend(
             [step, s(value), s(type_), int(bool(truncated)), -1 if ref is None else ref])
+    for oid, flat in renderings.items():  # by step (stable: states, globals, attributes)
+        triples = sorted((flat[i:i + 3] for i in range(0, len(flat), 3)), key=lambda t: t[0])
+        renderings[oid] = [n for triple in triples for n in triple]
     code = run["code"]
     outcome = _outcome(run)
     header = {"run_id": run["run_id"], "sample_id": run["sample_id"],

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from helpers.chromium import Browser
 from helpers.cli import assert_one_line_error
-from steptrace.analytics._viewer import view_data, write_view
+from steptrace.analytics._viewer import _encode, view_data, write_view
 from steptrace.cli._main import main
 from steptrace.sandbox._limits import Limits
 from steptrace.store._reader import open_store
@@ -466,3 +466,19 @@ def test_serve_lists_runs_and_serves_their_pages(store, browser):
 def html_escaped(text: str) -> str:
     import html
     return html.escape(text)
+
+
+def test_an_objects_renderings_are_ordered_by_step():
+    """Object 1's values come from a local (steps 0, 4), a global (step 2) and an
+    attribute (step 3): its rendering history is by step, for the page's binary search."""
+    run = {"run_id": 1, "sample_id": "s", "entry": "f", "input": "", "code": "def f():\n",
+           "status": "ok", "output": "1", "output_truncated": False, "stdout": "", "note": None}
+    steps = [(i, "line", "f", 1, 0, 0) for i in range(5)]
+    states = [(0, "xs", "[1]", "list", False, 1), (4, "xs", "[1, 2, 3]", "list", False, 1)]
+    globals_ = [(2, "g", "[1, 2]", "list", False, 1)]
+    attributes = [(3, 2, "items", "[1, 2, 3]", "list", True, 1)]
+    data = _encode(run, steps, states, [(1, "list", 0), (2, "Box", 3)], attributes, globals_)
+    s = data["s"]
+    history = data["objects"][0][4]
+    assert [(history[i], s[history[i + 1]], history[i + 2]) for i in range(0, len(history), 3)] \
+        == [(0, "[1]", 0), (2, "[1, 2]", 0), (3, "[1, 2, 3]", 1), (4, "[1, 2, 3]", 0)]
