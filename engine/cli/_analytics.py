@@ -1,4 +1,4 @@
-"""The commands of pipeline step 8, analytics: sql, query, export, features, report.
+"""The commands of pipeline step 8, analytics: sql, query, export, features, report, view, serve.
 
 Module-level imports are click and light modules only (see _common.py): DuckDB, polars,
 numba and matplotlib load inside the command that uses them.
@@ -123,3 +123,46 @@ def report_command(db: str, out: Path, fmt: str) -> None:
     from steptrace import _api as api  # matplotlib loads only in the report itself
     summary = api.report(db, out)
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace report"))
+
+
+@click.command("view")
+@click.argument("run_id", required=False, type=int)
+@click.option("--sample-id", help="View the newest run of this sample id instead.")
+@click.option("--input-index", type=int, default=0, show_default=True,
+              help="With --sample-id: which of the sample's inputs.")
+@db_option
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="HTML file to write (one self-contained page) [default: run-ID.html].")
+@format_option
+def view_command(run_id: int | None, sample_id: str | None, input_index: int, db: str,
+                 out: Path | None, fmt: str) -> None:
+    """Write one run as an HTML page to step through: the source with the current line,
+    the call stack with each frame's locals, the objects, stdout and the outcome."""
+    from steptrace.analytics._viewer import write_view
+    if (run_id is None) == (sample_id is None):
+        raise click.UsageError("give a RUN_ID or --sample-id (not both)")
+    summary = write_view(db, run_id, out, sample_id=sample_id, input_index=input_index)
+    click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace view"))
+
+
+@click.command("serve")
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=8000, show_default=True,
+              help="Port to listen on (0: any free one).")
+def serve_command(db: str, host: str, port: int) -> None:
+    """Browse the runs of the store in a browser: a list filtered by status and steps,
+    each run opening its `view` page. Runs until interrupted (Ctrl-C)."""
+    from steptrace.analytics._serve import make_server
+    try:
+        server = make_server(db, host, port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    click.echo(f"steptrace serve: http://{server.server_address[0]}:{server.server_address[1]}/"
+               "  (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

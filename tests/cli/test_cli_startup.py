@@ -49,9 +49,8 @@ print(json.dumps(found))
 
 COMMANDS = ["analyse", "build", "dedupe", "export", "export-traces", "features", "filter",
             "generate", "harvest", "import", "predict", "query", "repair", "report",
-            "reward-server", "score",
-            "score-cruxeval", "select", "show", "size-check", "sql", "synth", "tasks", "trace",
-            "trace-shard"]
+            "reward-server", "score", "score-cruxeval", "select", "serve", "show", "size-check",
+            "sql", "synth", "tasks", "trace", "trace-shard", "view"]
 
 
 def test_help_and_version_load_no_heavy_dependency():
