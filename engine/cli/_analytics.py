@@ -138,7 +138,7 @@ def view_command(run_id: int | None, sample_id: str | None, input_index: int, db
                  out: Path | None, fmt: str) -> None:
     """Write one run as an HTML page to step through: the source with the current line,
     the call stack with each frame's locals, the objects, stdout and the outcome."""
-    from steptrace.analytics._viewer import write_view
+    from steptrace.analytics import write_view
     if (run_id is None) == (sample_id is None):
         raise click.UsageError("give a RUN_ID or --sample-id (not both)")
     summary = write_view(db, run_id, out, sample_id=sample_id, input_index=input_index)
