@@ -76,7 +76,7 @@ class ExportSummary:
                 "tables": [asdict(t) for t in self.tables]}
 
 
-def _literal(text: str | Path) -> str:
+def sql_literal(text: str | Path) -> str:
     """A SQL string literal (COPY and read_parquet take paths only as literals)."""
     return "'" + str(text).replace("'", "''") + "'"
 
@@ -137,16 +137,16 @@ def _copy_table(con: duckdb.DuckDBPyConnection, name: str, columns: list[str],
     partitioned = "run_id" in columns and BUCKET_COLUMN not in columns
     if not partitioned:
         target.mkdir()
-        con.execute(f"COPY (SELECT {listed} FROM {quoted}) TO {_literal(target / 'data_0.parquet')} "
+        con.execute(f"COPY (SELECT {listed} FROM {quoted}) TO {sql_literal(target / 'data_0.parquet')} "
                     "(FORMAT PARQUET)")
     elif rows == 0:
         bucket = target / f"{BUCKET_COLUMN}=0"
         bucket.mkdir(parents=True)
-        con.execute(f"COPY (SELECT {listed} FROM {quoted}) TO {_literal(bucket / 'data_0.parquet')} "
+        con.execute(f"COPY (SELECT {listed} FROM {quoted}) TO {sql_literal(bucket / 'data_0.parquet')} "
                     "(FORMAT PARQUET)")
     else:
         con.execute(f"COPY (SELECT {listed}, run_id // {int(runs_per_bucket)} AS {BUCKET_COLUMN} "
-                    f"FROM {quoted}) TO {_literal(target)} "
+                    f"FROM {quoted}) TO {sql_literal(target)} "
                     f"(FORMAT PARQUET, PARTITION_BY ({BUCKET_COLUMN}))")
     files = sum(1 for _ in target.rglob("*.parquet"))
     return ExportedTable(name, rows, files, BUCKET_COLUMN if partitioned else None)
@@ -211,10 +211,10 @@ def _view_sql(directory: Path, table: dict) -> str:
     if not _IDENTIFIER.match(str(name)):
         raise StoreError(f"{directory / MANIFEST} names a bad table {name!r}")
     if table.get("partition_by") == BUCKET_COLUMN:
-        files = _literal(directory / name / "**" / "*.parquet")
+        files = sql_literal(directory / name / "**" / "*.parquet")
         return (f'CREATE VIEW "{name}" AS SELECT * EXCLUDE ({BUCKET_COLUMN}) '
                 f"FROM read_parquet({files}, hive_partitioning = true)")
-    files = _literal(directory / name / "*.parquet")
+    files = sql_literal(directory / name / "*.parquet")
     return f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet({files})'
 
 

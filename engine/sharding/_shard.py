@@ -30,6 +30,7 @@ from steptrace.sharding._plan import (MANIFEST, FORMAT, FORMAT_VERSION, GuestMis
                                       ShardError, guest_path, program_id, read_plan,
                                       read_shard_jobs, shard_name, write_atomic)
 from steptrace.store._store import SCHEMA_VERSION, RunRows, TracedRun, run_matches
+from steptrace.tracing._trace import chunks
 from steptrace.store._tables import (ATTRIBUTES, GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS, RUNS,
                                      STATES, STEPS)
 
@@ -135,17 +136,6 @@ def offer_guest(directory: Path, plan: Plan) -> None:
 
 
 # ---------------------------------------------------------------------- one shard
-def _chunks(jobs: Iterator[tuple[int, Job]], size: int) -> Iterator[list[tuple[int, Job]]]:
-    chunk: list[tuple[int, Job]] = []
-    for item in jobs:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 class _ShardFiles:
     """The Parquet files of a shard being written: one writer per table, rows appended
     as they come, cast to the table's declared columns."""
@@ -218,7 +208,7 @@ def _write_shard(directory: Path, plan: Plan, index: int, pool, work: Path, chun
 
         def requests() -> Iterator[list[dict]]:
             jobs = read_shard_jobs(directory, plan, index)
-            for number, chunk in enumerate(_chunks(jobs, chunk_size)):
+            for number, chunk in enumerate(chunks(jobs, chunk_size)):
                 held[number] = chunk
                 yield [job.request() for _, job in chunk]
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from steptrace.analytics._export import sql_literal
 from steptrace.errors import StoreError
 from steptrace.sharding._plan import check_path, is_shard_directory, read_plan, shard_name
 from steptrace.sharding._shard import SHARD_TABLES, offer_guest
@@ -41,13 +42,9 @@ TRACE_TABLES = frozenset(t.name for t in SHARD_TABLES)
 ORDERED = frozenset({"steps", "states", "objects", "attributes", "global_states"})
 
 
-def _literal(text: str | Path) -> str:
-    return "'" + str(text).replace("'", "''") + "'"
-
-
 def _files(directory: Path, table: Table, shard: int | None = None) -> str:
     folder = "*" if shard is None else shard_name(shard)
-    return _literal(directory / "shards" / folder / f"{table.name}.parquet")
+    return sql_literal(directory / "shards" / folder / f"{table.name}.parquet")
 
 
 def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None = None) -> str:
@@ -100,7 +97,7 @@ def open_shard_store(directory: str | Path, read_only: bool = False,
             con = duckdb.connect()
             if companion.exists():
                 try:
-                    con.execute(f"ATTACH {_literal(companion)} AS derived (READ_ONLY)")
+                    con.execute(f"ATTACH {sql_literal(companion)} AS derived (READ_ONLY)")
                 except duckdb.Error as exc:
                     con.close()
                     raise _open_error(companion, exc) from exc

@@ -278,7 +278,8 @@ def upsert_staged_tasks(con: duckdb.DuckDBPyConnection, db: str | Path,
     """``store_tasks`` for tasks written to Parquet ``files`` (a shard directory's, each
     file one shard's tasks in ``_sort_key`` order): upserted in one statement, returned
     as stored, in run order."""
-    listing = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
+    from steptrace.analytics._export import sql_literal
+    listing = "[" + ", ".join(sql_literal(f) for f in files) + "]"
     updates = ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS[1:] if c != "created_at")
     try:
         con.execute(TASKS.ddl())

@@ -19,7 +19,7 @@ from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
                                        spool)
@@ -31,6 +31,8 @@ from steptrace.sandbox._packages import PackageLock
 from steptrace.sandbox._pool import WorkerPool
 from steptrace.sandbox._result_schema import STATUSES  # noqa: F401  (re-exported: the run statuses)
 from steptrace.sandbox._runner import run_chunks
+
+T = TypeVar("T")
 
 
 
@@ -99,8 +101,9 @@ class TraceSummary:
                 "corpus_errors": self.corpus_errors}
 
 
-def _chunks(jobs: Iterable[Job], size: int) -> Iterator[list[Job]]:
-    chunk: list[Job] = []
+def chunks(jobs: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``jobs`` in lists of ``size`` (the last one shorter)."""
+    chunk: list[T] = []
     for job in jobs:
         chunk.append(job)
         if len(chunk) == size:
@@ -132,7 +135,7 @@ def run_jobs(jobs: Iterable[Job], options: TraceOptions, pool: WorkerPool | None
         guest = cache_key(options.packages)  # the build the workers load (its artifacts' key)
 
     def requests() -> Iterator[list[dict]]:
-        for index, chunk in enumerate(_chunks(jobs, options.chunk_size)):
+        for index, chunk in enumerate(chunks(jobs, options.chunk_size)):
             held[index] = chunk
             yield [job.request() for job in chunk]
 

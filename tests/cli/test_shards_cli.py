@@ -24,7 +24,8 @@ from steptrace.cli._main import main
 from steptrace.sharding._plan import MANIFEST
 from steptrace.store._tables import ATTRIBUTES, GLOBAL_STATES, OBJECTS, STATES, STEPS
 from helpers.cli import assert_one_line_error
-from helpers.openai_stub import StubServer, answer
+from helpers.openai_stub import answer
+from helpers.predict import predict_with_stub
 from helpers.shard_corpus import MAX_STEPS, write_mixed
 from helpers.shards import assert_same_trace
 
@@ -420,15 +421,7 @@ def test_predict_and_score_a_shard_directory(traced, tmp_path):
     for name, db in (("store", store), ("out", out)):
         tasks_file = tmp_path / f"{name}.jsonl"
         ok("tasks", "--db", db, "--kinds", KINDS, "--per-run", 1, "--out", tasks_file)
-        tasks = [json.loads(line) for line in tasks_file.read_text().splitlines()]
-        by_prompt = {t["prompt"]: t["task_id"] for t in tasks}
-        with StubServer({t["task_id"]: replies(t) for t in tasks}, models=("m1",),
-                        key_of=by_prompt.get) as server:
-            asked = invoke("predict", "--tasks", tasks_file, "--model", "m1", "--base-url",
-                           server.base_url, "--samples", 3, "--concurrency", 1, "--db", db,
-                           "--quiet")
-            assert asked.exit_code == 0, asked.output
-            assert sum(server.requests.values()) == 3 * len(tasks)
+        tasks = predict_with_stub(tasks_file, db, replies, model="m1", samples=3)
         result = as_json("score", "--tasks", tasks_file, "--db", db, "--k", "1,2",
                          "--workers", 2)
         scored[name] = (tasks, result)

@@ -22,7 +22,8 @@ from steptrace.cli._main import main
 from steptrace.sandbox._limits import Limits
 from steptrace.scoring._reward import RewardJudge, RewardLimits, judge_answers
 from steptrace.scoring._reward_server import serve_rewards
-from helpers.openai_stub import StubServer, answer
+from helpers.openai_stub import answer
+from helpers.predict import predict_with_stub
 from helpers.programs import LOOP  # f([1, 2, 3]) == 3; f([3]) == 3 too
 
 COUNTDOWN = """\
@@ -82,14 +83,7 @@ def store(tmp_path_factory):
     made = invoke("tasks", "--db", db, "--kinds", ",".join(KINDS), "--per-run", 2,
                   "--out", tasks_file)
     assert made.exit_code == 0, made.output
-    tasks = [json.loads(line) for line in tasks_file.read_text().splitlines()]
-    by_prompt = {t["prompt"]: t["task_id"] for t in tasks}
-    with StubServer({t["task_id"]: replies(t) for t in tasks}, models=("m",),
-                    key_of=by_prompt.get) as server:
-        asked = invoke("predict", "--tasks", tasks_file, "--model", "m", "--base-url",
-                       server.base_url, "--samples", 4, "--concurrency", 1, "--db", db,
-                       "--quiet")
-        assert asked.exit_code == 0, asked.output
+    tasks = predict_with_stub(tasks_file, db, replies, model="m", samples=4)
     scored = invoke("score", "--tasks", tasks_file, "--db", db, "--workers", 2, "--timeout",
                     TIMEOUT_S, "--format", "json")
     assert scored.exit_code == 0, scored.output
