@@ -309,8 +309,11 @@ class _Planner:
     have fallen in another shard than their first copy. Second pass: the spool's lines
     of the kept jobs go to their shards' input files, each with its run id."""
 
-    def __init__(self, directory: Path, shard_size: int) -> None:
+    def __init__(self, directory: Path, shard_size: int, write_inputs: bool = True) -> None:
+        """``write_inputs=False``: only the counts and the digest (a resume's check of
+        the plan already there), no input lines spooled or written."""
         self.directory = directory
+        self.write_inputs = write_inputs
         self.shard_size = shard_size
         self.shards: list[ShardSpec] = []
         self.jobs = 0
@@ -331,7 +334,9 @@ class _Planner:
         self.high.append(int(key[:16], 16))
         self.low.append(int(key[16:32], 16))
         # the input line without its run id (given in the second pass: '{"run_id": N, ...')
-        self.spool.write(key + "\t" + _input_line(job_record(item, None))[len('{"run_id": null, '):])
+        line = (_input_line(job_record(item, None))[len('{"run_id": null, '):]
+                if self.write_inputs else "\n")
+        self.spool.write(key + "\t" + line)
 
     def finish(self) -> None:
         """Find the duplicates and write the shards' input files (see the class doc)."""
@@ -379,11 +384,14 @@ class _Planner:
                                              "--shard-size")
                         if handle is not None:
                             handle.close()
-                        handle = open(input_path(self.directory, index), "w", encoding="utf-8")
+                        if self.write_inputs:
+                            handle = open(input_path(self.directory, index), "w",
+                                          encoding="utf-8")
                         self.shards.append(ShardSpec(index, 0, index * size + 1))
                     place += 1
                     self.digest.update(key.encode() + b"\n")
-                    handle.write(f'{{"run_id": {place}, {rest}')
+                    if handle is not None:
+                        handle.write(f'{{"run_id": {place}, {rest}')
                     spec = self.shards[-1]
                     self.shards[-1] = ShardSpec(spec.index, spec.jobs + 1, spec.first_run_id)
         finally:
@@ -443,7 +451,8 @@ def plan_directory(corpora: Iterable[str | Path], directory: str | Path, shard_s
     staging = Path(tempfile.mkdtemp(dir=directory, prefix=".plan-"))
     try:
         (staging / "inputs").mkdir()
-        planner = _Planner(staging, shard_size)
+        # a resume only checks that the corpora still hold the plan's jobs: no inputs written
+        planner = _Planner(staging, shard_size, write_inputs=old is None)
         try:
             for corpus in corpora:
                 for item in iter_corpus(corpus):

@@ -88,3 +88,23 @@ def test_a_missing_corpus_makes_no_directory(tmp_path):
     result = _invoke("trace", str(corpus), str(tmp_path / "nope.jsonl"), "--out", str(out))
     assert_one_line_error(result, f"corpus not found: {tmp_path / 'nope.jsonl'}")
     assert not out.exists()
+
+
+def test_a_resume_checks_the_jobs_without_writing_their_inputs_again(tmp_path, monkeypatch):
+    """Planning again (a resume) reads the corpora for their jobs' digest only: no input
+    line is written (for 100,000,000 jobs that would be ~39 GB again), and the plan and
+    inputs there stay as they are."""
+    from steptrace.sandbox._limits import Limits
+    from steptrace.sharding import _plan
+    corpus = write_jsonl(tmp_path / "c.jsonl", RECORDS)
+    out = tmp_path / "shards"
+    first, resumed = _plan.plan_directory([corpus], out, 2, Limits(), "job")
+    assert resumed is False
+    before = {p.name: p.read_bytes() for p in (out / "inputs").iterdir()}
+    opened = []
+    real = _plan.input_path
+    monkeypatch.setattr(_plan, "input_path", lambda d, i: opened.append(i) or real(d, i))
+    again, resumed = _plan.plan_directory([corpus], out, 2, Limits(), "job")
+    assert (resumed, again, opened) == (True, first, [])
+    assert {p.name: p.read_bytes() for p in (out / "inputs").iterdir()} == before
+    assert sorted(before) == ["00000.jsonl", "00001.jsonl", "00002.jsonl"]
