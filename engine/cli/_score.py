@@ -29,6 +29,8 @@ workers_option = click.option(
     help="Worker processes (default: one per CPU; 0 = in this process, with no watchdog for "
          "jobs blocked in a sleep or wait).")
 
+quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
+
 SCORE_TABLES = {"kind": "by kind", "difficulty": "by difficulty",
                 "consistency": "incremental consistency", "comparison": "paired comparison"}
 
@@ -72,18 +74,20 @@ def _ks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ..
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=3.0,
               show_default=True, help="Seconds per sandboxed check (input tasks).")
 @workers_option
+@quiet_option
 @format_option
 def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tuple[str, ...],
           ks: tuple[int, ...],
           type_strict: bool, float_tolerance: float, table: str, cruxeval: Path | None,
           mode: str | None, out: Path | None, data: Path, timeout: float,
-          workers: int | None, fmt: str) -> None:
+          workers: int | None, quiet: bool, fmt: str) -> None:
     """Score predictions, every check in the sandbox (a fresh instance per candidate).
 
     --tasks TASKS.jsonl: judge the stored predictions of these tasks, store the verdicts
     in the scores table, print pass@k by experiment (model and label) and kind, by
     difficulty, incremental consistency and paired comparisons of every two experiments
-    (two models, or one model's two labels).
+    (two models, or one model's two labels). Each input check's verdict is kept in the
+    store (the checks table): scoring again runs only the checks not judged yet.
 
     CRUXEval generations in the official format: see score-cruxeval (`score --cruxeval`
     still runs it, deprecated)."""
@@ -94,16 +98,21 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
     if cruxeval is not None:
         if mode is None:
             raise click.UsageError("--cruxeval needs --mode input or --mode output")
+        source = click.get_current_context().get_parameter_source("db")
+        given = source is not None and source.name != "DEFAULT"
         _score_cruxeval(cruxeval, mode, out, data, workers, fmt,
-                        title="steptrace score --cruxeval")
+                        title="steptrace score --cruxeval", quiet=quiet,
+                        store=Path(db) if given else None)
         # After the result, not before: an error stays the one line it is everywhere.
         click.echo("warning: `steptrace score --cruxeval GENERATIONS` is deprecated; use "
                    "`steptrace score-cruxeval GENERATIONS`", err=True)
         return
     from steptrace import _api as api
-    summary = api.score(db, tasks_path, models=models, labels=labels, ks=ks,
-                        type_strict=type_strict, float_tolerance=float_tolerance,
-                        workers=workers, timeout_s=timeout)
+    with _progress_bar("input checks", quiet) as progress:
+        summary = api.score(db, tasks_path, models=models, labels=labels, ks=ks,
+                            type_strict=type_strict, float_tolerance=float_tolerance,
+                            workers=workers, timeout_s=timeout,
+                            progress=_progress_callback(progress, "checks"))
     if fmt == "json":
         click.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
         return
@@ -112,7 +121,8 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
     click.echo("\n\n".join(render(columns, rows, fmt, title=f"steptrace score: {title}")
                             for title, columns, rows in tables))
     click.echo(f"{len(summary.verdicts)} predictions scored, {summary.errors} failed requests "
-               f"left out, {summary.input_checks} input checks run in the sandbox", err=True)
+               f"left out, {summary.input_checks} input checks run in the sandbox, "
+               f"{summary.input_checks_reused} judged before (read from the store)", err=True)
     if summary.stale:
         click.echo(f"{summary.stale} verdicts not stored: their predictions were made again "
                    "while scoring (score again)", err=True)
@@ -128,20 +138,28 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path),
               default=CRUXEVAL_DATA, show_default=True,
               help="The CRUXEval JSONL (relative to the current directory).")
+@click.option("--db", "store", type=click.Path(path_type=Path), default=None,
+              help="Keep each check's verdict in this store (the checks table; created if "
+                   "missing) and reuse those it holds: scoring again runs only new checks. "
+                   "Default: no store, every check runs.")
 @workers_option
+@quiet_option
 @format_option
 def score_cruxeval_command(generations: Path, mode: str, out: Path | None, data: Path,
-                           workers: int | None, fmt: str) -> None:
+                           store: Path | None, workers: int | None, quiet: bool,
+                           fmt: str) -> None:
     """Score CRUXEval generations as the official harness does: pass@1 and pass@5.
 
     GENERATIONS is a JSON file in the official format (an object sample_i -> list of
     generated strings). Every check runs in a fresh sandbox instance, with the official
     3 s limit."""
-    _score_cruxeval(generations, mode, out, data, workers, fmt, title="steptrace score-cruxeval")
+    _score_cruxeval(generations, mode, out, data, workers, fmt, title="steptrace score-cruxeval",
+                    quiet=quiet, store=store)
 
 
 def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: Path,
-                    workers: int | None, fmt: str, title: str) -> None:
+                    workers: int | None, fmt: str, title: str, quiet: bool = False,
+                    store: Path | None = None) -> None:
     """score-cruxeval, and the deprecated ``score --cruxeval``: check, score, print."""
     from steptrace.scoring._cruxeval import (check_mode, load_generations, score_cruxeval,
                                          write_official)
@@ -149,9 +167,9 @@ def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: P
     if out is not None and not out.parent.is_dir():
         raise InputError(f"cannot write {out}: no directory {out.parent}")
     generations = load_generations(generations_path)
-    with _progress_bar("checks") as progress:
+    with _progress_bar("checks", quiet) as progress:
         result = score_cruxeval(generations, mode, data, workers=workers,
-                                progress=_progress_callback(progress, "checks"))
+                                progress=_progress_callback(progress, "checks"), store=store)
     if out is not None:
         write_official(result, out)
     if fmt == "json":

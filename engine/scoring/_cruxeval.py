@@ -22,6 +22,11 @@ Each check is one guest request in mode ``run`` (untraced), a fresh instance per
 programs are run once and their outcome reused (``deduplicate``), which the summary shows
 as checks run against checks needed. Checks whose program has a ``while`` loop run first
 (``run_order``), so that one that times out does not end the run 3 s after the rest.
+
+With a store (``score-cruxeval --db``) each check's verdict is kept in its ``checks``
+table (engine/scoring/_checks.py), keyed by the exact check program, the guest build and
+the limits: scoring generations again runs only the checks not judged yet
+(``checks_reused`` counts the others) and gives the same outcomes.
 """
 
 from __future__ import annotations
@@ -234,6 +239,8 @@ class CruxScore:
     seconds: float
     pass_at_1: float
     pass_at_5: float
+    checks_reused: int = 0  # checks whose verdict the store held (not run again)
+    store: str | None = None  # the store keeping the verdicts (``--db``), if any
 
     @property
     def candidates(self) -> int:
@@ -273,6 +280,7 @@ class CruxScore:
         return {"mode": self.mode, "data": self.data, "samples": len(self.samples),
                 "generations": self.candidates, "dropped": self.dropped,
                 "checks_needed": self.checks_needed, "checks_run": self.checks_run,
+                "checks_reused": self.checks_reused, "store": self.store,
                 "deduplicated": self.deduplicated,
                 "outcomes": dict(sorted(self.outcomes.items())),
                 "passed": self.outcomes[PASSED], "samples_n_below_5": self.below_k5,
@@ -290,6 +298,8 @@ class CruxScore:
             ("checks needed", self.checks_needed),
             ("checks run" + (" (identical checks once)" if self.deduplicated else ""),
              self.checks_run)]
+        if self.store is not None:
+            rows.append(("checks judged before (read from the store)", self.checks_reused))
         rows += [(f"  outcome {name}", count) for name, count in sorted(self.outcomes.items())]
         rows += [("passed", self.outcomes[PASSED]), ("pass@1", percent(self.pass_at_1)),
                  ("pass@5", percent(self.pass_at_5))]
@@ -326,6 +336,8 @@ def run_checks(programs: list[str], workers: int, limits: Limits,
     chunks = [[check_request(programs[i]) for i in order[start:start + chunk_size]]
               for start in range(0, len(order), chunk_size)]
     done = 0
+    if progress:
+        progress(0, len(programs))
     for index, results in run_chunks(chunks, workers, limits, isolation="job"):
         for offset, outcome in enumerate(results):
             outcomes[order[index * chunk_size + offset]] = outcome_of(outcome.result)
@@ -371,9 +383,11 @@ def _sample_score(sample: CruxSample, row: list[int | None], outcomes: list[str]
 def score_samples(samples: list[CruxSample], generations: dict[str, list[str]], mode: str,
                   workers: int | None = None, limits: Limits | None = None,
                   deduplicate: bool = True, progress: Progress | None = None,
-                  data: str = "", chunk_size: int = CHUNK_SIZE) -> CruxScore:
+                  data: str = "", chunk_size: int = CHUNK_SIZE,
+                  store: str | Path | None = None) -> CruxScore:
     """Score ``generations`` (already validated) for ``samples``; the average runs over
-    these samples, so a subset gives the subset's pass@k."""
+    these samples, so a subset gives the subset's pass@k. With ``store`` the verdicts it
+    holds are reused and the new ones kept (engine/scoring/_checks.py)."""
     started = time.perf_counter()
     mode = check_mode(mode)
     if not samples:
@@ -381,26 +395,75 @@ def score_samples(samples: list[CruxSample], generations: dict[str, list[str]], 
     workers = (os.cpu_count() or 1) if workers is None else workers
     limits = limits or Limits(timeout_s=CHECK_TIMEOUT_S)
     programs, plan = _plan(samples, generations, mode, deduplicate)
-    outcomes = run_checks(programs, workers, limits, progress, chunk_size)
+    if store is None:
+        outcomes = run_checks(programs, workers, limits, progress, chunk_size)
+        reused = 0
+    else:
+        outcomes, reused = _stored_checks(Path(store), programs, workers, limits, progress,
+                                          chunk_size)
     scores = [_sample_score(sample, row, outcomes) for sample, row in zip(samples, plan)]
     return CruxScore(mode=mode, data=data, raw_generations=generations, samples=scores,
-                     checks_run=len(programs), deduplicated=deduplicate,
+                     checks_run=len(programs) - reused, deduplicated=deduplicate,
                      seconds=time.perf_counter() - started,
                      pass_at_1=mean_percent(s.pass_at_1 for s in scores),
-                     pass_at_5=mean_percent(s.pass_at_5 for s in scores))
+                     pass_at_5=mean_percent(s.pass_at_5 for s in scores),
+                     checks_reused=reused, store=None if store is None else str(store))
+
+
+def _stored_checks(store: Path, programs: list[str], workers: int, limits: Limits,
+                   progress: Progress | None, chunk_size: int) -> tuple[list[str], int]:
+    """The outcome of each check program, reading those ``store`` holds and running (and
+    then keeping) the others; and how many were read. The store is open only to read and
+    to write, not while the checks run."""
+    from steptrace.scoring._checks import (CheckVerdict, NewCheck, check_key, guest_key,
+                                          load_verdicts, store_new)
+    from steptrace.store._store import connect, first_line
+    from steptrace.store._transaction import transaction
+    import duckdb
+    guest = guest_key()
+    keys = [check_key("cruxeval", check_request(program), guest, limits)
+            for program in programs]
+    try:
+        con = connect(store)
+        try:
+            found = load_verdicts(con, keys)
+        finally:
+            con.close()
+    except duckdb.Error as exc:
+        raise InputError(f"cannot read check verdicts from {store}: {first_line(exc)}") from exc
+    outcomes: list[str] = [found[key].status if key in found else "" for key in keys]
+    to_run = [i for i, key in enumerate(keys) if key not in found]
+    ran = run_checks([programs[i] for i in to_run], workers, limits, progress, chunk_size)
+    new = []
+    for index, outcome in zip(to_run, ran):
+        outcomes[index] = outcome
+        new.append(NewCheck(keys[index], "cruxeval", CheckVerdict(outcome, outcome == PASSED),
+                            guest, limits.timeout_s, limits.memory_mb))
+    try:
+        con = connect(store)
+        try:
+            with transaction(con):
+                store_new(con, new)
+        finally:
+            con.close()
+    except duckdb.Error as exc:
+        raise InputError(f"cannot store check verdicts in {store}: {first_line(exc)}") from exc
+    return outcomes, len(programs) - len(to_run)
 
 
 def score_cruxeval(generations: object, mode: str, data_path: str | Path = DEFAULT_DATA,
                    workers: int | None = None, limits: Limits | None = None,
-                   deduplicate: bool = True, progress: Progress | None = None) -> CruxScore:
+                   deduplicate: bool = True, progress: Progress | None = None,
+                   store: str | Path | None = None) -> CruxScore:
     """Score official-format CRUXEval ``generations`` (every sample of the data, nothing
-    else) in ``mode`` ``input`` or ``output``; ValueError for anything malformed."""
+    else) in ``mode`` ``input`` or ``output``; ValueError for anything malformed. With
+    ``store`` (a store path) check verdicts are kept there and reused."""
     started = time.perf_counter()
     check_mode(mode)
     samples = load_samples(data_path)
     checked = validate_generations(generations, samples)
     score = score_samples(samples, checked, mode, workers, limits, deduplicate, progress,
-                          data=str(data_path))
+                          data=str(data_path), store=store)
     return replace(score, seconds=time.perf_counter() - started)
 
 

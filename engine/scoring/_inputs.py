@@ -156,6 +156,8 @@ def run_input_checks(requests: list[dict], options: ScoreOptions,
     locks = locks or [None] * len(requests)
     workers = options.workers if options.workers is not None else (os.cpu_count() or 1)
     done = 0
+    if progress and requests:
+        progress(0, len(requests))
     for lock, positions in by_lock(range(len(requests)), locks.__getitem__):
         chunks = [positions[i:i + chunk_size] for i in range(0, len(positions), chunk_size)]
         for index, outcomes in run_chunks([[requests[p] for p in chunk] for chunk in chunks],

@@ -15,6 +15,11 @@ The work is split by job: _verdicts.py (verdicts and judging), _judges.py (each 
 judge), _inputs.py (input checks in the sandbox), _load.py (what is read), _summary.py
 (the tables) and this module (scoring a store: reading, judging, storing).
 
+Each input check's verdict is kept in the ``checks`` table (engine/scoring/_checks.py),
+keyed by the exact request, the guest build and the limits: scoring again runs only the
+checks not judged yet (``input_checks`` in the summary counts those run,
+``input_checks_reused`` those read back) and gives the same verdicts.
+
 The store is open only while predictions are read and while verdicts are written, not
 while input checks run, so ``predict`` can keep committing to it meanwhile (DuckDB lets
 one process at a time have a file open for writing). A verdict whose prediction was
@@ -24,12 +29,15 @@ replaced in between (``predict --redo``) is not stored.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
 from steptrace.predictions._experiments import SCORES_DDL
+from steptrace.scoring._checks import (CheckVerdict, NewCheck, check_key, guest_key,
+                                       load_verdicts, store_new)
 from steptrace.scoring._inputs import (input_requests, input_verdict, unsafe_input_verdict,
                                        run_input_checks)
 from steptrace.scoring._load import load_predictions, load_programs, load_task_file
@@ -55,24 +63,68 @@ def score_predictions(db: str | Path, tasks_path: TasksLike, options: ScoreOptio
     db = Path(db)
     if not db.exists():
         raise ScoreError(f"database not found: {db}")
-    summary, pending, programs = _read_and_judge(db, tasks_name(tasks_path), tasks, options)
+    summary, pending, plan = _read_and_judge(db, tasks_name(tasks_path), tasks, options)
+    new_checks: list[NewCheck] = []
     if pending:  # the store is closed meanwhile: the checks may take minutes
-        requests, order, locks = input_requests(
-            tasks, [(tasks[v.task_id], text) for v, text in pending], programs)
-        results = run_input_checks(requests, options, progress, locks=locks)
-        for (verdict, _), index in zip(pending, order):
+        judged = dict(plan.stored)
+        to_run = [i for i in range(len(plan.requests)) if i not in judged]
+        results = run_input_checks([plan.requests[i] for i in to_run], options, progress,
+                                   locks=[plan.locks[i] for i in to_run])
+        for index, result in zip(to_run, results):
+            passed, note = input_verdict(result)
+            judged[index] = CheckVerdict(str(result.get("status") or "crashed"), passed, note)
+            new_checks.append(NewCheck(plan.keys[index], "input", judged[index],
+                                       plan.guests[index], options.limits.timeout_s,
+                                       options.limits.memory_mb))
+        for (verdict, _), index in zip(pending, plan.order):
             verdict.correct, verdict.note = (unsafe_input_verdict() if index is None
-                                             else input_verdict(results[index]))
-        summary.input_checks = len(requests)
-    summary.stale = len(summary.verdicts) - store_verdicts(db, summary.verdicts)
+                                             else (judged[index].passed, judged[index].note))
+        summary.input_checks = len(to_run)
+        summary.input_checks_reused = len(plan.requests) - len(to_run)
+    summary.stale = len(summary.verdicts) - store_verdicts(db, summary.verdicts, new_checks)
     return summary
+
+
+@dataclass
+class CheckPlan:
+    """The input checks of the pending verdicts: the distinct guest requests, per pending
+    verdict the index of its request (None: not safe arguments, never run), per request
+    the package lock and key of its guest and its check key, and the verdicts the store
+    already holds, by request index."""
+
+    requests: list[dict] = field(default_factory=list)
+    order: list[int | None] = field(default_factory=list)
+    locks: list = field(default_factory=list)
+    guests: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    stored: dict[int, CheckVerdict] = field(default_factory=dict)
+
+
+def plan_checks(con: duckdb.DuckDBPyConnection, tasks: dict[str, dict],
+                pending: list[tuple[Verdict, str]], programs: dict[int, tuple],
+                options: ScoreOptions) -> CheckPlan:
+    """The input checks ``pending`` needs, with the verdicts ``con``'s store holds."""
+    requests, order, locks = input_requests(
+        tasks, [(tasks[v.task_id], text) for v, text in pending], programs)
+    by_digest: dict[str | None, str] = {}
+    guests = []
+    for lock in locks:
+        digest = lock.digest if lock is not None else None
+        if digest not in by_digest:
+            by_digest[digest] = guest_key(lock)
+        guests.append(by_digest[digest])
+    keys = [check_key("input", request, guest, options.limits)
+            for request, guest in zip(requests, guests)]
+    found = load_verdicts(con, keys)
+    stored = {i: found[key] for i, key in enumerate(keys) if key in found}
+    return CheckPlan(requests, order, locks, guests, keys, stored)
 
 
 def _read_and_judge(db: Path, tasks_path: str, tasks: dict[str, dict],
                     options: ScoreOptions) -> tuple[ScoreSummary, list[tuple[Verdict, str]],
-                                                    dict[int, tuple]]:
+                                                    CheckPlan]:
     """The summary of every verdict but the input checks', the (verdict, predicted input)
-    pairs still to check, and their programs; the store is open only for this."""
+    pairs still to check, and their checks' plan; the store is open only for this."""
     con = connect(db)  # for writing: an older store's predictions are upgraded first
     try:
         if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'predictions'"
@@ -88,21 +140,26 @@ def _read_and_judge(db: Path, tasks_path: str, tasks: dict[str, dict],
         if not rows:
             raise ScoreError(f"no predictions for the tasks of {tasks_path} in {db}")
         verdicts, pending, errors = judge_rows(rows, tasks, options)
-        programs = load_programs(con, [tasks[v.task_id] for v, _ in pending]) if pending else {}
+        plan = CheckPlan()
+        if pending:
+            programs = load_programs(con, [tasks[v.task_id] for v, _ in pending])
+            plan = plan_checks(con, tasks, pending, programs, options)
     except duckdb.Error as exc:
         raise StoreError(f"cannot score in {db}: {first_line(exc)}") from exc
     finally:
         con.close()
     summary = ScoreSummary(options.ks, tasks, verdicts, errors, resamples=options.resamples,
                            seed=options.seed)
-    return summary, pending, programs
+    return summary, pending, plan
 
 
-def store_verdicts(db: str | Path, verdicts: list[Verdict]) -> int:
-    """Replace the verdicts' rows in ``scores``, in one short transaction, and return how
-    many were stored: a verdict whose prediction is gone or was made again since it was
-    read (``predict --redo`` while the input checks ran) is left out, as its row would
-    judge an answer the store no longer holds."""
+def store_verdicts(db: str | Path, verdicts: list[Verdict],
+                   checks: list[NewCheck] | None = None) -> int:
+    """Replace the verdicts' rows in ``scores`` (and add the ``checks`` just run), in one
+    short transaction, and return how many verdicts were stored: a verdict whose
+    prediction is gone or was made again since it was read (``predict --redo`` while the
+    input checks ran) is left out, as its row would judge an answer the store no longer
+    holds."""
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     columns = {name: [getattr(v, name) for v in verdicts] for name in SCORE_TYPES
                if name != "scored_at"}
@@ -120,6 +177,8 @@ def store_verdicts(db: str | Path, verdicts: list[Verdict]) -> int:
                 f"INSERT INTO scores SELECT {', '.join(f'i.{c}' for c in SCORE_TYPES)} "
                 f"FROM incoming_scores i JOIN predictions p USING ({key}) "
                 "WHERE p.created_at IS NOT DISTINCT FROM i.predicted_at").fetchall()[0][0]
+            if checks:
+                store_new(con, checks)
     except duckdb.Error as exc:
         raise StoreError(f"cannot store scores in {db}: {first_line(exc)}") from exc
     finally:

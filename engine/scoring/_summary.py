@@ -28,7 +28,8 @@ class ScoreSummary:
     tasks: dict[str, dict]
     verdicts: list[Verdict]
     errors: int = 0
-    input_checks: int = 0
+    input_checks: int = 0  # input checks run in the sandbox
+    input_checks_reused: int = 0  # input checks whose stored verdict was reused (checks table)
     stale: int = 0  # verdicts not stored: their prediction was replaced while scoring
     resamples: int = 10_000
     seed: int = 0
@@ -152,7 +153,8 @@ class ScoreSummary:
 
     def as_dict(self) -> dict:
         out: dict[str, Any] = {"scored": len(self.verdicts), "errors_skipped": self.errors,
-                               "input_checks": self.input_checks, "stale": self.stale}
+                               "input_checks": self.input_checks,
+                               "input_checks_reused": self.input_checks_reused, "stale": self.stale}
         for title, columns, rows in self.tables():
             out[title.replace(" ", "_")] = [dict(zip(columns, row)) for row in rows]
         return out

@@ -33,18 +33,19 @@ from steptrace.predictions._experiments import upgrade as upgrade_experiment_tab
 from steptrace.corpus._text import file_kind
 from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
 from steptrace.sandbox._packages import PackageLock, parse_lock
-from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CONNECT_TABLES,
+from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CHECKS, CONNECT_TABLES,
                                      GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS, RUN_FEATURES,
                                      RUNS, STATES, STEPS, TASKS, Table)
 from steptrace.store._transaction import transaction
 
-SCHEMA_VERSION = "5"
-# 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
+SCHEMA_VERSION = "6"
+# 6 added checks (the verdicts of sandboxed checks, engine/scoring/_checks.py: score makes
+# the table when it is missing, so a store of 5 needs no other step), 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
 # added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
 # by experiment (engine/predictions/_experiments.py), 2 added branches and analyses; older
 # versions are read as they are and upgraded on write.
-READABLE_VERSIONS = ("1", "2", "3", "4", "5")
+READABLE_VERSIONS = ("1", "2", "3", "4", "5", "6")
 LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
 DEFAULT_LOCK_WAIT_S = 10.0
 
@@ -96,7 +97,8 @@ def _columns_before(table: Table, version: int) -> tuple[str, ...]:
 ACCEPTED_COLUMNS = {table.name: {table.column_names, *(_columns_before(table, version)
                                                        for version in (4, 5))}
                     for table in (PROGRAMS, RUNS, STATES, STEPS)}
-TABLES_ADDED = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS)}
+TABLES_ADDED = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS,
+                                                 CHECKS)}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:

@@ -401,6 +401,26 @@ SCORES = Table(
      _c("scored_at", "TIMESTAMP", "UTC", null=False)),
     primary_key=("task_id", "model", "label", "sample_index"), made_by="score")
 
+CHECKS = Table(
+    "checks", "one row per sandboxed check judged (`score`'s input checks, `score-cruxeval "
+    "--db`'s checks; added in schema 6): its verdict, reused while the same check would "
+    "run again",
+    (_c("check_key", "VARCHAR", "SHA-256 (hex) of the check's guest request as JSON (the "
+        "exact program text, entry, input, expected output and mode), what asked it "
+        "(`source`), the guest build's key and every sandbox limit", null=False),
+     _c("source", "VARCHAR", "`input` (`score`'s input checks) or `cruxeval` "
+        "(`score-cruxeval`)", null=False),
+     _c("status", "VARCHAR", "`ok` or why the check failed: the guest status (for "
+        "`cruxeval`, the exception type of a program that failed at its top level)",
+        null=False),
+     _c("passed", "BOOLEAN", "the verdict", null=False),
+     _c("note", "VARCHAR", "what a failed input check returned or raised"),
+     _c("guest", "VARCHAR", "the key of the guest build that ran it", null=False),
+     _c("timeout_s", "DOUBLE", "its time limit (seconds)", null=False),
+     _c("memory_mb", "INTEGER", "its memory limit (MiB)", null=False),
+     _c("checked_at", "TIMESTAMP", "UTC", null=False)),
+    primary_key=("check_key",), made_by="score")
+
 RUN_FEATURES = Table(
     "run_features", "one row per run: trace features (replaced by each `steptrace features`)",
     (_c("run_id", "BIGINT", "→ runs", null=False),
@@ -423,13 +443,13 @@ RUN_FEATURES = Table(
 CONNECT_TABLES = (META, PROGRAMS, RUNS, STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
                   GUESTS, ANALYSES, BRANCHES)
 # Pipeline order: what the schema page lists, in this order.
-_ALL = CONNECT_TABLES + (TASKS, EXPERIMENTS, PREDICTIONS, SCORES, RUN_FEATURES)
+_ALL = CONNECT_TABLES + (TASKS, EXPERIMENTS, PREDICTIONS, SCORES, CHECKS, RUN_FEATURES)
 
 
 def tables() -> tuple[Table, ...]:
     """Every table of a store, in pipeline order: meta, then what ``trace`` writes
     (programs, runs, steps, states, objects, attributes, global_states, guests), ``analyse`` (analyses, branches), ``tasks``,
-    ``predict`` (experiments, predictions), ``score`` (scores) and ``features``
+    ``predict`` (experiments, predictions), ``score`` (scores, checks) and ``features``
     (run_features)."""
     return _ALL
 

@@ -446,7 +446,7 @@ def cheap_generations(samples) -> dict[str, list[str]]:
 
 CHEAP_SUMMARY = {
     "mode": "input", "samples": 800, "generations": 807, "dropped": 799, "checks_needed": 8,
-    "checks_run": 5, "deduplicated": True,
+    "checks_run": 5, "checks_reused": 0, "store": None, "deduplicated": True,
     "outcomes": {"AssertionError": 2, "SyntaxError": 1, "TypeError": 1, "ok": 4},
     "passed": 4, "samples_n_below_5": 799,
     # sample_0: n=3, c=1; sample_1: n=5, c=3; the other 798: n=1, c=0, so pass@5 = 1.0
