@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -33,6 +34,18 @@ quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
 
 SCORE_TABLES = {"kind": "by kind", "difficulty": "by difficulty",
                 "consistency": "incremental consistency", "comparison": "paired comparison"}
+
+
+def _when_checks_run(progress) -> Callable[[int, int], None]:
+    """The bar's ``progress(done, total)``, whose bar appears at its first call: none is
+    drawn when every check's verdict was stored (engine/scoring/_checks.py)."""
+    update: list[Callable[[int, int], None]] = []
+
+    def first_call_draws(done: int, total: int) -> None:
+        if not update:
+            update.append(_progress_callback(progress, "checks"))
+        update[0](done, total)
+    return first_call_draws
 
 
 def _ks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
@@ -112,7 +125,7 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
         summary = api.score(db, tasks_path, models=models, labels=labels, ks=ks,
                             type_strict=type_strict, float_tolerance=float_tolerance,
                             workers=workers, timeout_s=timeout,
-                            progress=_progress_callback(progress, "checks"))
+                            progress=_when_checks_run(progress))
     if fmt == "json":
         click.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
         return
@@ -169,7 +182,7 @@ def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: P
     generations = load_generations(generations_path)
     with _progress_bar("checks", quiet) as progress:
         result = score_cruxeval(generations, mode, data, workers=workers,
-                                progress=_progress_callback(progress, "checks"), store=store)
+                                progress=_when_checks_run(progress), store=store)
     if out is not None:
         write_official(result, out)
     if fmt == "json":

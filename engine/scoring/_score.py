@@ -177,8 +177,7 @@ def store_verdicts(db: str | Path, verdicts: list[Verdict],
                 f"INSERT INTO scores SELECT {', '.join(f'i.{c}' for c in SCORE_TYPES)} "
                 f"FROM incoming_scores i JOIN predictions p USING ({key}) "
                 "WHERE p.created_at IS NOT DISTINCT FROM i.predicted_at").fetchall()[0][0]
-            if checks:
-                store_new(con, checks)
+            store_new(con, checks or [])  # makes the checks table when missing
     except duckdb.Error as exc:
         raise StoreError(f"cannot store scores in {db}: {first_line(exc)}") from exc
     finally:

@@ -79,6 +79,9 @@ CONTRACT = {
     "scores": ("task_id VARCHAR!, model VARCHAR!, label VARCHAR!, sample_index INTEGER!, "
                "kind VARCHAR!, parsed BOOLEAN!, correct BOOLEAN!, distance DOUBLE, "
                "note VARCHAR, scored_at TIMESTAMP!", ("task_id", "model", "label", "sample_index")),
+    "checks": ("check_key VARCHAR!, source VARCHAR!, status VARCHAR!, passed BOOLEAN!, "
+               "note VARCHAR, guest VARCHAR!, timeout_s DOUBLE!, memory_mb INTEGER!, "
+               "checked_at TIMESTAMP!", ("check_key",)),
     "run_features": ("run_id BIGINT!, transitions BIGINT, distinct_transitions INTEGER, "
                      "loop_depth INTEGER, longest_cycle INTEGER, distinct_lines INTEGER, "
                      "statement_lines INTEGER, coverage DOUBLE, conditions INTEGER, "
