@@ -19,7 +19,8 @@ from steptrace.cli._benchmark import (dedupe_command, filter_command, generate_c
                                       harvest_command, repair_command, select_command,
                                       size_check_command, synth)
 from steptrace.cli._predict import predict_command
-from steptrace.cli._score import reward_server_command, score, score_cruxeval_command
+from steptrace.cli._score import (export_generations_command, reward_server_command, score,
+                                  score_cruxeval_command)
 from steptrace.cli._tasks import tasks_command
 from steptrace.cli._trace import analyse, build, import_command, show, trace, trace_shard
 from steptrace.errors import SteptraceError
@@ -52,6 +53,7 @@ for _command in (build, trace, trace_shard, import_command, analyse, show,  # _t
                  tasks_command,                                            # _tasks
                  predict_command,                                          # _predict
                  score, score_cruxeval_command, reward_server_command,     # _score
+                 export_generations_command,
                  sql, query_command, export_command, export_traces_command, features,  # _analytics
                  report_command, view_command, serve_command,
                  generate_command, harvest_command, repair_command, filter_command,  # _benchmark

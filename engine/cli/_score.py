@@ -193,6 +193,30 @@ def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: P
                           title=title))
 
 
+@click.command("export-generations")
+@db_option
+@click.option("--model", required=True, help="The model whose predictions to export.")
+@click.option("--label", default=None, metavar="LABEL",
+              help="The experiment's label (default: the model's only one).")
+@click.option("--mode", required=True, type=click.Choice(["input", "output"]),
+              help="Which tasks' predictions: input (written as whole calls, f(...)) or "
+                   "output (the literals).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The generations file to write (JSON: sample id -> list of strings).")
+@format_option
+def export_generations_command(db: str, model: str, label: str | None, mode: str, out: Path,
+                               fmt: str) -> None:
+    """Write a model's input or output predictions as CRUXEval generations.
+
+    The official harness's input format (and score-cruxeval's): a JSON object sample id ->
+    list of generated strings, one per sample of the prediction's task, by sample index.
+    Unparseable answers are written as empty strings; failed requests are left out."""
+    from steptrace.cli._common import _echo_summary
+    from steptrace.scoring._generations import export_generations
+    summary = export_generations(db, out, model, mode, label)
+    _echo_summary(summary, fmt, title=f"steptrace export-generations -> {out}")
+
+
 @click.command("reward-server")
 @db_option
 @click.option("--port", type=click.IntRange(min=0, max=65535), required=True,
