@@ -349,3 +349,18 @@ def test_progress_bar_on_score_cruxeval_per_flags(crux_data):
     old = invoke("score", "--cruxeval", generations, "--mode", "input", "--data", data,
                  "--workers", 0, "--quiet", env=TTY)
     assert old.exit_code == 0 and "6/6" not in old.stderr
+
+
+def test_a_schema_5_store_gets_its_checks_table_when_scored(store, sandbox_requests):
+    """A store of schema 5 has no checks table: scoring it upgrades it to 6 and makes the
+    table (connect makes what is missing; score makes checks), then reuses its verdicts."""
+    db, tasks_file = store
+    with duckdb.connect(str(db)) as con:
+        con.execute("DROP TABLE IF EXISTS checks")
+        con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    first = score_json(db, tasks_file)
+    assert (first["input_checks"], first["input_checks_reused"]) == (4, 0)
+    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
+    assert rows(db, "SELECT count(*) FROM checks") == [(4,)]
+    assert score_json(db, tasks_file)["input_checks_reused"] == 4
+    assert sandbox_requests == [4]
