@@ -286,6 +286,9 @@ def test_downstream_commands_run_programs_again_in_their_packages_guest(package_
     assert rows(db, "SELECT t.sample_id, s.correct, s.note FROM scores s JOIN tasks t "
                     "USING (task_id) ORDER BY t.sample_id") == [
         ("chunks", True, None), ("sorted", True, None), ("toolz", False, "returned [2]")]
+    # the verdicts are kept under the guest that ran them, the packages' one
+    assert rows(db, "SELECT DISTINCT guest FROM checks") == [(package_guest.key,)]
+    assert st.score(db, list(records.values()), ks=(1,), workers=0).input_checks_reused == 3
 
 
 DATEUTIL = parse_lock(f"""{LOCK_HEADER}
