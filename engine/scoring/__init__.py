@@ -1,5 +1,5 @@
 """7. Scoring: predictions judged exactly against the runs, per task kind; pass@k and
-comparisons; the official CRUXEval scoring."""
+comparisons; the official CRUXEval scoring, and predictions exported as its generations."""
 
 from steptrace._lazy import lazy_exports
 
@@ -10,6 +10,7 @@ _EXPORTS = {
     "ScoreOptions": "_verdicts",
     "ScoreSummary": "_summary",
     "Verdict": "_verdicts",
+    "export_generations": "_generations",
     "judge": "_verdicts",
     "judge_answers": "_reward",
     "score_cruxeval": "_cruxeval",
