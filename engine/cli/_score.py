@@ -30,7 +30,8 @@ workers_option = click.option(
          "jobs blocked in a sleep or wait).")
 
 SCORE_TABLES = {"kind": "by kind", "difficulty": "by difficulty",
-                "consistency": "incremental consistency", "comparison": "paired comparison"}
+                "consistency": "incremental consistency", "comparison": "paired comparison",
+                "error": "error parts"}
 
 
 def _ks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
@@ -83,7 +84,8 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
     --tasks TASKS.jsonl: judge the stored predictions of these tasks, store the verdicts
     in the scores table, print pass@k by experiment (model and label) and kind, by
     difficulty, incremental consistency and paired comparisons of every two experiments
-    (two models, or one model's two labels).
+    (two models, or one model's two labels), and error tasks' type and message scored
+    apart (EXE).
 
     CRUXEval generations in the official format: see score-cruxeval (`score --cruxeval`
     still runs it, deprecated)."""

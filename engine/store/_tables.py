@@ -398,7 +398,11 @@ SCORES = Table(
      _c("correct", "BOOLEAN", "the verdict (an unparseable answer is wrong)", null=False),
      _c("distance", "DOUBLE", "normalised edit distance to the true trace (`trace` tasks)"),
      _c("note", "VARCHAR", "`unparseable`, or what a wrong input returned or raised"),
-     _c("scored_at", "TIMESTAMP", "UTC", null=False)),
+     _c("scored_at", "TIMESTAMP", "UTC", null=False),
+     _c("type_correct", "BOOLEAN", "`error` tasks: whether the exception type alone is "
+        "right (EXE); NULL for other kinds; added in schema 6"),
+     _c("message_correct", "BOOLEAN", "`error` tasks: whether the message alone is right "
+        "(EXE); NULL for other kinds; added in schema 6")),
     primary_key=("task_id", "model", "label", "sample_index"), made_by="score")
 
 RUN_FEATURES = Table(
