@@ -1280,7 +1280,8 @@ CRUXEVAL_COUNTS = {
     "next_line": (1129, 483), "next_line_any": (743, 313), "coverage": (1169, 558),
     "line_count": (1148, 543), "branch": (883, 438), "steps": (800, 800),
     "trace": (798, 798), "exception": (800, 800), "error": (0, 0), "type": (35, 13),
-    "alias": (164, 64),
+    "alias": (164, 64), "output_type": (800, 800), "stdout": (0, 0),
+    "instruction_steps": (800, 800),
 }
 LINE_KINDS = ("state", "state_any", "next_line", "next_line_any", "coverage", "line_count",
               "branch", "type", "alias")
@@ -1310,8 +1311,9 @@ def test_cruxeval_counts_by_kind_and_answers(cruxeval_tasks):
     against the steps."""
     db, printed = cruxeval_tasks
     # type: where a name's type changes over a line's executions, or is no built-in one
-    # (35); alias: two names for one list or dict, or two equal ones (164)
-    assert printed == {**CRUXEVAL_COUNTS, "total": (11775, 800)}
+    # (35); alias: two names for one list or dict, or two equal ones (164); no program
+    # prints (stdout)
+    assert printed == {**CRUXEVAL_COUNTS, "total": (13375, 800)}
     (ok,), = rows(db, "SELECT count(*) FROM runs WHERE status = 'ok' AND NOT output_truncated "
                       "AND output NOT LIKE '% at 0x%'")
     (finished,), = rows(db, "SELECT count(*) FROM runs WHERE status IN ('ok', 'exception')")
