@@ -209,3 +209,28 @@ def test_scoring_stores_and_sums_the_error_parts(tmp_path):
     assert [(r["correct"], r["kind"]) for r in judged] == [
         (True, "stdout"), (False, "stdout"), (True, "error"), (False, "error"),
         (True, "output_type"), (True, "instruction_steps")]
+
+
+def test_a_schema_5_stores_scores_gain_the_part_columns(tmp_path):
+    """The next command that writes adds scores.type_correct and scores.message_correct
+    (NULL in the rows scored before) and sets the version to 6; a schema 2 store's scores
+    are remade as declared, columns and all (tests/predictions/test_experiments.py)."""
+    from steptrace.store._store import connect
+    db = tmp_path / "v5.duckdb"
+    connect(db).close()
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    con.execute("CREATE TABLE scores (task_id VARCHAR NOT NULL, model VARCHAR NOT NULL, "
+                "label VARCHAR NOT NULL, sample_index INTEGER NOT NULL, kind VARCHAR NOT NULL, "
+                "parsed BOOLEAN NOT NULL, correct BOOLEAN NOT NULL, distance DOUBLE, "
+                "note VARCHAR, scored_at TIMESTAMP NOT NULL, "
+                "PRIMARY KEY (task_id, model, label, sample_index))")
+    con.execute("INSERT INTO scores VALUES ('a', 'm', 'l', 0, 'error', true, true, NULL, NULL, "
+                "TIMESTAMP '2026-01-01 00:00:00')")
+    con.close()
+    connect(db).close()
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT value FROM meta").fetchall() == [("6",)]
+    assert con.execute("SELECT task_id, correct, type_correct, message_correct FROM scores"
+                       ).fetchall() == [("a", True, None, None)]
+    con.close()

@@ -78,7 +78,8 @@ CONTRACT = {
                     ("task_id", "model", "label", "sample_index")),
     "scores": ("task_id VARCHAR!, model VARCHAR!, label VARCHAR!, sample_index INTEGER!, "
                "kind VARCHAR!, parsed BOOLEAN!, correct BOOLEAN!, distance DOUBLE, "
-               "note VARCHAR, scored_at TIMESTAMP!", ("task_id", "model", "label", "sample_index")),
+               "note VARCHAR, scored_at TIMESTAMP!, type_correct BOOLEAN, "
+               "message_correct BOOLEAN", ("task_id", "model", "label", "sample_index")),
     "run_features": ("run_id BIGINT!, transitions BIGINT, distinct_transitions INTEGER, "
                      "loop_depth INTEGER, longest_cycle INTEGER, distinct_lines INTEGER, "
                      "statement_lines INTEGER, coverage DOUBLE, conditions INTEGER, "
