@@ -116,6 +116,12 @@ def _verbatim_answer(text: str) -> str | None:
     return None if content is None else verbatim_text(content)
 
 
+def writable_verbatim(text: str) -> bool:
+    """Whether ``text`` can come back verbatim from a response: it holds no answer tag and
+    no fence line, which would end or unwrap the block it is written in."""
+    return not (OPEN_TAG.search(text) or CLOSE_TAG.search(text) or FENCE.search(text))
+
+
 def verbatim_text(content: str) -> str | None:
     """A block's text as a verbatim answer: a fenced block inside it unwrapped; when the
     text starts on a line of its own (the tag or fence ends its line) that first line

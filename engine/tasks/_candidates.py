@@ -405,11 +405,13 @@ def build_stdout(facts: RunFacts) -> list[Candidate]:
     ``stdout_matches``, engine/corpus/_formats.py). Asked of a finished run (``ok``, or
     ``exception``: what it printed before it raised) of any shape whose stdout has a
     line that is not blank, at most ``MAX_STDOUT_ANSWER`` characters, no memory address,
-    and was not cut by the host; one question per run."""
+    not cut by the host, and no answer tag or fence line (``[/ANSWER]``, a line starting
+    with three backticks: an answer could not hold it); one question per run."""
+    from steptrace.tasks._answers import writable_verbatim  # it imports the registry
     run = facts.run
     text = run.stdout or ""
     if (not text.strip() or run.stdout_cut or len(text) > MAX_STDOUT_ANSWER
-            or _opaque(text)):
+            or _opaque(text) or not writable_verbatim(text)):
         return []
     return [Candidate(0, (), text, "stdout")]
 

@@ -114,3 +114,26 @@ def test_all_kinds_include_the_new_ones(store, tmp_path):
     assert {k: summary.by_kind[k] for k in ("output_type", "stdout", "instruction_steps",
                                             "error")} == {
         "output_type": 4, "stdout": 3, "instruction_steps": 6, "error": 1}
+
+
+@pytest.mark.parametrize("stdout, asked", [
+    ("*\n *\n", True),
+    ("", False), ("  \n\n\t\n", False),                     # nothing to write
+    ("x" * 2_001, False), ("x" * 2_000, True),                # MAX_STDOUT_ANSWER
+    ("<object object at 0x7f3a2c>\n", False),               # an address differs per run
+    ("done [/ANSWER] now\n", False), ("[answer]\n", False),  # would end or open a block
+    ("```\ncode\n```\n", False), ("  ```py\n", False),       # would be unwrapped as a fence
+    ("a ``` b\n", True),                                     # not a fence line
+])
+def test_which_printed_texts_are_asked(stdout, asked):
+    """A program controls what it prints: a text an answer could not carry back verbatim
+    is not asked (a hostile program printing `[/ANSWER]` or a fence cannot make an
+    unanswerable or misjudged task)."""
+    from steptrace.tasks._candidates import build_stdout, run_facts
+    from steptrace.tasks._runs import RunData
+    run = RunData(run_id=1, sample_id="s", run_key="k", status="ok", input="", output="0",
+                  output_type="int", output_truncated=False, exception_type=None,
+                  line_steps=0, code="", entry="f", distinct_lines=0, branch_count=None,
+                  agrees=None, stdout=stdout)
+    found = build_stdout(run_facts(run, None, TaskOptions()))
+    assert [(c.answer, c.answer_type) for c in found] == ([(stdout, "stdout")] if asked else [])
