@@ -39,7 +39,8 @@ from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CONNECT_TAB
 from steptrace.store._transaction import transaction
 
 SCHEMA_VERSION = "6"
-# 6 added scores.type_correct and scores.message_correct (an `error` verdict's parts), 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
+# 6 added scores.type_correct and scores.message_correct (an `error` verdict's parts), 5
+# added runs.guest and guests (which guest build traced a run, with its packages), 4
 # added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
 # by experiment (engine/predictions/_experiments.py), 2 added branches and analyses; older
