@@ -120,6 +120,26 @@ def test_instruction_steps_judge(predicted, correct):
     assert judge(task("instruction_steps", "43"), predicted, OPTIONS) == (correct, None)
 
 
+@pytest.mark.parametrize("kind, answer, response", [
+    ("error", "ValueError: bad input",
+     "[ANSWER]\nValueError: bad input\nTypeError: bad input\n[/ANSWER]"),
+    ("error", "ValueError: bad input", "[ANSWER]ValueError: bad input or TypeError[/ANSWER]"),
+    ("error", "ValueError: bad input", "[ANSWER]ValueError|TypeError: bad input[/ANSWER]"),
+    ("output_type", "int", "[ANSWER]int or float[/ANSWER]"),
+    ("output_type", "int", "[ANSWER]int, float[/ANSWER]"),
+    ("output_type", "int", "[ANSWER]<class 'int'> | <class 'float'>[/ANSWER]"),
+    ("instruction_steps", "43", "[ANSWER]43 or 44[/ANSWER]"),
+    ("instruction_steps", "43", "[ANSWER][43, 44][/ANSWER]"),
+    ("stdout", "a\n", "[ANSWER]\na\n[/ANSWER]\nor\n[ANSWER]\nb\n[/ANSWER]"),
+    ("stdout", "a\n", "[ANSWER]\na\nb\n[/ANSWER]"),
+])
+def test_hedged_answers_are_wrong(kind, answer, response):
+    """An answer naming two possibilities is no answer: the judges take one value, never
+    a choice (the last answer block is the answer, as for every kind)."""
+    found = extract_answer(response, kind)
+    assert found is not None and judge(task(kind, answer), found, OPTIONS) == (False, None)
+
+
 # ------------------------------------------------------------------ the whole path
 def _replies(t: dict) -> list:
     """Two samples per task: the first right, the second a near miss (or unparseable)."""
