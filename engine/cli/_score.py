@@ -33,7 +33,8 @@ workers_option = click.option(
 quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
 
 SCORE_TABLES = {"kind": "by kind", "difficulty": "by difficulty",
-                "consistency": "incremental consistency", "comparison": "paired comparison"}
+                "consistency": "incremental consistency", "comparison": "paired comparison",
+                "error": "error parts"}
 
 
 def _when_checks_run(progress) -> Callable[[int, int], None]:
@@ -99,8 +100,9 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
     --tasks TASKS.jsonl: judge the stored predictions of these tasks, store the verdicts
     in the scores table, print pass@k by experiment (model and label) and kind, by
     difficulty, incremental consistency and paired comparisons of every two experiments
-    (two models, or one model's two labels). Each input check's verdict is kept in the
-    store (the checks table): scoring again runs only the checks not judged yet.
+    (two models, or one model's two labels), and error tasks' type and message scored
+    apart (EXE). Each input check's verdict is kept in the store (the checks table):
+    scoring again runs only the checks not judged yet.
 
     CRUXEval generations in the official format: see score-cruxeval (`score --cruxeval`
     still runs it, deprecated)."""

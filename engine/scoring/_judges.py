@@ -16,8 +16,12 @@ is checked by running it in the sandbox (``input``).
 * ``next_line``: a line number, or ``return`` / ``raise``. ``coverage``, ``branch``:
   true/false (yes/no). ``line_count``, ``steps``: an integer. ``exception``: the type name,
   or ``none``. ``error``: ``TypeName: message``, type and message exact (EXE; a module
-  prefix of the type and whitespace around each part aside). ``type``: the type's name (``int``, ``Node``; ``<class 'int'>`` and a
-  module prefix are accepted). ``alias``: true/false.
+  prefix of the type and whitespace around each part aside), and each part on its own
+  (``Judge.parts``). ``type``, ``output_type``: the type's name (``int``, ``Node``;
+  ``<class 'int'>`` and a module prefix are accepted). ``alias``: true/false.
+  ``instruction_steps``: an integer. ``stdout``: the printed text, line by line as a
+  script's expected output is compared (trailing whitespace of each line and empty lines
+  at the end aside).
 * ``trace``: exact match of the ``[line, depth]`` list; the normalised edit distance to
   the true trace is stored too (1.0 for a prediction that is no such list).
 * ``input``: ``f(predicted input)`` runs in the sandbox (engine/scoring/_inputs.py).
@@ -33,6 +37,8 @@ import json
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
+
+from steptrace.corpus._formats import stdout_matches
 
 NO_LITERAL = object()
 
@@ -62,6 +68,9 @@ class Judge:
     many: JudgeMany | None = None
     in_sandbox: bool = False
     unparsed_distance: float | None = None
+    # (type right, message right) of an ``error`` answer: scoring stores them as
+    # scores.type_correct and scores.message_correct
+    parts: Callable[[dict, str], tuple[bool, bool]] | None = None
 
     def __call__(self, task: dict, predicted: str, options: Comparison) -> tuple[bool, float | None]:
         if self.one is not None:
@@ -239,8 +248,26 @@ def judge_error(task: dict, predicted: str, options: Comparison) -> tuple[bool, 
     """``error`` (EXE): the same exception type and the same message, exactly (see
     :func:`error_parts`: whitespace around each part and a module prefix of the type
     aside); a type that is no identifier is never right."""
+    type_right, message_right = judge_error_parts(task, predicted)
+    return type_right and message_right, None
+
+
+def judge_error_parts(task: dict, predicted: str) -> tuple[bool, bool]:
+    """``error``'s two parts judged apart (EXE scores the type and the message each on
+    its own, and both together as :func:`judge_error`): (the same type name, an
+    identifier; the same message). ``ValueError: `` against ``ValueError: bad input`` is
+    (True, False); ``KeyError: 'a'`` against ``IndexError: 'a'`` is (False, True)."""
     name, message = error_parts(predicted)
-    return name.isidentifier() and (name, message) == error_parts(task["answer"]), None
+    answer_name, answer_message = error_parts(task["answer"])
+    return name.isidentifier() and name == answer_name, message == answer_message
+
+
+def judge_stdout(task: dict, predicted: str, options: Comparison) -> tuple[bool, None]:
+    """``stdout``: the printed text, compared as a script's stdout is compared with its
+    expected output (``stdout_matches``, engine/corpus/_formats.py: line by line, each
+    line's trailing whitespace and empty lines at the end ignored; leading whitespace
+    and empty lines in between count)."""
+    return stdout_matches(predicted, task["answer"]), None
 
 
 def type_word(text: str) -> str:
@@ -279,7 +306,8 @@ LINE_SET = Judge(judge_line_set)
 TRUTH = Judge(judge_truth)
 COUNT = Judge(judge_count)
 EXCEPTION = Judge(judge_exception)
-ERROR = Judge(judge_error)
+ERROR = Judge(judge_error, parts=judge_error_parts)
 TYPE = Judge(judge_type)
+STDOUT = Judge(judge_stdout)
 TRACE = Judge(many=judge_traces, unparsed_distance=1.0)
 RUN_IN_SANDBOX = Judge(in_sandbox=True)

@@ -1,11 +1,11 @@
 """The tables a scoring prints, from its verdicts: pass@k by experiment and kind, pass@1
-by difficulty bucket, REval's incremental consistency, and a paired comparison of every
-two experiments."""
+by difficulty bucket, REval's incremental consistency, a paired comparison of every
+two experiments, and ``error`` tasks' type and message scored apart (EXE)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -146,10 +146,29 @@ class ScoreSummary:
                              round(p, 4)])
         return columns, rows
 
+    def error_parts(self) -> tuple[list[str], list[list]]:
+        """``error`` tasks scored as EXE scores them: the type alone (``error.type``), the
+        message alone (``error.message``) and both together (``error``, as in "by
+        kind"), from each verdict's ``type_correct`` / ``message_correct``."""
+        columns = (["model", "label", "part", "tasks", "samples"] + [f"pass@{k}" for k in self.ks]
+                   + ["unparseable %"])
+        rows = []
+        for experiment in self.experiments():
+            groups = [vs for (e, t), vs in sorted(self._by_task.items())
+                      if e == experiment and self.tasks[t]["kind"] == "error"]
+            if not groups:
+                continue
+            for part, field in (("error.type", "type_correct"),
+                                ("error.message", "message_correct"), ("error", "correct")):
+                parts = [[replace(v, correct=bool(getattr(v, field))) for v in g] for g in groups]
+                rows.append([*experiment, part] + self._pass_row(parts))
+        return columns, rows
+
     def tables(self) -> list[tuple[str, list[str], list[list]]]:
         return [("by kind", *self.by_kind()), ("by difficulty", *self.by_difficulty()),
                 ("incremental consistency", *self.consistency()),
-                ("paired comparison", *self.comparisons())]
+                ("paired comparison", *self.comparisons()),
+                ("error parts", *self.error_parts())]
 
     def as_dict(self) -> dict:
         out: dict[str, Any] = {"scored": len(self.verdicts), "errors_skipped": self.errors,

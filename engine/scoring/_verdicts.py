@@ -46,6 +46,10 @@ class Verdict:
     distance: float | None = None
     note: str | None = None
     predicted_at: dt.datetime | None = None  # the prediction's created_at, to spot a redo
+    # an ``error`` verdict's parts (its judge's ``parts``): the type, the message alone;
+    # None for a kind without parts, False for an unparseable answer
+    type_correct: bool | None = None
+    message_correct: bool | None = None
 
     @property
     def experiment(self) -> ExperimentKey:
@@ -79,6 +83,9 @@ def judge_rows(rows: list[tuple], tasks: dict[str, dict], options: ScoreOptions
         verdict = Verdict(task_id, model, label, sample_index, task["kind"],
                           bool(parsed and answer is not None), False, predicted_at=created_at)
         verdicts.append(verdict)
+        if kind is not None and kind.judge.parts is not None:
+            verdict.type_correct, verdict.message_correct = (
+                kind.judge.parts(task, answer) if verdict.parsed else (False, False))
         if not verdict.parsed:
             verdict.note = "unparseable"
             verdict.distance = kind.judge.unparsed_distance if kind is not None else None

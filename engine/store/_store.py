@@ -35,13 +35,14 @@ from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
 from steptrace.sandbox._packages import PackageLock, parse_lock
 from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CHECKS, CONNECT_TABLES,
                                      GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS, RUN_FEATURES,
-                                     RUNS, STATES, STEPS, TASKS, Table)
+                                     RUNS, SCORES, STATES, STEPS, TASKS, Table)
 from steptrace.store._transaction import transaction
 
 SCHEMA_VERSION = "6"
 # 6 added checks (the verdicts of sandboxed checks, engine/scoring/_checks.py: score makes
-# the table when it is missing, so a store of 5 needs no other step), 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
-# added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
+# the table when it is missing), scores.type_correct and scores.message_correct (an `error`
+# verdict's parts), 5 added runs.guest and guests (which guest build traced a run, with its
+# packages), 4 added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
 # by experiment (engine/predictions/_experiments.py), 2 added branches and analyses; older
 # versions are read as they are and upgraded on write.
@@ -84,7 +85,8 @@ ADDED_IN_2 = {t.name: t.column_names for t in (ANALYSES, BRANCHES)}
 # versions 4 and 5 added (checked when present).
 ADDED_COLUMNS = ((4, PROGRAMS, "shape", "'call'"), (4, PROGRAMS, "test", None),
                  (4, RUNS, "chain", None), (4, RUNS, "stdin", None),
-                 (4, STATES, "object_id", None), (5, RUNS, "guest", None))
+                 (4, STATES, "object_id", None), (5, RUNS, "guest", None),
+                 (6, SCORES, "type_correct", None), (6, SCORES, "message_correct", None))
 
 
 def _columns_before(table: Table, version: int) -> tuple[str, ...]:
@@ -129,7 +131,7 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
             con.execute(SCHEMA)  # creates what is missing: a new file, or versions 1-3's upgrade
             if found:  # an older store's tables (a new file's are made as declared)
                 upgrade_experiment_tables(con)  # version 2's predictions and scores
-                upgrade_columns(con, found)  # versions 4 and 5's columns
+                upgrade_columns(con, found)  # versions 4 to 6's columns
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
         else:
             _check_schema(con, path, allow_missing=False)
@@ -144,9 +146,10 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
 
 def upgrade_columns(con: duckdb.DuckDBPyConnection,
                     found: dict[str, list[str]] | None = None) -> None:
-    """A store made before schema 5: add the columns it lacks (``ADDED_COLUMNS``: schema
+    """A store made before schema 6: add the columns it lacks (``ADDED_COLUMNS``: schema
     4's programs.shape, ``call`` for the programs it holds, programs.test, runs.chain,
-    runs.stdin and states.object_id; schema 5's runs.guest; NULL unless said), at the end
+    runs.stdin and states.object_id; schema 5's runs.guest; schema 6's
+    scores.type_correct and scores.message_correct; NULL unless said), at the end
     of their tables as the declarations put them. ``found``: the store's columns per table
     (``_check_schema``'s), else read here."""
     if found is None:
@@ -155,8 +158,9 @@ def upgrade_columns(con: duckdb.DuckDBPyConnection,
         if column in found.get(table.name, (column,)):
             continue  # present, or the table is new (made as declared)
         declared = table.column(column)
-        if before is None:
-            con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {declared.type}")
+        if before is None:  # IF NOT EXISTS: schema 2's scores are remade as declared first
+            con.execute(f"ALTER TABLE {table.name} ADD COLUMN IF NOT EXISTS {column} "
+                        f"{declared.type}")
             continue
         con.execute(f"ALTER TABLE {table.name} ADD COLUMN {column} {declared.type} "
                     f"DEFAULT {before}")

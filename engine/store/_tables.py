@@ -337,9 +337,10 @@ TASKS = Table(
         "(`output`), `output` (`input`); NULL otherwise"),
      _c("answer", "VARCHAR", "the canonical answer (see Kinds)", null=False),
      _c("answer_type", "VARCHAR", "`repr`, `unbound`, `input`, `set` (the `*_any` lists), "
-        "`line`, `bool`, `int`, `trace`, `exception`", null=False),
-     _c("value_type", "VARCHAR", "type name of the return value (`output`) or of a bound "
-        "`state` value; NULL otherwise"),
+        "`line`, `bool`, `int`, `trace`, `exception`, `error`, `type` (`type`, "
+        "`output_type`), `stdout`", null=False),
+     _c("value_type", "VARCHAR", "type name of the return value (`output`, `output_type`) "
+        "or of a bound `state` (`type`) value; NULL otherwise"),
      _c("line_steps", "BIGINT", "the run's line steps"),
      _c("loop_nesting", "INTEGER", "`for`/`while` bodies and comprehensions around `line`, "
         "from the `ast` (a loop's header is outside its body); 0 without a line"),
@@ -398,7 +399,11 @@ SCORES = Table(
      _c("correct", "BOOLEAN", "the verdict (an unparseable answer is wrong)", null=False),
      _c("distance", "DOUBLE", "normalised edit distance to the true trace (`trace` tasks)"),
      _c("note", "VARCHAR", "`unparseable`, or what a wrong input returned or raised"),
-     _c("scored_at", "TIMESTAMP", "UTC", null=False)),
+     _c("scored_at", "TIMESTAMP", "UTC", null=False),
+     _c("type_correct", "BOOLEAN", "`error` tasks: whether the exception type alone is "
+        "right (EXE); NULL for other kinds; added in schema 6"),
+     _c("message_correct", "BOOLEAN", "`error` tasks: whether the message alone is right "
+        "(EXE); NULL for other kinds; added in schema 6")),
     primary_key=("task_id", "model", "label", "sample_index"), made_by="score")
 
 CHECKS = Table(

@@ -50,10 +50,16 @@ def extract_answer(text: str | None, kind: str, prompt_style: str | None = None)
 
     With the ``cruxeval`` prompt style an ``input`` answer written as a whole call
     ``f(ARGS)`` (the official generation format) gives ``ARGS``.
+
+    A ``verbatim`` kind's answer (``stdout``: printed text, whose leading whitespace
+    counts) comes only from 1 or 3, and is not stripped at its start: see
+    :func:`verbatim_text`.
     """
     if not text or not text.strip():
         return None
     known = task_kind(kind)
+    if known is not None and known.verbatim:
+        return _verbatim_answer(text)
     part = known.assertion if known is not None else None
     for finder in (_from_answer_block, _from_assertion, _from_fence, _from_bare_text):
         answer = finder(text, part, prompt_style)
@@ -95,6 +101,40 @@ def _from_bare_text(text: str, part: str | None, style: str | None) -> str | Non
     if keyword.iskeyword(stripped) or _is_expression(stripped):
         return stripped
     return None
+
+
+# ------------------------------------------------------------------ verbatim answers
+def _verbatim_answer(text: str) -> str | None:
+    """The last answer block with a non-blank answer, else the last fenced block, as
+    :func:`verbatim_text`; never the bare text (a response without either is reasoning
+    or a bare answer, and which is which cannot be told)."""
+    for content in reversed(_answer_blocks(text)):
+        answer = verbatim_text(content)
+        if answer:
+            return answer
+    content = _last_fence(text)
+    return None if content is None else verbatim_text(content)
+
+
+def writable_verbatim(text: str) -> bool:
+    """Whether ``text`` can come back verbatim from a response: it holds no answer tag and
+    no fence line, which would end or unwrap the block it is written in."""
+    return not (OPEN_TAG.search(text) or CLOSE_TAG.search(text) or FENCE.search(text))
+
+
+def verbatim_text(content: str) -> str | None:
+    """A block's text as a verbatim answer: a fenced block inside it unwrapped; when the
+    text starts on a line of its own (the tag or fence ends its line) that first line
+    break is dropped and the text is kept as written, leading spaces and empty lines
+    included; when it starts on the tag's line (``[ANSWER] 42``) the spaces before it
+    are dropped; trailing whitespace is dropped. None if nothing but whitespace is left."""
+    fenced = _last_fence(content)
+    if fenced is not None and fenced.strip():
+        content = fenced
+    first, newline, rest = content.partition("\n")
+    content = rest if newline and not first.strip() else content.lstrip(" \t")
+    content = content.rstrip()
+    return content if content.strip() else None
 
 
 # ------------------------------------------------------------------ blocks and fences

@@ -385,6 +385,45 @@ def build_error(facts: RunFacts) -> list[Candidate]:
     return [Candidate(0, (), answer, "error")]
 
 
+def build_output_type(facts: RunFacts) -> list[Candidate]:
+    """The type of what the call returns (REval asks a value's type besides its value):
+    ``runs.output_type``, the return value's ``type(value).__name__``. Asked of the runs
+    ``output`` asks about, and also where the return value's repr is cut or shows a
+    memory address (its type is known all the same); one question per run."""
+    run = facts.run
+    if (run.status != "ok" or run.output_type is None or run.shape == "script"
+            or run.test is not None or run.stdin is not None):
+        return []
+    return [Candidate(0, (), run.output_type, "type", value_type=run.output_type)]
+
+
+MAX_STDOUT_ANSWER = 2_000  # a longer stdout is not asked for
+
+
+def build_stdout(facts: RunFacts) -> list[Candidate]:
+    """What the run printed: ``runs.stdout`` as it is (the judge compares it with
+    ``stdout_matches``, engine/corpus/_formats.py). Asked of a finished run (``ok``, or
+    ``exception``: what it printed before it raised) of any shape whose stdout has a
+    line that is not blank, at most ``MAX_STDOUT_ANSWER`` characters, no memory address,
+    not cut by the host, and no answer tag or fence line (``[/ANSWER]``, a line starting
+    with three backticks: an answer could not hold it); one question per run."""
+    from steptrace.tasks._answers import writable_verbatim  # it imports the registry
+    run = facts.run
+    text = run.stdout or ""
+    if (not text.strip() or run.stdout_cut or len(text) > MAX_STDOUT_ANSWER
+            or _opaque(text) or not writable_verbatim(text)):
+        return []
+    return [Candidate(0, (), text, "stdout")]
+
+
+def build_instruction_steps(facts: RunFacts) -> list[Candidate]:
+    """The bytecode instructions the run executed in the program's code
+    (``runs.instruction_steps``, CRUXEval's ``numsteps``); not asked of a run stored
+    without it."""
+    steps = facts.run.instruction_steps
+    return [] if steps is None else [Candidate(0, (), str(steps), "int")]
+
+
 def select(found: list[Candidate], limit: int, rng: random.Random) -> list[Candidate]:
     """Up to ``limit`` candidates: highest score first (ties in ``rng`` order), one per
     group before any group gets a second. Trivial ones (score < 0: a line that runs once

@@ -44,7 +44,9 @@ class TaskKind:
     the store must be analysed first). ``fields`` are the placeholders a template of the
     kind may use and ``required`` the groups it must use one of each of. ``assertion``
     is the part of ``assert f(ARGS) == VALUE`` that is the answer (``"value"`` or
-    ``"args"``), None for a kind whose answer never comes as one."""
+    ``"args"``), None for a kind whose answer never comes as one. A ``verbatim`` kind's
+    answer is text whose leading whitespace counts (``stdout``): answer extraction keeps
+    it (engine/tasks/_answers.py)."""
 
     name: str
     build: Callable[[RunFacts], list[Candidate]]
@@ -54,6 +56,7 @@ class TaskKind:
     needs_ast: bool = False
     reads: frozenset[str] = frozenset()
     assertion: str | None = None
+    verbatim: bool = False
 
     def candidates(self, facts: RunFacts) -> list[Candidate]:
         """Every question of this kind the run allows, unranked."""
@@ -97,6 +100,12 @@ _DECLARED = (
              (CODE, CALL, LINE, VAR, K), judges.TYPE, needs_ast=True, reads=_STATES),
     TaskKind("alias", questions.build_alias, COMMON_FIELDS | LINE_FIELDS | VAR | K | OTHER,
              (CODE, CALL, LINE, VAR, K, OTHER), judges.TRUTH, needs_ast=True, reads=_STATES),
+    TaskKind("output_type", questions.build_output_type, COMMON_FIELDS, (CODE, CALL),
+             judges.TYPE),
+    TaskKind("stdout", questions.build_stdout, COMMON_FIELDS, (CODE, CALL), judges.STDOUT,
+             verbatim=True),
+    TaskKind("instruction_steps", questions.build_instruction_steps, COMMON_FIELDS,
+             (CODE, CALL), judges.COUNT),
 )
 TASK_KINDS: dict[str, TaskKind] = {kind.name: kind for kind in _DECLARED}
 if tuple(TASK_KINDS) != KINDS:  # the names are declared once, in _names.py

@@ -8,5 +8,5 @@ registry declares its kinds in this order and checks that it does.
 
 KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
          "line_count", "branch", "steps", "trace", "exception", "error", "type",
-         "alias")
+         "alias", "output_type", "stdout", "instruction_steps")
 STYLES = ("direct", "cot", "cruxeval")

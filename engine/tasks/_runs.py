@@ -67,6 +67,9 @@ class RunData:
     test: str | None = None   # programs.test: the test code that drives the call
     stdin: str | None = None  # runs.stdin of a call (a script's stdin is its input)
     exception_message: str | None = None  # runs.exception_message (of an exception run)
+    stdout: str | None = None  # runs.stdout: what the run printed
+    stdout_cut: bool = False   # the host cut stdout to its cap (runs.note says so)
+    instruction_steps: int | None = None  # runs.instruction_steps
     steps: list[tuple] = field(default_factory=list)    # (step, event, func, line, depth, frame)
     # (step, var, value, type, truncated, object_id)
     states: list[tuple] = field(default_factory=list)
@@ -79,7 +82,8 @@ _RUNS_SQL = """
 SELECT r.run_id, r.sample_id, r.run_key, r.status, r.input, r.output, r.output_type,
        r.output_truncated, r.exception_type, r.line_steps, p.code, p.entry,
        coalesce(d.distinct_lines, 0), b.branch_count, a.agrees, r.chain, p.shape,
-       p.test, r.stdin, r.exception_message
+       p.test, r.stdin, r.exception_message, r.stdout,
+       coalesce(r.note LIKE '%cut to the host''s caps: %stdout (%', false), r.instruction_steps
 FROM runs r JOIN programs p USING (program_id)
 LEFT JOIN (SELECT run_id, count(DISTINCT line) AS distinct_lines FROM steps
            WHERE event = 'line' GROUP BY run_id) d USING (run_id)

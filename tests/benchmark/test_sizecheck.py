@@ -175,7 +175,9 @@ def scores_store(path, rows, label="l"):
     every row of one experiment per model (``label``) unless a row names its own."""
     con = connect(path)
     con.execute(SCORES_DDL)
-    con.executemany("INSERT INTO scores VALUES (?, ?, ?, ?, ?, true, ?, NULL, NULL, now())",
+    con.executemany("INSERT INTO scores (task_id, model, label, sample_index, kind, parsed, "
+                    "correct, distance, note, scored_at) "
+                    "VALUES (?, ?, ?, ?, ?, true, ?, NULL, NULL, now())",
                     [(r[0], r[1], r[5] if len(r) > 5 else label, *r[2:5]) for r in rows])
     con.close()
     return path

@@ -351,13 +351,13 @@ def test_tasks_from_a_shard_directory(downstream):
     DIR/store.duckdb."""
     d = downstream
     assert d.made["out"] == d.made["store"]
-    assert json.loads(d.made["out"])[-1] == {"kind": "total", "tasks": 199, "runs": 17}
+    assert json.loads(d.made["out"])[-1] == {"kind": "total", "tasks": 229, "runs": 17}
 
     def tasks(name):
         return [{k: v for k, v in json.loads(line).items() if k != "created_at"}
                 for line in (d.tmp / f"{name}.jsonl").read_text().splitlines()]
     assert tasks("out") == tasks("store")
-    assert len(tasks("out")) == 199
+    assert len(tasks("out")) == 229
     assert (d.tmp / "out.parquet").exists()
     by_kind = "SELECT kind, count(*) AS n FROM tasks GROUP BY kind ORDER BY kind"
     assert as_json("sql", by_kind, "--db", d.out) == as_json("sql", by_kind, "--db", d.store)

@@ -78,7 +78,8 @@ CONTRACT = {
                     ("task_id", "model", "label", "sample_index")),
     "scores": ("task_id VARCHAR!, model VARCHAR!, label VARCHAR!, sample_index INTEGER!, "
                "kind VARCHAR!, parsed BOOLEAN!, correct BOOLEAN!, distance DOUBLE, "
-               "note VARCHAR, scored_at TIMESTAMP!", ("task_id", "model", "label", "sample_index")),
+               "note VARCHAR, scored_at TIMESTAMP!, type_correct BOOLEAN, "
+               "message_correct BOOLEAN", ("task_id", "model", "label", "sample_index")),
     "checks": ("check_key VARCHAR!, source VARCHAR!, status VARCHAR!, passed BOOLEAN!, "
                "note VARCHAR, guest VARCHAR!, timeout_s DOUBLE!, memory_mb INTEGER!, "
                "checked_at TIMESTAMP!", ("check_key",)),

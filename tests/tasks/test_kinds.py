@@ -35,6 +35,9 @@ REGISTRY = {
     "error": (False, set(), None, judges.ERROR),
     "type": (True, {STEPS, STATES, ATTRIBUTES}, None, judges.TYPE),
     "alias": (True, {STEPS, STATES, ATTRIBUTES}, None, judges.TRUTH),
+    "output_type": (False, set(), None, judges.TYPE),
+    "stdout": (False, set(), None, judges.STDOUT),
+    "instruction_steps": (False, set(), None, judges.COUNT),
 }
 
 
@@ -47,6 +50,8 @@ def test_one_registered_kind_per_kind_in_order():
             needs_ast, reads, assertion, judged_by), name
         assert kind.build.__name__ == f"build_{name}"
     assert task_kind("nope") is None
+    assert [k for k in KINDS if TASK_KINDS[k].verbatim] == ["stdout"]
+    assert [k for k in KINDS if TASK_KINDS[k].judge.parts is not None] == ["error"]
     assert judges.TRACE.unparsed_distance == 1.0
     assert [k for k in KINDS if TASK_KINDS[k].judge.unparsed_distance is not None] == ["trace"]
 
@@ -71,7 +76,7 @@ def test_every_bundled_template_fits_its_kinds_placeholders():
 
 @pytest.mark.parametrize("kind, found", [
     ("output", "[3]"), ("input", "1, 'a'"), ("state", None), ("exception", None),
-    ("error", None),
+    ("error", None), ("output_type", None), ("stdout", None), ("instruction_steps", None),
     ("nope", None)])
 def test_answer_extraction_reads_the_assertion_part_from_the_kind(kind, found):
     """Only a kind with an assertion part takes its answer from ``assert f(...) == ...``;

@@ -222,6 +222,7 @@ EXPECTED = {
     # f([1, 2, 3]): line steps 2 3 4 5 | 3 4 7 | 3 4 5 | 3 8. The 4th run of the `for`
     # line is the check that ends the loop (x keeps 3, next line 8).
     "loop": {
+        "output_type": "int", "instruction_steps": "44",
         "output": "3", "input": "[1, 2, 3]", "steps": "12", "exception": "none",
         "trace": json.dumps([[2, 0], [3, 0], [4, 0], [5, 0], [3, 0], [4, 0], [7, 0], [3, 0],
                              [4, 0], [5, 0], [3, 0], [8, 0]]),
@@ -249,6 +250,7 @@ EXPECTED = {
     # f(3) recurses to f(2), f(1): line 4 runs first in f(3) (k=1, r=6 once it finishes)
     # and then in f(2) (k=2, r=2), though f(2)'s finishes first.
     "rec": {
+        "output_type": "int", "instruction_steps": "35",
         "output": "6", "input": "3", "steps": "8", "exception": "none",
         "trace": json.dumps([[2, 0], [4, 0], [2, 1], [4, 1], [2, 2], [3, 2], [5, 1], [5, 0]]),
         "state": {(2, "n", 2): "2", (2, "n", 3): "1", (3, "n", 1): "1",
@@ -266,6 +268,7 @@ EXPECTED = {
     # yield line has no state question (it has not finished) and its last execution no
     # next line (the frame never went on); resumed, the next line is the `for` line.
     "gen": {
+        "output_type": "tuple", "instruction_steps": "66",
         "output": "([0, 1], 0)", "input": "2", "steps": "17", "exception": "none",
         "trace": json.dumps([[7, 0], [8, 0], [2, 1], [3, 1], [9, 0], [8, 0], [2, 1], [3, 1],
                              [9, 0], [8, 0], [2, 1], [4, 1], [10, 0], [11, 0], [2, 1],
@@ -294,6 +297,7 @@ EXPECTED = {
     # again; f returns early at 101 (line 16 never runs); check's raise line ends its
     # frame ("raise").
     "exc": {
+        "output_type": "int", "instruction_steps": "83",
         "output": "101", "input": "[1, -2, 200, 7]", "steps": "23", "exception": "none",
         "trace": json.dumps([[7, 0], [8, 0], [9, 0], [10, 0], [2, 1], [4, 1], [14, 0], [8, 0],
                              [9, 0], [10, 0], [2, 1], [3, 1], [11, 0], [12, 0], [13, 0],
@@ -333,6 +337,7 @@ EXPECTED = {
     },
     # d['a'] raises KeyError out of f: line 3 ends the frame by an exception.
     "uncaught": {
+        "instruction_steps": "4",
         "steps": "2", "exception": "KeyError", "error": "KeyError: 'a'",
         "trace": "[[2, 0], [3, 0]]",
         "state": {(2, "k", 1): "'a'", (3, "k", 1): "'a'"},
@@ -342,6 +347,7 @@ EXPECTED = {
     },
     # i = 0, 2, 4: the while test is true twice, then false, so the else clause runs.
     "while": {
+        "output_type": "int", "instruction_steps": "36",
         "output": "-4", "input": "3", "steps": "10", "exception": "none",
         "trace": json.dumps([[2, 0], [3, 0], [4, 0], [6, 0], [3, 0], [4, 0], [6, 0], [3, 0],
                              [8, 0], [9, 0]]),
@@ -362,6 +368,7 @@ EXPECTED = {
     # coverage, line-count or next-line question (the prompt gives those away). The
     # filter sees 0, 2, 3; the conditional expression is true.
     "branchy": {
+        "output_type": "tuple", "instruction_steps": "46",
         "output": "('many', [2, 3])", "input": "[0, 2, 3]", "steps": "3",
         "exception": "none", "trace": "[[2, 0], [3, 0], [4, 0]]",
         "state": {(2, "ys", 1): "[2, 3]", (3, "label", 1): "'many'", (3, "ys", 1): "[2, 3]",
@@ -371,6 +378,7 @@ EXPECTED = {
     # helper is never called, the if is false: lines 2 and 6 never run. The two-line
     # statement (lines 9-10) is never a question, nor a next line.
     "cover": {
+        "output_type": "int", "instruction_steps": "12",
         "output": "1", "input": "-1", "steps": "6", "exception": "none",
         "trace": "[[5, 0], [8, 0], [9, 0], [10, 0], [9, 0], [11, 0]]",
         "state": {(8, "y", 1): "0", (11, "total", 1): "1", (11, "y", 1): "0"},
@@ -383,6 +391,7 @@ EXPECTED = {
     # list argument is the caller's, mutated: [0] after the first call, [0, 1] after the
     # second.
     "implicit": {
+        "output_type": "list", "instruction_steps": "38",
         "output": "[0, 1]", "input": "2", "steps": "9", "exception": "none",
         "trace": json.dumps([[5, 0], [6, 0], [7, 0], [2, 1], [6, 0], [7, 0], [2, 1], [6, 0],
                              [8, 0]]),
@@ -884,7 +893,8 @@ def source_line(code: str, line: int) -> str:
 
 
 def check_whole_runs(db: Path) -> Counter:
-    """The whole-run kinds (output, input, steps, trace, exception, error) against the runs
+    """The whole-run kinds (output, input, steps, trace, exception, error, output_type,
+    stdout, instruction_steps) against the runs
     and steps tables; count them by kind."""
     runs = {r[0]: r[1:] for r in rows(
         db, "SELECT r.run_id, r.output, r.input, coalesce(r.exception_type, 'none'), "
@@ -893,16 +903,19 @@ def check_whole_runs(db: Path) -> Counter:
             "THEN r.exception_type || ': ' || r.exception_message END, "
             "(SELECT count(*) FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line'), "
             "r.line_steps, (SELECT to_json(list([s.line, s.depth] ORDER BY s.step)) "
-            "FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line') FROM runs r")}
+            "FROM steps s WHERE s.run_id = r.run_id AND s.event = 'line'), r.output_type, "
+            "r.stdout, CAST(r.instruction_steps AS VARCHAR) FROM runs r")}
     checked: Counter = Counter()
     for kind, run, answer in rows(db, "SELECT kind, run_id, answer FROM tasks WHERE kind IN "
                                       "('output', 'input', 'steps', 'trace', 'exception', "
-                                      "'error')"):
-        output, input_, exception, error, line_events, line_steps, trace = runs[run]
+                                      "'error', 'output_type', 'stdout', 'instruction_steps')"):
+        (output, input_, exception, error, line_events, line_steps, trace, output_type,
+         stdout, instructions) = runs[run]
         assert line_events == line_steps
         expected = {"output": output, "input": input_, "steps": str(line_steps),
                     "trace": json.dumps(json.loads(trace)) if trace else None,
-                    "exception": exception, "error": error}[kind]
+                    "exception": exception, "error": error, "output_type": output_type,
+                    "stdout": stdout, "instruction_steps": instructions}[kind]
         assert answer == expected, (kind, run)
         checked[kind] += 1
     return checked
@@ -919,7 +932,9 @@ def test_every_answer_agrees_with_sql(generated):
     db, tasks = generated
     checked = check_against_sql(db)
     assert checked == Counter(t["kind"] for t in tasks)
-    assert set(checked) == set(KINDS)
+    # none of these programs prints: stdout's answers are checked against the runs table
+    # in tests/tasks/test_run_kinds.py
+    assert set(checked) == set(KINDS) - {"stdout"}
 
 
 NEXT_TRUTH = """
@@ -1265,7 +1280,8 @@ CRUXEVAL_COUNTS = {
     "next_line": (1129, 483), "next_line_any": (743, 313), "coverage": (1169, 558),
     "line_count": (1148, 543), "branch": (883, 438), "steps": (800, 800),
     "trace": (798, 798), "exception": (800, 800), "error": (0, 0), "type": (35, 13),
-    "alias": (164, 64),
+    "alias": (164, 64), "output_type": (800, 800), "stdout": (0, 0),
+    "instruction_steps": (800, 800),
 }
 LINE_KINDS = ("state", "state_any", "next_line", "next_line_any", "coverage", "line_count",
               "branch", "type", "alias")
@@ -1295,8 +1311,9 @@ def test_cruxeval_counts_by_kind_and_answers(cruxeval_tasks):
     against the steps."""
     db, printed = cruxeval_tasks
     # type: where a name's type changes over a line's executions, or is no built-in one
-    # (35); alias: two names for one list or dict, or two equal ones (164)
-    assert printed == {**CRUXEVAL_COUNTS, "total": (11775, 800)}
+    # (35); alias: two names for one list or dict, or two equal ones (164); no program
+    # prints (stdout)
+    assert printed == {**CRUXEVAL_COUNTS, "total": (13375, 800)}
     (ok,), = rows(db, "SELECT count(*) FROM runs WHERE status = 'ok' AND NOT output_truncated "
                       "AND output NOT LIKE '% at 0x%'")
     (finished,), = rows(db, "SELECT count(*) FROM runs WHERE status IN ('ok', 'exception')")

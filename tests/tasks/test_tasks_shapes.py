@@ -62,7 +62,9 @@ def _answers(tasks: list[dict], sample: str, kind: str) -> dict:
 def test_a_scripts_top_level_lines_are_asked_about(tasks):
     kinds = {t["kind"] for t in tasks if t["sample_id"] == "script"}
     assert kinds == {"state", "state_any", "next_line", "next_line_any", "coverage",
-                     "line_count", "steps", "trace", "exception"}  # no output, no input
+                     "line_count", "steps", "trace", "exception", "stdout",
+                     "instruction_steps"}  # no output, input or output_type
+    assert _answers(tasks, "script", "stdout") == {(None, None, None): "3\n"}
     state = _answers(tasks, "script", "state")
     assert {key: state[key] for key in [(4, "total", 1), (4, "total", 2), (4, "total", 3),
                                         (3, "i", 3), (1, "n", 1)]} == {
