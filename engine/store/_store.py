@@ -38,13 +38,14 @@ from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CONNECT_TAB
                                      RUNS, STATES, STEPS, TASKS, Table)
 from steptrace.store._transaction import transaction
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
+# 6 added programs.meta (a corpus record's metadata, steptrace.corpus._meta),
 # 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
 # added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
 # by experiment (engine/predictions/_experiments.py), 2 added branches and analyses; older
 # versions are read as they are and upgraded on write.
-READABLE_VERSIONS = ("1", "2", "3", "4", "5")
+READABLE_VERSIONS = ("1", "2", "3", "4", "5", "6")
 LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
 DEFAULT_LOCK_WAIT_S = 10.0
 
@@ -83,7 +84,8 @@ ADDED_IN_2 = {t.name: t.column_names for t in (ANALYSES, BRANCHES)}
 # versions 4 and 5 added (checked when present).
 ADDED_COLUMNS = ((4, PROGRAMS, "shape", "'call'"), (4, PROGRAMS, "test", None),
                  (4, RUNS, "chain", None), (4, RUNS, "stdin", None),
-                 (4, STATES, "object_id", None), (5, RUNS, "guest", None))
+                 (4, STATES, "object_id", None), (5, RUNS, "guest", None),
+                 (6, PROGRAMS, "meta", None))
 
 
 def _columns_before(table: Table, version: int) -> tuple[str, ...]:
@@ -92,9 +94,9 @@ def _columns_before(table: Table, version: int) -> tuple[str, ...]:
     return tuple(c for c in table.column_names if c not in later)
 
 
-# every column list programs, runs, steps and states have had: now, before 5, before 4
+# every column list programs, runs, steps and states have had: now, before 6, 5 and 4
 ACCEPTED_COLUMNS = {table.name: {table.column_names, *(_columns_before(table, version)
-                                                       for version in (4, 5))}
+                                                       for version in (4, 5, 6))}
                     for table in (PROGRAMS, RUNS, STATES, STEPS)}
 TABLES_ADDED = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS)}
 
@@ -142,9 +144,10 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
 
 def upgrade_columns(con: duckdb.DuckDBPyConnection,
                     found: dict[str, list[str]] | None = None) -> None:
-    """A store made before schema 5: add the columns it lacks (``ADDED_COLUMNS``: schema
+    """A store made before schema 6: add the columns it lacks (``ADDED_COLUMNS``: schema
     4's programs.shape, ``call`` for the programs it holds, programs.test, runs.chain,
-    runs.stdin and states.object_id; schema 5's runs.guest; NULL unless said), at the end
+    runs.stdin and states.object_id; schema 5's runs.guest; schema 6's programs.meta; NULL
+    unless said), at the end
     of their tables as the declarations put them. ``found``: the store's columns per table
     (``_check_schema``'s), else read here."""
     if found is None:
@@ -512,7 +515,7 @@ class RunRows:
                             ("sample_id", program.sample_id), ("code", program.code),
                             ("entry", program.entry), ("code_sha256", program.code_sha256),
                             ("program_key", program.key), ("shape", program.shape),
-                            ("test", program.test)):
+                            ("test", program.test), ("meta", program.meta)):
             self.programs[name].append(value)
 
     def add(self, traced: TracedRun, run_id: int, program_id: int) -> None:
