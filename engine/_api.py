@@ -291,7 +291,7 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
                template_dir: str | os.PathLike | None = None,
                out: str | os.PathLike | None = None, max_trace_lines: int = 200,
                workers: int | None = None, engine: str = "local",
-               address: str | None = None) -> TaskSummary:
+               address: str | None = None, where: str | None = None) -> TaskSummary:
     """Make prediction tasks with exact answers from the store's finished runs, store them
     in its ``tasks`` table and return the summary (``steptrace tasks``); the tasks
     themselves are ``summary.tasks``, a polars DataFrame, which ``predict`` and ``score``
@@ -312,14 +312,17 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
     workers: worker processes for the analysis run that ``branch`` tasks need.
     engine, address: for a shard directory (``trace --out``), where its shards' tasks are
         made: ``local`` (here, shard by shard) or ``ray`` (a Ray task per shard, on the
-        cluster at ``address``; default a local Ray)."""
+        cluster at ``address``; default a local Ray).
+    where: only the runs this SQL condition selects, e.g. ``"meta.release_date >=
+        '2025-01-01'"`` (columns: the run's, its program's, ``meta.KEY`` of its corpus
+        record's metadata; see docs/guides/contamination.md)."""
     from steptrace.tasks._tasks import TaskOptions, generate_tasks, parse_kinds
     options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed,
                           prompt_style=prompt_style,
                           template_dir=None if template_dir is None else Path(template_dir),
                           out=None if out is None else Path(out),
                           max_trace_lines=max_trace_lines, workers=workers, engine=engine,
-                          address=address)
+                          address=address, where=where)
     from steptrace.sharding._plan import is_shard_directory
     if (engine, address) != ("local", None) and not is_shard_directory(store_path(store)):
         raise InputError("--engine and --address go with a shard directory (trace --out DIR)")
@@ -385,7 +388,7 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
           models: Iterable[str] = (), labels: Iterable[str] = (), ks: Iterable[int] = (1, 5),
           type_strict: bool = False, float_tolerance: float = 0.0,
           workers: int | None = None, timeout_s: float = 3.0,
-          progress: Progress | None = None) -> ScoreSummary:
+          progress: Progress | None = None, where: str | None = None) -> ScoreSummary:
     """Judge the stored predictions of ``tasks`` against their answers, store the verdicts
     in the ``scores`` table and return the summary: pass@k by experiment and kind, by
     difficulty, incremental consistency, paired comparisons (``steptrace score --tasks``;
@@ -401,11 +404,12 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
     float_tolerance: floats are equal within this relative and absolute tolerance.
     workers: worker processes for the input checks (default: one per CPU; 0: this one).
     timeout_s: seconds per sandboxed input check.
-    progress: called as ``progress(done, total)`` during the input checks."""
+    progress: called as ``progress(done, total)`` during the input checks.
+    where: only the tasks of the runs this SQL condition selects (as ``make_tasks``'s)."""
     from steptrace.scoring._score import ScoreOptions, score_predictions
     options = ScoreOptions(models=tuple(models), labels=tuple(labels), ks=tuple(ks),
                            type_strict=type_strict, float_tolerance=float_tolerance,
-                           workers=workers, limits=Limits(timeout_s=timeout_s))
+                           workers=workers, limits=Limits(timeout_s=timeout_s), where=where)
     return score_predictions(store_path(store), tasks, options, progress)
 
 

@@ -18,7 +18,8 @@ import click
 
 from steptrace.errors import InputError
 
-from steptrace.cli._common import _progress_bar, _progress_callback, db_option, format_option
+from steptrace.cli._common import (_progress_bar, _progress_callback, db_option, format_option,
+                                   where_option)
 from steptrace.cli._render import render
 
 # Where the CRUXEval data is in this project's checkouts (as steptrace.scoring._cruxeval's
@@ -72,12 +73,13 @@ def _ks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ..
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=3.0,
               show_default=True, help="Seconds per sandboxed check (input tasks).")
 @workers_option
+@where_option
 @format_option
 def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tuple[str, ...],
           ks: tuple[int, ...],
           type_strict: bool, float_tolerance: float, table: str, cruxeval: Path | None,
           mode: str | None, out: Path | None, data: Path, timeout: float,
-          workers: int | None, fmt: str) -> None:
+          workers: int | None, where: str | None, fmt: str) -> None:
     """Score predictions, every check in the sandbox (a fresh instance per candidate).
 
     --tasks TASKS.jsonl: judge the stored predictions of these tasks, store the verdicts
@@ -103,7 +105,7 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
     from steptrace import _api as api
     summary = api.score(db, tasks_path, models=models, labels=labels, ks=ks,
                         type_strict=type_strict, float_tolerance=float_tolerance,
-                        workers=workers, timeout_s=timeout)
+                        workers=workers, timeout_s=timeout, where=where)
     if fmt == "json":
         click.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
         return

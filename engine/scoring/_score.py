@@ -55,6 +55,9 @@ def score_predictions(db: str | Path, tasks_path: TasksLike, options: ScoreOptio
     db = Path(db)
     if not db.exists():
         raise ScoreError(f"database not found: {db}")
+    if options.where is not None:
+        from steptrace.store._where import select_tasks
+        tasks = select_tasks(db, tasks, options.where)
     summary, pending, programs = _read_and_judge(db, tasks_name(tasks_path), tasks, options)
     if pending:  # the store is closed meanwhile: the checks may take minutes
         requests, order, locks = input_requests(
