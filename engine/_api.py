@@ -36,6 +36,7 @@ from steptrace.store._runs import Run
 
 if TYPE_CHECKING:
     from steptrace.analytics._report import ReportSummary
+    from steptrace.benchmark._decontaminate import DecontaminationReport
     from steptrace.predictions._predict import PredictOptions, PredictSummary
     from steptrace.sandbox._runtime import Sandbox
     from steptrace.scoring._score import ScoreSummary
@@ -422,3 +423,17 @@ def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSu
     out: the HTML file to write (its directory must exist)."""
     from steptrace.analytics._report import write_report  # matplotlib loads only here
     return write_report(store_path(store), Path(out))
+
+
+# ------------------------------------------------------------------ contamination
+def decontaminate(records: str | os.PathLike, against: str | os.PathLike,
+                  out: str | os.PathLike, *, ngram: int = 5,
+                  threshold: float = 0.5) -> DecontaminationReport:
+    """Drop the benchmark ``records`` (JSONL with ``id`` and ``code``) that the training
+    set ``against`` (JSONL with ``code``) holds a copy of, exact, normalised (renamed
+    identifiers, literals by type) or near (``renamed_tokens`` n-gram Jaccard similarity
+    at least ``threshold``, n = ``ngram``); write the others to ``out`` and return the
+    report of the matches (``steptrace dedupe --against``; see
+    steptrace.benchmark._decontaminate)."""
+    from steptrace.benchmark._decontaminate import decontaminate_file
+    return decontaminate_file(records, against, out, ngram=ngram, threshold=threshold)
