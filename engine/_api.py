@@ -36,7 +36,9 @@ from steptrace.store._runs import Run
 
 if TYPE_CHECKING:
     from steptrace.analytics._report import ReportSummary
+    from steptrace.benchmark._anonymise import AnonymiseReport
     from steptrace.benchmark._decontaminate import DecontaminationReport
+    from steptrace.benchmark._ngram_report import OverlapReport
     from steptrace.predictions._predict import PredictOptions, PredictSummary
     from steptrace.sandbox._runtime import Sandbox
     from steptrace.scoring._score import ScoreSummary
@@ -437,3 +439,23 @@ def decontaminate(records: str | os.PathLike, against: str | os.PathLike,
     steptrace.benchmark._decontaminate)."""
     from steptrace.benchmark._decontaminate import decontaminate_file
     return decontaminate_file(records, against, out, ngram=ngram, threshold=threshold)
+
+
+def anonymise(corpus: str | os.PathLike, out: str | os.PathLike, *, check: bool = True,
+              workers: int | None = None, timeout_s: float = 3.0) -> AnonymiseReport:
+    """Write renamed variants of the JSONL ``corpus`` to ``out`` (every name a program
+    binds replaced by ``f``, ``f1``, ``C1``, ``x1``, ...; CRUXEval's ablation) and return
+    the report (``steptrace anonymise``). With ``check`` each variant is traced against
+    its original in the sandbox (``workers``, ``timeout_s`` per run) and written only when
+    the traces are equal modulo the names; the others are reported (``differs``,
+    ``unparsed``). See steptrace.benchmark._anonymise."""
+    from steptrace.benchmark._anonymise import anonymise_file
+    return anonymise_file(corpus, out, check=check, workers=workers, timeout_s=timeout_s)
+
+
+def ngram_overlap(corpus: CorpusLike, dump: str | os.PathLike, *, n: int = 13) -> OverlapReport:
+    """Per program of ``corpus``, the share of its code's distinct token n-grams that occur
+    in the text file ``dump`` (streamed), and the totals (``steptrace overlap``; see
+    steptrace.benchmark._ngram_report)."""
+    from steptrace.benchmark._ngram_report import ngram_overlap as overlap
+    return overlap(corpus, dump, n)
