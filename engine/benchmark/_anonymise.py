@@ -13,8 +13,9 @@ program reads but never binds. A keyword argument of a call to the program's own
 or method follows its parameter's new name. The source is edited in place, name by name:
 everything else (layout, comments, literals) is unchanged, so a step's line numbers are
 the original's. A record's ``entry`` follows its function (``Stack.push`` ->
-``C1.push``), its ``test`` code's references to the program's names too; every other key
-is kept.
+``C1.push``); its ``test`` code's references to the program's names, and a call's
+``input``/``inputs`` (code: a module-level name it reads, a keyword argument), follow
+their names too; every other key is kept.
 
 **Check** (default; ``check=False`` skips it). The original and the variant are traced
 in the sandbox on every input of the record, and their results compared after the
@@ -314,7 +315,37 @@ def anonymise_record(record: dict) -> tuple[dict, Renamed]:
             variant["entry"] = renamed.entry
     if renamed.test is not None:
         variant["test"] = renamed.test
+    if record.get("shape") != "script":  # a call's input is code: f(INPUT)
+        if isinstance(record.get("input"), str):
+            variant["input"] = _rename_input(record["input"], renamed.names)
+        if isinstance(record.get("inputs"), list):
+            variant["inputs"] = [_rename_input(text, renamed.names) if isinstance(text, str)
+                                 else text for text in record["inputs"]]
     return variant, renamed
+
+
+def _rename_input(text: str, names: dict[str, str]) -> str:
+    """A call's input (the text inside ``f(...)``) with the program's names it reads (a
+    module-level list, a keyword argument) renamed; as it was if it does not parse."""
+    call = f"f({text})"
+    try:
+        tree = ast.parse(call, mode="eval")
+        tokens = list(tokenize.generate_tokens(io.StringIO(call).readline))
+    except (SyntaxError, ValueError, RecursionError, MemoryError, tokenize.TokenError):
+        return text
+    node = tree.body
+    if not isinstance(node, ast.Call):
+        return text
+    inner = [n for arg in (*node.args, *node.keywords) for n in ast.walk(arg)]
+    # what the input binds itself (a lambda's parameter, a comprehension's variable) is its own
+    own = {n.arg for n in inner if isinstance(n, ast.arg)} | {
+        n.id for n in inner if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    sites = [("name", n, n.id) for n in inner if isinstance(n, ast.Name) and n.id not in own]
+    sites += [("keyword", k, k.arg) for k in node.keywords if k.arg is not None]
+    try:
+        return _apply(call, sites, tokens, names)[2:-1]
+    except AnonymiseError:
+        return text
 
 
 # ------------------------------------------------------------------ the check
