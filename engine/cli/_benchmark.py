@@ -177,8 +177,9 @@ def _range_option(ctx: click.Context, param: click.Parameter, value: str | None)
                    "static, dynamic, determinism). Default: every rule.")
 @click.option("--no-rule", "without", multiple=True, metavar="NAME",
               help="Switch a rule or group off (repeatable).")
-@click.option("--where", help="Extra rule: a SQL condition over runs, e.g. "
-                              "\"line_steps BETWEEN 5 AND 100\" (read-only).")
+@click.option("--where", help="Extra rule: a SQL condition over runs and meta.KEY (the "
+                              "corpus metadata), e.g. \"line_steps BETWEEN 5 AND 100\" "
+                              "(read-only).")
 @click.option("--length", default="75:300", show_default=True, callback=_range_option,
               metavar="MIN:MAX", help="Bounds of the length rule, in characters of code.")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=2.0,

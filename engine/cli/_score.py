@@ -94,6 +94,8 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
     if len(given) != 1:
         raise click.UsageError(f"give one of {', '.join(sources)}")
     if cruxeval is not None:
+        if where is not None:
+            raise click.UsageError("--where goes with --tasks (a store's runs)")
         if mode is None:
             raise click.UsageError("--cruxeval needs --mode input or --mode output")
         _score_cruxeval(cruxeval, mode, out, data, workers, fmt,

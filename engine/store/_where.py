@@ -10,7 +10,7 @@ SQL expression over one row per run with
   ``shape`` and ``test``,
 * ``meta``: the program's metadata (``programs.meta``, steptrace.corpus._meta) as a
   STRUCT with one VARCHAR field per metadata key of the store (and per ``meta.KEY`` the
-  condition names): a string value as it is, any other value as its JSON text
+  condition names; only those when the store has more than ``MAX_META_FIELDS`` keys): a string value as it is, any other value as its JSON text
   (``meta.difficulty`` of ``3`` is ``'3'``: cast it, ``meta.difficulty::INT >= 3``). A key
   a program lacks is NULL there, so a comparison with it selects nothing. DuckDB's field
   names ignore case: of two keys that differ only in case the first (in sorted order)
@@ -39,6 +39,8 @@ from steptrace.errors import InputError
 _META_REFERENCE = re.compile(r'\bmeta\s*\.\s*(?:"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_]*))',
                              re.IGNORECASE)
 MAX_WHERE_CHARS = 10_000
+# a store with more distinct metadata keys gives ``meta`` only the fields the condition names
+MAX_META_FIELDS = 1_000
 
 
 class WhereError(InputError):
@@ -88,6 +90,8 @@ def _meta_keys(texts: list[str | None], where: str) -> list[str]:
     keys: set[str] = set()
     for text in texts:
         keys.update(meta_values(text))
+    if len(keys) > MAX_META_FIELDS:  # only the keys the condition names
+        keys = set()
     for quoted, plain in _META_REFERENCE.findall(where):
         keys.add(quoted.replace('""', '"') if quoted else plain)
     chosen: dict[str, str] = {}
@@ -97,16 +101,28 @@ def _meta_keys(texts: list[str | None], where: str) -> list[str]:
     return sorted(chosen.values())
 
 
-def _evaluate(rows: pa.Table, where: str) -> list[int]:
-    texts = rows.column("meta_json").to_pylist()
+def meta_column(texts: list[str | None], where: str) -> pa.Array:
+    """The ``meta`` column of rows whose metadata JSON texts are ``texts``: a STRUCT of
+    VARCHAR fields (see the module docstring), or NULL VARCHARs when there is no key."""
     keys = _meta_keys(texts, where)
-    if keys:
-        values = [meta_values(text) for text in texts]
-        meta = pa.StructArray.from_arrays(
-            [pa.array([v.get(key) for v in values], pa.string()) for key in keys], names=keys)
-        rows = rows.append_column("meta", meta)
-    else:
-        rows = rows.append_column("meta", pa.nulls(rows.num_rows, pa.string()))
+    if not keys:
+        return pa.nulls(len(texts), pa.string())
+    values = [meta_values(text) for text in texts]
+    return pa.StructArray.from_arrays(
+        [pa.array([v.get(key) for v in values], pa.string()) for key in keys], names=keys)
+
+
+def run_meta(con: duckdb.DuckDBPyConnection, where: str) -> pa.Table:
+    """``(run_id, meta)`` of every run of the store ``con`` reads, ``meta`` as a condition
+    reads it (for a query over the store itself: ``steptrace filter --where``)."""
+    relation = con.sql(_rows_sql(con))
+    rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
+    return pa.table({"run_id": rows.column("run_id"),
+                     "meta": meta_column(rows.column("meta_json").to_pylist(), where)})
+
+
+def _evaluate(rows: pa.Table, where: str) -> list[int]:
+    rows = rows.append_column("meta", meta_column(rows.column("meta_json").to_pylist(), where))
     sql = f"SELECT run_id FROM candidates WHERE ({where}) ORDER BY run_id"
     try:
         statements = duckdb.extract_statements(sql)

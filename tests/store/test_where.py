@@ -174,3 +174,19 @@ def test_a_time_window_split_of_cruxeval(tmp_path, cruxeval_path):
     window = st.make_tasks(db, "output", where="meta.release_date >= '2025-03-01' AND "
                                                "meta.release_date < '2025-05-01'")
     assert sorted(window.tasks["sample_id"].to_list()) == ["sample_8", "sample_9"]
+
+
+def test_filter_where_reads_metadata_and_its_corpus_keeps_it(tmp_path, store):
+    """``filter --where`` reads ``meta.KEY`` too, and the corpus ``filter --out`` writes
+    carries each program's metadata keys, so a filtered benchmark keeps its dates."""
+    from steptrace.benchmark._filters import FilterOptions, filter_runs, write_kept
+    report = filter_runs(store, FilterOptions(rules=(), where="meta.release_date >= '2025-01-01'"))
+    found = dict(rows(store, "SELECT run_id, sample_id FROM runs"))
+    assert [found[run_id] for run_id in report.kept] == ["new", "newer"]
+    out = tmp_path / "kept.jsonl"
+    write_kept(store, report.kept, out)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        {"id": "new", "code": RECORDS[1]["code"], "input": "3", "output": "6", "difficulty": 3,
+         "licence": "MIT", "release_date": "2025-03-01"},
+        {"id": "newer", "code": RECORDS[2]["code"], "input": "'ab'", "output": "'ba'",
+         "release_date": "2025-09-30", "tags": ["string", "slice"]}]
