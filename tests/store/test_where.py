@@ -190,3 +190,20 @@ def test_filter_where_reads_metadata_and_its_corpus_keeps_it(tmp_path, store):
          "licence": "MIT", "release_date": "2025-03-01"},
         {"id": "newer", "code": RECORDS[2]["code"], "input": "'ab'", "output": "'ba'",
          "release_date": "2025-09-30", "tags": ["string", "slice"]}]
+
+
+def test_odd_keys_and_many_keys():
+    """Keys that are not identifiers are quoted; keys differing in case are one field (the
+    first in sorted order); past MAX_META_FIELDS keys only the named ones are fields."""
+    import pyarrow as pa
+    from steptrace.store import _where
+    texts = ['{"first seen": "2025", "Tag": "a", "tag": "b", "q\\"k": "1"}', None]
+    rows_ = pa.table({"run_id": [1, 2], "meta_json": texts})
+    assert _where._evaluate(rows_, 'meta."first seen" = \'2025\'') == [1]
+    assert _where._evaluate(rows_, "meta.tag = 'a'") == [1]  # "Tag" < "tag"
+    assert _where._evaluate(rows_, 'meta."q""k" = \'1\'') == [1]
+    many = ['{' + ", ".join(f'"k{i}": {i}' for i in range(_where.MAX_META_FIELDS + 1)) + '}']
+    column = _where.meta_column(many, "meta.k7 = '7' AND meta.zz IS NULL")
+    assert [f.name for f in column.type] == ["k7", "zz"]
+    assert _where._evaluate(pa.table({"run_id": [5], "meta_json": many}),
+                            "meta.k7::INT = 7 AND meta.zz IS NULL") == [5]
