@@ -8,7 +8,7 @@ et al. 2020, appendix C); code tokens include punctuation, so 13 code tokens are
 one line of code, shorter than GPT-3's 13 words. A program of fewer than ``n`` tokens has
 no n-gram: its share is empty (None).
 
-The dump is streamed (1 MiB at a time, split at whitespace), never held whole: memory is
+The dump is streamed (1 MiB at a time, split between tokens), never held whole: memory is
 the corpus's n-grams. Its bytes are read as UTF-8, a bad byte replaced (a dump may be any
 text). The corpus is any corpus ``steptrace trace`` reads; a program run on several
 inputs is one record, named by its ``sample_id``.
@@ -16,6 +16,7 @@ inputs is one record, named by its ``sample_id``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -26,6 +27,7 @@ from steptrace.errors import InputError
 
 DEFAULT_N = 13
 CHUNK = 1 << 20
+MAX_WORD = 16 << 20  # characters of one word held before it is cut (a dump with no boundary)
 
 
 @dataclass(frozen=True)
@@ -75,20 +77,30 @@ def _programs(corpus: CorpusLike, errors: list[str]) -> list[tuple[str, str]]:
     return list(seen.values())
 
 
+_LAST_BOUNDARY = re.compile(r"[^A-Za-z0-9_][A-Za-z0-9_]*\Z")
+
+
 def _chunks(handle: BinaryIO) -> Iterator[str]:
-    """The dump's text in pieces that end at whitespace (a token is never split)."""
+    """The dump's text in pieces that end after a character that is not a letter, digit
+    or underscore: no token runs across one (tokens are runs of those, or one other
+    character), so no token is split. A run of them longer than ``MAX_WORD`` characters
+    (no boundary at all) is split there, so memory stays bounded whatever the dump."""
     rest = ""
     while True:
         data = handle.read(CHUNK)
         if not data:
             break
         text = rest + data.decode("utf-8", errors="replace")
-        cut = max(text.rfind(" "), text.rfind("\n"), text.rfind("\t"), text.rfind("\r"))
-        if cut < 0:
-            rest = text
-            continue
-        yield text[:cut + 1]
-        rest = text[cut + 1:]
+        found = _LAST_BOUNDARY.search(text)
+        if found is None:
+            if len(text) <= MAX_WORD:
+                rest = text
+                continue
+            cut = len(text)
+        else:
+            cut = found.start() + 1
+        yield text[:cut]
+        rest = text[cut:]
     if rest:
         yield rest
 

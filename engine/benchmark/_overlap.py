@@ -49,9 +49,9 @@ def ngrams(items: list[str], n: int) -> set[tuple[str, ...]]:
 
 
 def stream_ngrams(chunks: Iterable[str], n: int) -> Iterator[tuple[str, ...]]:
-    """Every n-gram of the tokens of a text read in ``chunks`` (lines of a file), holding
-    ``n`` tokens at a time; a token split across two chunks is one token only if the
-    split is at whitespace (a file's lines are)."""
+    """Every n-gram of the tokens of a text read in ``chunks``, holding ``n`` tokens at a
+    time; the chunks must not split a token (a split after a character other than a
+    letter, digit or underscore never does)."""
     window: list[str] = []
     for chunk in chunks:
         for token in TOKEN.findall(chunk):

@@ -33,6 +33,23 @@ def test_tokens_and_ngrams():
     assert list(stream_ngrams(["a b", " c\n", "d"], 3)) == [("a", "b", "c"), ("b", "c", "d")]
 
 
+def test_the_dump_is_read_in_pieces_that_split_no_token(tmp_path, monkeypatch):
+    """Pieces end after a non-word character (none of a token's), whitespace or not; a
+    dump with no such character at all is cut at MAX_WORD, so memory stays bounded."""
+    dump = tmp_path / "d.txt"
+    dump.write_bytes("ab(cd)+ef é gh_1\n23x".encode())
+    monkeypatch.setattr(_ngram_report, "CHUNK", 3)
+    with open(dump, "rb") as handle:
+        pieces = list(_ngram_report._chunks(handle))
+    assert "".join(pieces) == dump.read_text()
+    assert len(pieces) > 3
+    assert [t for piece in pieces for t in tokens(piece)] == tokens(dump.read_text())
+    monkeypatch.setattr(_ngram_report, "MAX_WORD", 5)
+    dump.write_text("abcdefghijklmnop")
+    with open(dump, "rb") as handle:
+        assert list(_ngram_report._chunks(handle)) == ["abcdef", "ghijkl", "mnop"]
+
+
 def test_shares_are_exact(tmp_path, monkeypatch):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
