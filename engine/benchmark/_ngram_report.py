@@ -16,6 +16,7 @@ inputs is one record, named by its ``sample_id``.
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,11 +87,13 @@ def _chunks(handle: BinaryIO) -> Iterator[str]:
     character), so no token is split. A run of them longer than ``MAX_WORD`` characters
     (no boundary at all) is split there, so memory stays bounded whatever the dump."""
     rest = ""
-    while True:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character may
+    while True:                                                        # span two reads
         data = handle.read(CHUNK)
         if not data:
+            rest += decoder.decode(b"", final=True)
             break
-        text = rest + data.decode("utf-8", errors="replace")
+        text = rest + decoder.decode(data)
         found = _LAST_BOUNDARY.search(text)
         if found is None:
             if len(text) <= MAX_WORD:

@@ -37,7 +37,7 @@ def test_the_dump_is_read_in_pieces_that_split_no_token(tmp_path, monkeypatch):
     """Pieces end after a non-word character (none of a token's), whitespace or not; a
     dump with no such character at all is cut at MAX_WORD, so memory stays bounded."""
     dump = tmp_path / "d.txt"
-    dump.write_bytes("ab(cd)+ef é gh_1\n23x".encode())
+    dump.write_bytes("ab(cd)+ef é gh_1\n23x ééé".encode())  # é: 2 bytes, split by reads
     monkeypatch.setattr(_ngram_report, "CHUNK", 3)
     with open(dump, "rb") as handle:
         pieces = list(_ngram_report._chunks(handle))
