@@ -163,3 +163,24 @@ def test_no_check_writes_every_variant_and_errors_are_one_line(tmp_path):
 def _write(path, records):
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
+
+
+def test_every_cruxeval_sample_has_an_equal_variant(tmp_path, cruxeval_path):
+    """All 800: each renamed variant traces as its original, modulo the names."""
+    records = [json.loads(line) for line in cruxeval_path.read_text().splitlines()]
+    kept, report = anonymise_records(records, workers=2)
+    assert report.as_rows() == [("records in", 800), ("equal", 800), ("unchecked", 0),
+                                ("differs", 0), ("unparsed", 0), ("written", 800)]
+    assert [r["id"] for r in kept] == [r["id"] for r in records]
+    assert all(r["output"] == v["output"] for r, v in zip(records, kept))
+
+
+def test_hostile_program_text_is_unparsed_not_a_crash():
+    """Text the host's parser refuses (nesting past its limits, a NUL) or cannot place
+    is ``unparsed``; nothing of it runs on the host."""
+    deep = "def f(x):\n    return " + "(" * 300_000 + "x" + ")" * 300_000
+    _, report = anonymise_records([{"id": "deep", "code": deep, "input": "1"},
+                                   {"id": "nul", "code": "def f(x):\n    return x\0",
+                                    "input": "1"}], check=False)
+    assert [(v.id, v.status) for v in report.variants] == [("deep", "unparsed"),
+                                                           ("nul", "unparsed")]
