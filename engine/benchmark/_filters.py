@@ -344,7 +344,8 @@ def _where_kept(con: duckdb.DuckDBPyConnection, where: str) -> pa.Table:
     con.execute("SET enable_external_access = false")
     try:
         found = con.execute("SELECT run_id FROM (SELECT r.*, m.meta FROM runs r LEFT JOIN "
-                            f"where_meta m USING (run_id)) WHERE (\n{where}\n)").fetchall()
+                            f"where_meta m USING (run_id)) AS runs WHERE (\n{where}\n)"
+                            ).fetchall()
     except duckdb.Error as exc:
         raise InputError(f"invalid --where condition {where!r}: {first_line(exc)}") from exc
     return pa.table({"run_id": pa.array([row[0] for row in found], pa.int64())})

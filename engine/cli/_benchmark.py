@@ -234,6 +234,10 @@ def dedupe_command(records: Path, out: Path, against: Path | None, ngram: int,
     if against is not None:
         _decontaminate(records, against, out, ngram, threshold, fmt)
         return
+    given = [f"--{name}" for name in ("ngram", "threshold") if click.get_current_context()
+             .get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+    if given:
+        raise click.UsageError(f"{given[0]} goes with --against")
     from steptrace.benchmark._dedupe import dedupe_file
     report = dedupe_file(records, out)
     if fmt == "json":

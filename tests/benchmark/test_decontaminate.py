@@ -117,3 +117,11 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     assert_one_line_error(missing, f"training set not found: {tmp_path / 'nope.jsonl'}")
     with pytest.raises(st.InputError, match="--ngram"):
         st.decontaminate(bench, bench, tmp_path / "o.jsonl", ngram=0)
+
+
+def test_near_options_go_with_against(tmp_path):
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps({"id": "a", "code": "def f(): pass"}) + "\n")
+    result = CliRunner().invoke(main, ["dedupe", str(bench), "--out", str(tmp_path / "o"),
+                                       "--threshold", "0.9"])
+    assert result.exit_code == 2 and "--threshold goes with --against" in result.output

@@ -207,3 +207,10 @@ def test_odd_keys_and_many_keys():
     assert [f.name for f in column.type] == ["k7", "zz"]
     assert _where._evaluate(pa.table({"run_id": [5], "meta_json": many}),
                             "meta.k7::INT = 7 AND meta.zz IS NULL") == [5]
+
+
+def test_filter_where_still_names_the_runs_table(store):
+    from steptrace.benchmark._filters import FilterOptions, filter_runs
+    report = filter_runs(store, FilterOptions(rules=(), where="runs.sample_id = 'old' OR "
+                                                              "meta.licence = 'MIT'"))
+    assert len(report.kept) == 2
