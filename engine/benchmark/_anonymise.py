@@ -78,6 +78,7 @@ class _Collector(ast.NodeVisitor):
         self.sites: list[tuple] = []         # (kind, node, name)
         self.class_depth = 0
         self.methods: set[str] = set()       # names of functions defined in class bodies
+        self.keywords: list[tuple] = []      # (keyword argument, the called expression)
 
     def bind(self, name: str, category: str) -> None:
         self.bound.setdefault(name, category)
@@ -166,12 +167,21 @@ class _Collector(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
-        func = node.func
-        own = (isinstance(func, ast.Name) or
-               (isinstance(func, ast.Attribute) and func.attr in self.methods))
         for keyword in node.keywords:
-            if keyword.arg is not None and own:
-                self.sites.append(("keyword", keyword, keyword.arg))
+            if keyword.arg is not None:
+                self.keywords.append((keyword, node.func))
+
+    def keyword_sites(self) -> list[tuple]:
+        """The keyword arguments of calls to the program's own functions, classes and
+        methods (known once the whole program is read): they follow the parameters."""
+        sites = []
+        for keyword, func in self.keywords:
+            own = (isinstance(func, ast.Name) and
+                   self.bound.get(func.id) in ("function", "class")) or (
+                   isinstance(func, ast.Attribute) and func.attr in self.methods)
+            if own:
+                sites.append(("keyword", keyword, keyword.arg))
+        return sites
 
 
 def _class_body_names(statement: ast.stmt) -> list[str]:
@@ -228,7 +238,7 @@ def rename_code(code: str, entry: str = "f", test: str | None = None) -> Renamed
                     break
         taken.add(new)
         names[name] = new
-    new_code = _apply(code, collector.sites, tokens, names)
+    new_code = _apply(code, collector.sites + collector.keyword_sites(), tokens, names)
     new_entry = ".".join([names.get(head, head), *entry.split(".")[1:]])
     new_test = None if test is None else _rename_test(test, names)
     return Renamed(new_code, new_entry, new_test, names)
@@ -304,15 +314,13 @@ def anonymise_record(record: dict) -> tuple[dict, Renamed]:
     code = record.get("code")
     if not isinstance(code, str):
         raise AnonymiseError("a record needs a string 'code'")
-    entry = record.get("entry") or "f"
-    if record.get("shape") == "script":
-        entry = "<module>"
-    renamed = rename_code(code, entry if entry != "<module>" else "<module>", record.get("test"))
+    script = record.get("shape") == "script"
+    entry = "<module>" if script else (record.get("entry") or "f")
+    renamed = rename_code(code, entry, record.get("test"))
     variant = dict(record)
     variant["code"] = renamed.code
-    if "entry" in record or (renamed.entry != entry and entry != "<module>"):
-        if entry != "<module>":
-            variant["entry"] = renamed.entry
+    if not script and ("entry" in record or renamed.entry != entry):
+        variant["entry"] = renamed.entry
     if renamed.test is not None:
         variant["test"] = renamed.test
     if record.get("shape") != "script":  # a call's input is code: f(INPUT)

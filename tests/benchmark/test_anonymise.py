@@ -65,6 +65,11 @@ def test_renamed_text_is_exact_and_keeps_the_layout():
     renamed = rename_code("def solve(x1, f):\n    return f(x1) + len(f'{x1}')\n", "solve")
     assert (renamed.code, renamed.entry) == (
         "def f(x1, x2):\n    return x2(x1) + len(f'{x1}')\n", "f")
+    # a keyword argument follows the parameter of the program's own function, not a builtin's
+    renamed = rename_code("def f(xs, key=None):\n    key = sorted(xs, key=len)\n"
+                          "    return g(key=key)\ndef g(key):\n    return key\n")
+    assert renamed.code == ("def f(x1, x2=None):\n    x2 = sorted(x1, key=len)\n"
+                            "    return f1(x2=x2)\ndef f1(x2):\n    return x2\n")
     # a generated name the program keeps (here a builtin-like free name) is skipped
     renamed = rename_code("def f(a):\n    return x1 + a\n")
     assert renamed.code == "def f(x2):\n    return x1 + x2\n"
