@@ -59,6 +59,9 @@ def test_record_metadata_is_every_other_key_as_sorted_json():
     plain, = jobs_from_record({"code": "def f(x): return x", "input": "1"}, "s", "1")
     assert job.program.meta == '{"year": 2025}'
     assert job.key == plain.key  # metadata is not part of a run's identity
+    # an in-memory record's (a polars frame's) date is its ISO text
+    import datetime as dt
+    assert record_meta({"code": "x", "day": dt.date(2025, 1, 2)}) == '{"day": "2025-01-02"}'
     with pytest.raises(CorpusError, match=f"at most {MAX_META_CHARS:,}"):
         record_meta({"code": "x", "note": "n" * MAX_META_CHARS})
     with pytest.raises(CorpusError, match="NaN"):
