@@ -50,16 +50,24 @@ class WhereError(InputError):
 def select_runs(db: str | Path, where: str) -> list[int]:
     """The ids of the runs of store ``db`` that ``where`` selects, in order (see the
     module docstring). WhereError (one line) for a condition that does not run."""
-    from steptrace.store._store import connect, first_line
+    from steptrace.store._store import connect
     where = _checked(where)
     con = connect(db, read_only=True)
+    try:
+        return select_runs_of(con, where, db)
+    finally:
+        con.close()
+
+
+def select_runs_of(con: duckdb.DuckDBPyConnection, where: str, db: str | Path) -> list[int]:
+    """``select_runs`` over an open connection (a shard's, for its tasks)."""
+    from steptrace.store._store import first_line
+    where = _checked(where)
     try:
         relation = con.sql(_rows_sql(con))
         rows = (getattr(relation, "to_arrow_table", None) or relation.arrow)()
     except duckdb.Error as exc:
         raise WhereError(f"cannot read the runs of {db}: {first_line(exc)}") from exc
-    finally:
-        con.close()
     return _evaluate(rows, where)
 
 

@@ -176,9 +176,9 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
     _check(db, options)
     from steptrace.sharding._plan import is_shard_directory
     if is_shard_directory(db):  # shard by shard: steptrace.sharding._tasks
-        if options.where is not None:
-            raise InputError("--where is not taken for a shard directory yet: import it "
-                             "first (steptrace import)")
+        if options.where is not None:  # a bad condition fails here, before any shard
+            from steptrace.store._where import select_runs
+            select_runs(db, options.where)
         from steptrace.sharding._tasks import generate_shard_tasks
         return generate_shard_tasks(db, options)
     options = replace(options, kinds=parse_kinds(options.kinds))
