@@ -476,47 +476,48 @@ class AnonymiseReport:
 
 def anonymise_records(records: list[dict], *, check: bool = True, workers: int | None = None,
                       timeout_s: float = 3.0) -> tuple[list[dict], AnonymiseReport]:
-    """The variants to write (see the module docstring) and the report."""
+    """The variants to write (see the module docstring) and the report, a variant per
+    record in record order (records may share an id: one per input, as ``filter --out``
+    writes them)."""
     report = AnonymiseReport(records_in=len(records))
-    pairs = []  # (number, record, variant, renamed)
+    pairs = []  # (number, id, record, variant, renamed)
+    found: list[tuple[int, VariantStatus]] = []
     for number, record in enumerate(records, start=1):
         rid = str(record.get("id", number))
         try:
             variant, renamed = anonymise_record(record)
         except AnonymiseError as exc:
-            report.variants.append(VariantStatus(rid, UNPARSED, str(exc), {}))
+            found.append((number, VariantStatus(rid, UNPARSED, str(exc), {})))
             continue
-        pairs.append((rid, record, variant, renamed))
-    statuses: dict[str, tuple[str, str | None]] = {}
-    if check and pairs:
-        statuses = _check(pairs, workers, timeout_s)
+        pairs.append((number, rid, record, variant, renamed))
+    statuses = _check(pairs, workers, timeout_s) if check and pairs else {}
     kept = []
-    for rid, record, variant, renamed in pairs:
-        status, detail = statuses.get(rid, (UNCHECKED, None)) if check else (UNCHECKED, None)
-        report.variants.append(VariantStatus(rid, status, detail, renamed.names))
+    for number, rid, _, variant, renamed in pairs:
+        status, detail = statuses[number] if check else (UNCHECKED, None)
+        found.append((number, VariantStatus(rid, status, detail, renamed.names)))
         if status in (EQUAL, UNCHECKED):
             kept.append(variant)
-    order = {str(record.get("id", n)): n for n, record in enumerate(records, start=1)}
-    report.variants.sort(key=lambda v: order.get(v.id, 0))
+    report.variants = [status for _, status in sorted(found, key=lambda item: item[0])]
     report.written = len(kept)
     return kept, report
 
 
-def _check(pairs, workers: int | None, timeout_s: float) -> dict[str, tuple[str, str | None]]:
+def _check(pairs, workers: int | None, timeout_s: float) -> dict[int, tuple[str, str | None]]:
+    """(status, first difference) by record number: each pair traced and compared."""
     from steptrace.sandbox._limits import Limits
     from steptrace.tracing._trace import TraceOptions, run_jobs
     jobs = {}
-    plan = []  # (rid, names, [(original key, variant key)], error)
-    for rid, record, variant, renamed in pairs:
+    plan = []  # (number, names, [(original key, variant key)], error)
+    for number, rid, record, variant, renamed in pairs:
         try:
             originals = jobs_from_record(record, "anonymise", rid)
             variants = jobs_from_record(variant, "anonymise", rid)
         except CorpusError as exc:
-            plan.append((rid, renamed.names, [], f"not a corpus record: {exc}"))
+            plan.append((number, renamed.names, [], f"not a corpus record: {exc}"))
             continue
         for job in (*originals, *variants):
             jobs.setdefault(job.key, job)
-        plan.append((rid, renamed.names,
+        plan.append((number, renamed.names,
                      [(a.key, b.key) for a, b in zip(originals, variants)], None))
     options = TraceOptions(limits=Limits(timeout_s=timeout_s))
     if workers is not None:
@@ -526,9 +527,9 @@ def _check(pairs, workers: int | None, timeout_s: float) -> dict[str, tuple[str,
         for traced in chunk:
             results[traced.job.key] = traced.result
     statuses = {}
-    for rid, names, keys, error in plan:
+    for number, names, keys, error in plan:
         if error is not None:
-            statuses[rid] = (DIFFERS, error)
+            statuses[number] = (DIFFERS, error)
             continue
         difference = None
         for index, (a, b) in enumerate(keys):
@@ -536,7 +537,7 @@ def _check(pairs, workers: int | None, timeout_s: float) -> dict[str, tuple[str,
             if found is not None:
                 difference = found if len(keys) == 1 else f"input {index}: {found}"
                 break
-        statuses[rid] = (EQUAL, None) if difference is None else (DIFFERS, difference)
+        statuses[number] = (EQUAL, None) if difference is None else (DIFFERS, difference)
     return statuses
 
 

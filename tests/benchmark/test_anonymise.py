@@ -107,18 +107,23 @@ def test_variants_are_traced_against_their_originals(tmp_path, cruxeval_path):
          "entry": "Stack.push", "input": "3"},
         {"id": "raises", "code": "def f(values):\n    return values[5]", "input": "[1]"},
         {"id": "broken", "code": "def f(:\n", "input": "1"},
+        # one id, two records (one per input, as filter --out writes them): one each
+        {"id": "twice", "code": "def f(a):\n    return locals()['a']", "input": "1"},
+        {"id": "twice", "code": "def f(a):\n    return a", "input": "1"},
     ]
     kept, report = anonymise_records(records, workers=0)
     assert [(v.id, v.status) for v in report.variants] == [
         ("sample_0", "equal"), ("sample_258", "equal"), ("sample_364", "equal"),
         ("locals", "differs"), ("type-name", "differs"), ("getattr", "differs"),
-        ("method", "equal"), ("raises", "equal"), ("broken", "unparsed")]
+        ("method", "equal"), ("raises", "equal"), ("broken", "unparsed"),
+        ("twice", "differs"), ("twice", "equal")]
     details = {v.id: v.detail for v in report.variants}
     assert details["locals"] == "output: \"['text']\" != \"['x1']\""
     assert details["type-name"] == "output: \"'Box'\" != \"'C1'\""
     assert details["getattr"] == "status: 'ok' != 'exception'"
     assert details["broken"] == "does not parse: SyntaxError"
-    assert [r["id"] for r in kept] == ["sample_0", "sample_258", "sample_364", "method", "raises"]
+    assert [r["id"] for r in kept] == ["sample_0", "sample_258", "sample_364", "method", "raises",
+                                       "twice"]
     assert kept[0]["code"] == ("def f(x1):\n    x2 = []\n    for x3 in x1:\n"
                                "        x2.append((x1.count(x3), x3))\n"
                                "    x2.sort(reverse=True)\n    return x2")
@@ -132,10 +137,11 @@ def test_variants_are_traced_against_their_originals(tmp_path, cruxeval_path):
         "id,status,detail", "locals,differs,\"output: \"\"['text']\"\" != \"\"['x1']\"\"\"",
         "type-name,differs,\"output: \"\"'Box'\"\" != \"\"'C1'\"\"\"",
         "getattr,differs,status: 'ok' != 'exception'",
-        "broken,unparsed,does not parse: SyntaxError"]
+        "broken,unparsed,does not parse: SyntaxError",
+        "twice,differs,status: 'ok' != 'exception'"]
     assert [json.loads(line) for line in out.read_text().splitlines()] == kept
     summary = st.trace(out, tmp_path / "anon.duckdb", workers=0)
-    assert (summary.traced, summary.matched, summary.with_expected) == (5, 3, 3)
+    assert (summary.traced, summary.matched, summary.with_expected) == (6, 3, 3)
 
 
 def test_compare_results_reads_names_word_by_word():
