@@ -32,6 +32,11 @@ _EXPORTS = {
     "score": "_api",
     "report": "_api",
     "export_traces": "analytics._trace_export",
+    # contamination (steptrace/_api.py)
+    "decontaminate": "_api",
+    "anonymise": "_api",
+    "ngram_overlap": "_api",
+    "select_runs": "store._where",
     # the reward service (steptrace reward-server)
     "judge_answers": "scoring._reward",
     "RewardJudge": "scoring._reward",

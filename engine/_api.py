@@ -36,6 +36,9 @@ from steptrace.store._runs import Run
 
 if TYPE_CHECKING:
     from steptrace.analytics._report import ReportSummary
+    from steptrace.benchmark._anonymise import AnonymiseReport
+    from steptrace.benchmark._decontaminate import DecontaminationReport
+    from steptrace.benchmark._ngram_report import OverlapReport
     from steptrace.predictions._predict import PredictOptions, PredictSummary
     from steptrace.sandbox._runtime import Sandbox
     from steptrace.scoring._score import ScoreSummary
@@ -291,7 +294,7 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
                template_dir: str | os.PathLike | None = None,
                out: str | os.PathLike | None = None, max_trace_lines: int = 200,
                workers: int | None = None, engine: str = "local",
-               address: str | None = None) -> TaskSummary:
+               address: str | None = None, where: str | None = None) -> TaskSummary:
     """Make prediction tasks with exact answers from the store's finished runs, store them
     in its ``tasks`` table and return the summary (``steptrace tasks``); the tasks
     themselves are ``summary.tasks``, a polars DataFrame, which ``predict`` and ``score``
@@ -312,14 +315,17 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
     workers: worker processes for the analysis run that ``branch`` tasks need.
     engine, address: for a shard directory (``trace --out``), where its shards' tasks are
         made: ``local`` (here, shard by shard) or ``ray`` (a Ray task per shard, on the
-        cluster at ``address``; default a local Ray)."""
+        cluster at ``address``; default a local Ray).
+    where: only the runs this SQL condition selects, e.g. ``"meta.release_date >=
+        '2025-01-01'"`` (columns: the run's, its program's, ``meta.KEY`` of its corpus
+        record's metadata; see docs/guides/contamination.md)."""
     from steptrace.tasks._tasks import TaskOptions, generate_tasks, parse_kinds
     options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed,
                           prompt_style=prompt_style,
                           template_dir=None if template_dir is None else Path(template_dir),
                           out=None if out is None else Path(out),
                           max_trace_lines=max_trace_lines, workers=workers, engine=engine,
-                          address=address)
+                          address=address, where=where)
     from steptrace.sharding._plan import is_shard_directory
     if (engine, address) != ("local", None) and not is_shard_directory(store_path(store)):
         raise InputError("--engine and --address go with a shard directory (trace --out DIR)")
@@ -385,7 +391,7 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
           models: Iterable[str] = (), labels: Iterable[str] = (), ks: Iterable[int] = (1, 5),
           type_strict: bool = False, float_tolerance: float = 0.0,
           workers: int | None = None, timeout_s: float = 3.0,
-          progress: Progress | None = None) -> ScoreSummary:
+          progress: Progress | None = None, where: str | None = None) -> ScoreSummary:
     """Judge the stored predictions of ``tasks`` against their answers, store the verdicts
     in the ``scores`` table and return the summary: pass@k by experiment and kind, by
     difficulty, incremental consistency, paired comparisons (``steptrace score --tasks``;
@@ -401,11 +407,12 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
     float_tolerance: floats are equal within this relative and absolute tolerance.
     workers: worker processes for the input checks (default: one per CPU; 0: this one).
     timeout_s: seconds per sandboxed input check.
-    progress: called as ``progress(done, total)`` during the input checks."""
+    progress: called as ``progress(done, total)`` during the input checks.
+    where: only the tasks of the runs this SQL condition selects (as ``make_tasks``'s)."""
     from steptrace.scoring._score import ScoreOptions, score_predictions
     options = ScoreOptions(models=tuple(models), labels=tuple(labels), ks=tuple(ks),
                            type_strict=type_strict, float_tolerance=float_tolerance,
-                           workers=workers, limits=Limits(timeout_s=timeout_s))
+                           workers=workers, limits=Limits(timeout_s=timeout_s), where=where)
     return score_predictions(store_path(store), tasks, options, progress)
 
 
@@ -418,3 +425,37 @@ def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSu
     out: the HTML file to write (its directory must exist)."""
     from steptrace.analytics._report import write_report  # matplotlib loads only here
     return write_report(store_path(store), Path(out))
+
+
+# ------------------------------------------------------------------ contamination
+def decontaminate(records: str | os.PathLike, against: str | os.PathLike,
+                  out: str | os.PathLike, *, ngram: int = 5,
+                  threshold: float = 0.5) -> DecontaminationReport:
+    """Drop the benchmark ``records`` (JSONL with ``id`` and ``code``) that the training
+    set ``against`` (JSONL with ``code``) holds a copy of, exact, normalised (renamed
+    identifiers, literals by type) or near (``renamed_tokens`` n-gram Jaccard similarity
+    at least ``threshold``, n = ``ngram``); write the others to ``out`` and return the
+    report of the matches (``steptrace dedupe --against``; see
+    steptrace.benchmark._decontaminate)."""
+    from steptrace.benchmark._decontaminate import decontaminate_file
+    return decontaminate_file(records, against, out, ngram=ngram, threshold=threshold)
+
+
+def anonymise(corpus: str | os.PathLike, out: str | os.PathLike, *, check: bool = True,
+              workers: int | None = None, timeout_s: float = 3.0) -> AnonymiseReport:
+    """Write renamed variants of the JSONL ``corpus`` to ``out`` (every name a program
+    binds replaced by ``f``, ``f1``, ``C1``, ``x1``, ...; CRUXEval's ablation) and return
+    the report (``steptrace anonymise``). With ``check`` each variant is traced against
+    its original in the sandbox (``workers``, ``timeout_s`` per run) and written only when
+    the traces are equal modulo the names; the others are reported (``differs``,
+    ``unparsed``). See steptrace.benchmark._anonymise."""
+    from steptrace.benchmark._anonymise import anonymise_file
+    return anonymise_file(corpus, out, check=check, workers=workers, timeout_s=timeout_s)
+
+
+def ngram_overlap(corpus: CorpusLike, dump: str | os.PathLike, *, n: int = 13) -> OverlapReport:
+    """Per program of ``corpus``, the share of its code's distinct token n-grams that occur
+    in the text file ``dump`` (streamed), and the totals (``steptrace overlap``; see
+    steptrace.benchmark._ngram_report)."""
+    from steptrace.benchmark._ngram_report import ngram_overlap as overlap
+    return overlap(corpus, dump, n)

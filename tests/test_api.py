@@ -65,7 +65,8 @@ def test_import_steptrace_is_light_and_names_its_api():
     assert done.stdout == "[] ['steptrace', 'steptrace._lazy']\n"
     assert st.__all__ == sorted([
         "trace_one", "trace", "trace_sharded", "trace_shard", "import_shards", "analyse",
-        "make_tasks", "predict", "score", "report", "export_traces", "open_store", "Store", "Run", "Step", "State", "Object", "Attribute", "GlobalState",
+        "make_tasks", "predict", "score", "report", "export_traces",
+        "decontaminate", "anonymise", "ngram_overlap", "select_runs", "open_store", "Store", "Run", "Step", "State", "Object", "Attribute", "GlobalState",
         "Limits", "Records", "judge_answers", "RewardJudge", "RewardLimits",
         "SteptraceError", "InputError", "StoreError", "SandboxError", "PredictError"])
     for name in st.__all__:

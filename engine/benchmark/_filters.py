@@ -331,13 +331,21 @@ def _evaluate(con, db, rules: list[Rule], options: FilterOptions,
 
 
 def _where_kept(con: duckdb.DuckDBPyConnection, where: str) -> pa.Table:
-    """Run ids for which ``where`` is true. The connection is read-only (no writes) and
+    """Run ids for which ``where`` is true, over the columns of ``runs`` and ``meta``, the
+    program's metadata as ``tasks --where`` reads it. The connection is read-only (no writes) and
     external access is switched off first (no reading or writing files, no network):
     the condition is untrusted text. The switch lasts as long as the database instance
     (until every connection to this file in this process is closed)."""
+    from steptrace.store._where import run_meta
+    try:  # meta.KEY: the program's corpus metadata (steptrace.store._where)
+        con.register("where_meta", run_meta(con, where))
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read the runs' metadata: {first_line(exc)}") from exc
     con.execute("SET enable_external_access = false")
     try:
-        found = con.execute(f"SELECT run_id FROM runs WHERE (\n{where}\n)").fetchall()
+        found = con.execute("SELECT run_id FROM (SELECT r.*, m.meta FROM runs r LEFT JOIN "
+                            f"where_meta m USING (run_id)) AS runs WHERE (\n{where}\n)"
+                            ).fetchall()
     except duckdb.Error as exc:
         raise InputError(f"invalid --where condition {where!r}: {first_line(exc)}") from exc
     return pa.table({"run_id": pa.array([row[0] for row in found], pa.int64())})
@@ -429,10 +437,29 @@ def _text_facts(con) -> pa.Table:
 
 
 # ---------------------------------------------------------------- writing the kept runs
+def _meta_column(con) -> str:
+    """``p.meta``, or NULL in a store made before schema 6 (read without upgrading it)."""
+    present = con.execute("SELECT count(*) FROM information_schema.columns WHERE "
+                          "table_schema = 'main' AND table_name = 'programs' AND "
+                          "column_name = 'meta'").fetchall()[0][0]
+    return "p.meta" if present else "CAST(NULL AS VARCHAR)"
+
+
+def _metadata(text: str | None) -> dict:
+    """A program's stored metadata as the record keys it came from."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def write_kept(db: str | Path, run_ids: list[int], out: str | Path) -> int:
     """Write runs as corpus JSONL (``id``, ``code``, ``input``, ``output``, ``entry`` when
-    it is not ``f``, and a program shape's keys: ``shape``, ``calls``, ``test``,
-    ``stdin``) that ``steptrace trace`` reads back; ``output`` is the run's own return
+    it is not ``f``, a program shape's keys: ``shape``, ``calls``, ``test``, ``stdin``,
+    and the program's metadata keys, programs.meta) that ``steptrace trace`` reads back; ``output`` is the run's own return
     value (a script's: its stdout; NULL if it did not return or its repr was cut).
     Returns the count."""
     con = connect(db, read_only=True)
@@ -440,7 +467,7 @@ def write_kept(db: str | Path, run_ids: list[int], out: str | Path) -> int:
         rows = con.execute(
             "SELECT r.sample_id, p.code, p.entry, r.input, "
             "CASE WHEN r.output_truncated THEN NULL ELSE r.output END, r.status, r.stdout, "
-            f"{shape_columns(con, 'p', 'r')} "
+            f"{shape_columns(con, 'p', 'r')}, {_meta_column(con)} "
             "FROM runs r JOIN programs p USING (program_id) "
             "WHERE r.run_id IN (SELECT unnest(?::BIGINT[])) ORDER BY r.run_id",
             [list(run_ids)]).fetchall()
@@ -449,11 +476,12 @@ def write_kept(db: str | Path, run_ids: list[int], out: str | Path) -> int:
     finally:
         con.close()
     lines = []
-    for sample_id, code, entry, text, output, status, stdout, shape, test, chain, stdin in rows:
+    for (sample_id, code, entry, text, output, status, stdout, shape, test, chain, stdin,
+         meta) in rows:
         if shape == "script":
             record = {"id": sample_id, "shape": shape, "code": code, "input": text,
                       "output": stdout if status == "ok" else None}
-            lines.append(json.dumps(record) + "\n")
+            lines.append(json.dumps({**record, **_metadata(meta)}) + "\n")
             continue
         record = {"id": sample_id, "code": code, "input": text, "output": output}
         if entry != "f":
@@ -462,7 +490,7 @@ def write_kept(db: str | Path, run_ids: list[int], out: str | Path) -> int:
                            ("test", test), ("stdin", stdin)):
             if value is not None:
                 record[key] = value
-        lines.append(json.dumps(record) + "\n")
+        lines.append(json.dumps({**record, **_metadata(meta)}) + "\n")
     with user_file(out):
         Path(out).write_text("".join(lines), encoding="utf-8")
     return len(lines)

@@ -177,8 +177,9 @@ def _range_option(ctx: click.Context, param: click.Parameter, value: str | None)
                    "static, dynamic, determinism). Default: every rule.")
 @click.option("--no-rule", "without", multiple=True, metavar="NAME",
               help="Switch a rule or group off (repeatable).")
-@click.option("--where", help="Extra rule: a SQL condition over runs, e.g. "
-                              "\"line_steps BETWEEN 5 AND 100\" (read-only).")
+@click.option("--where", help="Extra rule: a SQL condition over runs and meta.KEY (the "
+                              "corpus metadata), e.g. \"line_steps BETWEEN 5 AND 100\" "
+                              "(read-only).")
 @click.option("--length", default="75:300", show_default=True, callback=_range_option,
               metavar="MIN:MAX", help="Bounds of the length rule, in characters of code.")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=2.0,
@@ -216,10 +217,27 @@ def filter_command(db: str, rules: tuple[str, ...], without: tuple[str, ...], wh
 @click.argument("records", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="JSONL of the records of the functions kept.")
+@click.option("--against", type=click.Path(dir_okay=False, path_type=Path),
+              help="A training set (JSONL records with 'code'): drop instead the records it "
+                   "holds an exact, normalised or near copy of, and list the matches.")
+@click.option("--ngram", type=click.IntRange(min=1), default=5, show_default=True,
+              help="With --against: n of the token n-grams of the near-copy rule.")
+@click.option("--threshold", type=click.FloatRange(min=0, max=1, min_open=True), default=0.5,
+              show_default=True, help="With --against: least n-gram Jaccard similarity of a "
+                                      "near copy.")
 @format_option
-def dedupe_command(records: Path, out: Path, fmt: str) -> None:
+def dedupe_command(records: Path, out: Path, against: Path | None, ngram: int,
+                   threshold: float, fmt: str) -> None:
     """Drop functions that duplicate an earlier one, exactly or after renaming identifiers
-    and replacing literals (RECORDS: e.g. the output of `steptrace filter --out`)."""
+    and replacing literals (RECORDS: e.g. the output of `steptrace filter --out`); with
+    --against, drop the records a training set holds a copy of (decontamination)."""
+    if against is not None:
+        _decontaminate(records, against, out, ngram, threshold, fmt)
+        return
+    given = [f"--{name}" for name in ("ngram", "threshold") if click.get_current_context()
+             .get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+    if given:
+        raise click.UsageError(f"{given[0]} goes with --against")
     from steptrace.benchmark._dedupe import dedupe_file
     report = dedupe_file(records, out)
     if fmt == "json":
@@ -227,6 +245,23 @@ def dedupe_command(records: Path, out: Path, fmt: str) -> None:
         return
     click.echo(render(["stage", "functions", "records"], report.as_rows(), fmt,
                       title=f"steptrace dedupe -> {out}"))
+
+
+def _decontaminate(records: Path, against: Path, out: Path, ngram: int, threshold: float,
+                   fmt: str) -> None:
+    from steptrace import _api as api
+    report = api.decontaminate(records, against, out, ngram=ngram, threshold=threshold)
+    if fmt == "json":
+        click.echo(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
+        return
+    if fmt == "csv":  # one table: the matches
+        click.echo(render(["id", "training_id", "criterion", "similarity"],
+                          report.match_rows(), fmt))
+        return
+    click.echo(render(["", "records"], report.as_rows(), fmt,
+                      title=f"steptrace dedupe --against {against} -> {out}"))
+    click.echo(render(["id", "training_id", "criterion", "similarity"], report.match_rows(),
+                      fmt, title="matches"))
 
 
 @click.command("select")

@@ -120,3 +120,10 @@ def _echo_summary(summary, fmt: str, title: str) -> None:
         click.echo(json.dumps(summary.as_dict(), indent=2))
     else:
         click.echo(render(["item", "value"], summary.as_rows(), fmt, title=title))
+
+
+where_option = click.option(
+    "--where", "where", metavar="CONDITION",
+    help="Only the runs this SQL condition selects: columns of the run and its program, "
+         "and meta.KEY of the corpus record's metadata, e.g. \"meta.release_date >= "
+         "'2025-01-01'\" (a missing key is NULL: not selected).")

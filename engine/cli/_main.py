@@ -1,7 +1,7 @@
 """The ``steptrace`` command: the group, its error handling, and every command registered.
 
 The commands live in modules by pipeline step (_trace, _tasks, _predict, _score,
-_analytics, _benchmark), each a thin click wrapper: parse the options, call one library
+_analytics, _benchmark, _contamination), each a thin click wrapper: parse the options, call one library
 function, render what it returns. ``steptrace --help`` imports all of them, so they import
 only click and light modules at their top (see _common.py); this module imports nothing
 heavier either.
@@ -18,6 +18,7 @@ from steptrace.cli._analytics import (export_command, export_traces_command, fea
 from steptrace.cli._benchmark import (dedupe_command, filter_command, generate_command,
                                       harvest_command, repair_command, select_command,
                                       size_check_command, synth)
+from steptrace.cli._contamination import anonymise_command, overlap_command
 from steptrace.cli._predict import predict_command
 from steptrace.cli._score import (export_generations_command, reward_server_command, score,
                                   score_cruxeval_command)
@@ -57,6 +58,7 @@ for _command in (build, trace, trace_shard, import_command, analyse, show,  # _t
                  sql, query_command, export_command, export_traces_command, features,  # _analytics
                  report_command, view_command, serve_command,
                  generate_command, harvest_command, repair_command, filter_command,  # _benchmark
-                 dedupe_command, select_command, size_check_command, synth):
+                 dedupe_command, select_command, size_check_command, synth,
+                 anonymise_command, overlap_command):                     # _contamination
     main.add_command(_command)
 del _command

@@ -19,7 +19,8 @@ import click
 
 from steptrace.errors import InputError
 
-from steptrace.cli._common import _progress_bar, _progress_callback, db_option, format_option
+from steptrace.cli._common import (_progress_bar, _progress_callback, db_option, format_option,
+                                   where_option)
 from steptrace.cli._render import render
 
 # Where the CRUXEval data is in this project's checkouts (as steptrace.scoring._cruxeval's
@@ -89,12 +90,13 @@ def _ks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ..
               show_default=True, help="Seconds per sandboxed check (input tasks).")
 @workers_option
 @quiet_option
+@where_option
 @format_option
 def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tuple[str, ...],
           ks: tuple[int, ...],
           type_strict: bool, float_tolerance: float, table: str, cruxeval: Path | None,
           mode: str | None, out: Path | None, data: Path, timeout: float,
-          workers: int | None, quiet: bool, fmt: str) -> None:
+          workers: int | None, quiet: bool, where: str | None, fmt: str) -> None:
     """Score predictions, every check in the sandbox (a fresh instance per candidate).
 
     --tasks TASKS.jsonl: judge the stored predictions of these tasks, store the verdicts
@@ -111,6 +113,8 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
     if len(given) != 1:
         raise click.UsageError(f"give one of {', '.join(sources)}")
     if cruxeval is not None:
+        if where is not None:
+            raise click.UsageError("--where goes with --tasks (a store's runs)")
         if mode is None:
             raise click.UsageError("--cruxeval needs --mode input or --mode output")
         source = click.get_current_context().get_parameter_source("db")
@@ -126,7 +130,7 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
     with _progress_bar("input checks", quiet) as progress:
         summary = api.score(db, tasks_path, models=models, labels=labels, ks=ks,
                             type_strict=type_strict, float_tolerance=float_tolerance,
-                            workers=workers, timeout_s=timeout,
+                            workers=workers, timeout_s=timeout, where=where,
                             progress=_when_checks_run(progress))
     if fmt == "json":
         click.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))

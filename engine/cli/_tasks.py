@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from steptrace.cli._common import db_option, format_option
+from steptrace.cli._common import db_option, format_option, where_option
 from steptrace.cli._render import render
 from steptrace.sharding._defaults import ENGINES
 from steptrace.tasks._names import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
@@ -40,16 +40,18 @@ from steptrace.tasks._names import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
                    "after another, or on Ray, a task per shard.")
 @click.option("--address", help="With --engine ray: the cluster's address (default: a "
                                 "local Ray).")
+@where_option
 @format_option
 def tasks_command(db: str, kinds: str, per_run: int, seed: int, prompt_style: str,
                   template_dir: Path | None, out: Path | None, max_trace_lines: int,
-                  workers: int | None, engine: str, address: str | None, fmt: str) -> None:
+                  workers: int | None, engine: str, address: str | None, where: str | None,
+                  fmt: str) -> None:
     """Generate prediction tasks with exact answers from the stored traces, store them in
     the tasks table, and print how many there are of each kind."""
     from steptrace import _api as api
     summary = api.make_tasks(db, kinds, per_run=per_run, seed=seed, prompt_style=prompt_style,
                              template_dir=template_dir, out=out,
                              max_trace_lines=max_trace_lines, workers=workers,
-                             engine=engine, address=address)
+                             engine=engine, address=address, where=where)
     click.echo(render(["kind", "tasks", "runs"], summary.rows(), fmt, title="steptrace tasks"))
     click.echo(summary.timing_text(), err=True)

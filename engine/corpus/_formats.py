@@ -14,6 +14,10 @@ Accepted corpora:
   ``NAME.json`` beside it, an object with the generic keys except ``code``
   (``{"entry": "f", "inputs": ["1, 2", "'abc'"], "outputs": ["3", null]}``).
 
+Every other key of a record (``release_date``, ``source``, ``licence``, ``difficulty``,
+...) is the program's metadata, kept and stored (``programs.meta``; see
+steptrace.corpus._meta).
+
 A bad line or file is reported (``CorpusError`` with file and line number) and skipped;
 the rest of the corpus still loads.
 
@@ -48,6 +52,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence, Union
 
+from steptrace.corpus._meta import record_meta
 from steptrace.corpus._statements import MODULE  # a script's entry: its module code's name
 from steptrace.corpus._text import NotUtf8Error, decode_line, decode_text, file_kind
 from steptrace.errors import InputError
@@ -103,6 +108,9 @@ class Program:
     entry: str = DEFAULT_ENTRY
     shape: str = "call"
     test: str | None = None
+    # the record's metadata (its keys the format does not use) as JSON text, None if none;
+    # stored in programs.meta and not part of the key (steptrace.corpus._meta)
+    meta: str | None = field(default=None, compare=False)
 
     # cached_property: a key is asked for several times a job (the trace's two passes over
     # the corpus, the resume check, the store's rows) and hashing it each time cost the
@@ -527,7 +535,7 @@ def jobs_from_record(record: object, source: str, default_id: str) -> list[Job]:
     chains = _chains(record.get("calls"), len(inputs))
     sample_id = record.get("id")
     program = Program(source=source, sample_id=default_id if sample_id is None else str(sample_id),
-                      code=code, entry=entry, shape=shape, test=test)
+                      code=code, entry=entry, shape=shape, test=test, meta=record_meta(record))
     return [Job(program, text, expected, index, chain, stdin)
             for index, (text, expected, chain) in enumerate(zip(inputs, outputs, chains))]
 

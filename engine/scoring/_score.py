@@ -63,6 +63,9 @@ def score_predictions(db: str | Path, tasks_path: TasksLike, options: ScoreOptio
     db = Path(db)
     if not db.exists():
         raise ScoreError(f"database not found: {db}")
+    if options.where is not None:
+        from steptrace.store._where import select_tasks
+        tasks = select_tasks(db, tasks, options.where)
     summary, pending, plan = _read_and_judge(db, tasks_name(tasks_path), tasks, options)
     new_checks: list[NewCheck] = []
     if pending:  # the store is closed meanwhile: the checks may take minutes

@@ -32,6 +32,7 @@ class ScoreOptions:
     limits: Limits = field(default_factory=lambda: Limits(timeout_s=3.0))
     resamples: int = 10_000
     seed: int = 0
+    where: str | None = None       # only the tasks of the runs it selects (store/_where.py)
 
 
 @dataclass

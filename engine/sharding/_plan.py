@@ -81,11 +81,12 @@ def job_record(job: Job, run_id: int) -> dict:
             "test": program.test, "input": job.input, "expected": job.expected,
             "input_index": job.input_index,
             "calls": None if job.calls is None else [list(call) for call in job.calls],
-            "stdin": job.stdin}
+            "stdin": job.stdin,
+            **({} if program.meta is None else {"meta": program.meta})}  # only when given
 
 
 _TEXT = ("source", "sample_id", "code", "entry", "shape", "input")
-_OPTIONAL_TEXT = ("test", "expected", "stdin")
+_OPTIONAL_TEXT = ("test", "expected", "stdin", "meta")
 
 
 def job_from_record(record: object, where: str) -> tuple[int, Job]:
@@ -114,7 +115,7 @@ def job_from_record(record: object, where: str) -> tuple[int, Job]:
         calls = tuple((method, text) for method, text in calls)
     program = Program(source=record["source"], sample_id=record["sample_id"],
                       code=record["code"], entry=record["entry"], shape=record["shape"],
-                      test=record["test"])
+                      test=record["test"], meta=record.get("meta"))
     return record["run_id"], Job(program, record["input"], record["expected"],
                                  record["input_index"], calls, record["stdin"])
 

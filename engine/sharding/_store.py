@@ -57,7 +57,12 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
             nulls += ", CAST(NULL AS BIGINT) AS rowid"
         body = f"SELECT {nulls} WHERE false"
     elif table.name == "programs":
-        body = f"SELECT DISTINCT {columns} FROM read_parquet({_files(directory, table, shard)})"
+        # union_by_name: a shard written before programs.meta existed reads it as NULL
+        files = f"read_parquet({_files(directory, table, shard)}, union_by_name = true)"
+        if not _has_meta(files):
+            columns = ", ".join("CAST(NULL AS VARCHAR) AS meta" if c.name == "meta" else c.name
+                                for c in table.columns)
+        body = f"SELECT DISTINCT {columns} FROM {files}"
     elif table.name == "guests":
         body = (f"SELECT guest, any_value(lock) AS lock, min(first_used) AS first_used "
                 f"FROM read_parquet({_files(directory, table, shard)}) GROUP BY guest")
@@ -69,6 +74,13 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
     else:
         body = f"SELECT {columns} FROM read_parquet({_files(directory, table, shard)})"
     return f'CREATE OR REPLACE VIEW "{table.name}" AS {body}'
+
+
+def _has_meta(files: str) -> bool:
+    """Whether any of the programs files has the ``meta`` column (schema 6)."""
+    with duckdb.connect() as con:
+        return any(name == "meta" for name, *_ in
+                   con.execute(f"DESCRIBE SELECT * FROM {files}").fetchall())
 
 
 def _any_done(directory: Path) -> bool:

@@ -42,6 +42,10 @@ def shard_tasks(directory: str, index: int, options, staging: str, now: dt.datet
     con = open_shard_store(directory, read_only=True, shard=index)
     try:
         runs = load_runs(con, tables_read(options.kinds))
+        if options.where is not None:  # the shard's runs the condition selects
+            from steptrace.store._where import select_runs_of
+            selected = set(select_runs_of(con, options.where, directory))
+            runs = [run for run in runs if run.run_id in selected]
     finally:
         con.close()
     part = TaskSummary(db=directory, kinds=options.kinds)
@@ -105,6 +109,9 @@ def generate_shard_tasks(directory: str | Path, options):
             summary.by_kind.update(Counter(counts["by_kind"]))
             summary.runs_by_kind.update(Counter(counts["runs_by_kind"]))
         if not summary.runs:
+            if options.where is not None:
+                raise InputError(f"no finished (ok or exception) runs in {directory} meet "
+                                 "--where")
             raise InputError(f"no finished (ok or exception) runs in {directory}: nothing "
                              "to ask about")
         summary.seconds["generate"] = time.perf_counter() - mark

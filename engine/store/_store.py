@@ -41,8 +41,9 @@ from steptrace.store._transaction import transaction
 SCHEMA_VERSION = "6"
 # 6 added checks (the verdicts of sandboxed checks, engine/scoring/_checks.py: score makes
 # the table when it is missing), scores.type_correct and scores.message_correct (an `error`
-# verdict's parts), 5 added runs.guest and guests (which guest build traced a run, with its
-# packages), 4 added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
+# verdict's parts) and programs.meta (a corpus record's metadata, steptrace.corpus._meta),
+# 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
+# added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
 # by experiment (engine/predictions/_experiments.py), 2 added branches and analyses; older
 # versions are read as they are and upgraded on write.
@@ -86,7 +87,8 @@ ADDED_IN_2 = {t.name: t.column_names for t in (ANALYSES, BRANCHES)}
 ADDED_COLUMNS = ((4, PROGRAMS, "shape", "'call'"), (4, PROGRAMS, "test", None),
                  (4, RUNS, "chain", None), (4, RUNS, "stdin", None),
                  (4, STATES, "object_id", None), (5, RUNS, "guest", None),
-                 (6, SCORES, "type_correct", None), (6, SCORES, "message_correct", None))
+                 (6, SCORES, "type_correct", None), (6, SCORES, "message_correct", None),
+                 (6, PROGRAMS, "meta", None))
 
 
 def _columns_before(table: Table, version: int) -> tuple[str, ...]:
@@ -95,9 +97,9 @@ def _columns_before(table: Table, version: int) -> tuple[str, ...]:
     return tuple(c for c in table.column_names if c not in later)
 
 
-# every column list programs, runs, steps and states have had: now, before 5, before 4
+# every column list programs, runs, steps and states have had: now, before 6, 5 and 4
 ACCEPTED_COLUMNS = {table.name: {table.column_names, *(_columns_before(table, version)
-                                                       for version in (4, 5))}
+                                                       for version in (4, 5, 6))}
                     for table in (PROGRAMS, RUNS, STATES, STEPS)}
 TABLES_ADDED = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS,
                                                  CHECKS)}
@@ -149,8 +151,8 @@ def upgrade_columns(con: duckdb.DuckDBPyConnection,
     """A store made before schema 6: add the columns it lacks (``ADDED_COLUMNS``: schema
     4's programs.shape, ``call`` for the programs it holds, programs.test, runs.chain,
     runs.stdin and states.object_id; schema 5's runs.guest; schema 6's
-    scores.type_correct and scores.message_correct; NULL unless said), at the end
-    of their tables as the declarations put them. ``found``: the store's columns per table
+    scores.type_correct, scores.message_correct and programs.meta; NULL unless said), at
+    the end of their tables as the declarations put them. ``found``: the store's columns per table
     (``_check_schema``'s), else read here."""
     if found is None:
         found = _columns(con)
@@ -518,7 +520,7 @@ class RunRows:
                             ("sample_id", program.sample_id), ("code", program.code),
                             ("entry", program.entry), ("code_sha256", program.code_sha256),
                             ("program_key", program.key), ("shape", program.shape),
-                            ("test", program.test)):
+                            ("test", program.test), ("meta", program.meta)):
             self.programs[name].append(value)
 
     def add(self, traced: TracedRun, run_id: int, program_id: int) -> None:

@@ -162,7 +162,10 @@ PROGRAMS = Table(
      _c("shape", "VARCHAR", "`call` (the entry is called on the input) or `script` (the "
         "module is the program, the input its stdin); added in schema 4", null=False),
      _c("test", "VARCHAR", "test code run against the program (never traced); NULL if none; "
-        "added in schema 4")),
+        "added in schema 4"),
+     _c("meta", "VARCHAR", "the corpus record's metadata: its keys the format does not use "
+        "(`release_date`, `source`, ...) as JSON text of an object, keys sorted, at most "
+        "65,536 characters; NULL if none; `--where` reads it as `meta.KEY`; added in schema 6")),
     primary_key=("program_id",), made_by="trace")
 
 RUNS = Table(

@@ -66,6 +66,7 @@ class TaskOptions:
     # a shard directory's tasks are made shard by shard: here (local) or on Ray
     engine: str = "local"
     address: str | None = None        # the Ray cluster's address (engine ray)
+    where: str | None = None          # only the runs this condition selects (store/_where.py)
 
 
 @dataclass
@@ -175,6 +176,9 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
     _check(db, options)
     from steptrace.sharding._plan import is_shard_directory
     if is_shard_directory(db):  # shard by shard: steptrace.sharding._tasks
+        if options.where is not None:  # a bad condition fails here, before any shard
+            from steptrace.store._where import select_runs
+            select_runs(db, options.where)
         from steptrace.sharding._tasks import generate_shard_tasks
         return generate_shard_tasks(db, options)
     options = replace(options, kinds=parse_kinds(options.kinds))
@@ -182,10 +186,14 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
     templates = load_templates(options.kinds, options.prompt_style, options.template_dir)
     if "branches" in tables_read(options.kinds):
         summary.seconds["analyse"] = _analyse(db, options)
+    selected = None
+    if options.where is not None:  # read-only, before the store is opened for writing
+        from steptrace.store._where import select_runs
+        selected = set(select_runs(db, options.where))
     con = connect(db)
     try:
         mark = time.perf_counter()
-        runs = _load(con, db, options.kinds)
+        runs = _load(con, db, options.kinds, selected)
         summary.seconds["load"] = time.perf_counter() - mark
         mark = time.perf_counter()
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
@@ -225,11 +233,15 @@ def _analyse(db: str | Path, options: TaskOptions) -> float:
     return time.perf_counter() - mark
 
 
-def _load(con, db, kinds) -> list[RunData]:
+def _load(con, db, kinds, selected: set[int] | None = None) -> list[RunData]:
     try:
         runs = load_runs(con, tables_read(kinds))
     except duckdb.Error as exc:
         raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
+    if selected is not None:
+        runs = [run for run in runs if run.run_id in selected]
+        if not runs:
+            raise InputError(f"no finished (ok or exception) runs in {db} meet --where")
     if not runs:
         raise InputError(f"no finished (ok or exception) runs in {db}: nothing to ask about")
     return runs

@@ -47,9 +47,9 @@ found["then steptrace.store._store"] = loaded()
 print(json.dumps(found))
 """ % (HEAVY,)
 
-COMMANDS = ["analyse", "build", "dedupe", "export", "export-generations", "export-traces",
-            "features", "filter",
-            "generate", "harvest", "import", "predict", "query", "repair", "report",
+COMMANDS = ["analyse", "anonymise", "build", "dedupe", "export", "export-generations",
+            "export-traces", "features", "filter",
+            "generate", "harvest", "import", "overlap", "predict", "query", "repair", "report",
             "reward-server", "score", "score-cruxeval", "select", "serve", "show", "size-check",
             "sql", "synth", "tasks", "trace", "trace-shard", "view"]
 

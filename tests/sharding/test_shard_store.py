@@ -170,3 +170,24 @@ def test_open_store_reads_a_shard_directory(mixed):
             "exception": 3, "invalid": 2, "ok": 14, "step_limit": 1}
         assert shards.sql("SELECT count(*) AS n FROM steps")["n"].to_list() == [2144]
     assert not (out / COMPANION).exists()
+
+
+def test_shards_written_before_programs_meta_read_it_as_null(mixed, tmp_path):
+    """A shard directory traced before schema 6 has programs files without ``meta``: the
+    view reads it as NULL (every file old, or only some), and ``--where`` works on it."""
+    import pyarrow.parquet as pq
+    from steptrace.store._where import select_runs
+    _, _, out = mixed
+    old = copy_of(out, tmp_path / "old")
+    files = sorted(old.glob("shards/*/programs.parquet"))
+    for file in files:
+        pq.write_table(pq.read_table(file).drop_columns(["meta"]), file)
+    expected = sql(out, "SELECT * EXCLUDE (meta) FROM programs ORDER BY ALL")
+    assert sql(old, "SELECT * EXCLUDE (meta) FROM programs ORDER BY ALL") == expected
+    assert sql(old, "SELECT DISTINCT meta FROM programs") == [(None,)]
+    assert select_runs(old, "meta.release_date IS NULL") == [
+        i for (i,) in sql(out, "SELECT run_id FROM runs ORDER BY run_id")]
+    mixed_ages = copy_of(out, tmp_path / "mixed")  # one shard old, the others new
+    first = mixed_ages / files[0].relative_to(old)
+    pq.write_table(pq.read_table(first).drop_columns(["meta"]), first)
+    assert sql(mixed_ages, "SELECT * EXCLUDE (meta) FROM programs ORDER BY ALL") == expected

@@ -22,7 +22,7 @@ INPUTS = [["3", "6", "9"], ["'ab'", "'xyz'"], ["2", "-1"]]
 
 
 def _corpus(tmp_path):
-    records = [{"id": f"p{number}", "code": code, "inputs": inputs}
+    records = [{"id": f"p{number}", "code": code, "inputs": inputs, "year": 2024 + number}
                for number, (code, inputs) in enumerate(zip(PROGRAMS, INPUTS))]
     return write_jsonl(tmp_path / "corpus.jsonl", records)
 
@@ -58,6 +58,20 @@ def test_shard_tasks_equal_the_store_tasks(traced):
     store = st.open_store(out)
     assert store.sql("SELECT count(*) AS n, count(DISTINCT task_id) AS d FROM tasks").rows() == [
         (from_store.total, from_store.total)]
+
+
+def test_shard_tasks_where_equal_the_store_tasks_where(traced):
+    """``--where`` selects each shard's runs as the store's: the same rows."""
+    tmp_path, out, db = traced
+    where = "meta.year::INT >= 2025 AND status = 'ok'"
+    from_store = st.make_tasks(db, "output", where=where, out=tmp_path / "w-store.jsonl")
+    from_shards = st.make_tasks(out, "output", where=where, out=tmp_path / "w-shards.jsonl")
+    assert from_shards.runs == from_store.runs == 3  # p1's two runs, p2's run on 2
+    assert _rows(tmp_path / "w-shards.jsonl") == _rows(tmp_path / "w-store.jsonl")
+    with pytest.raises(st.InputError, match=f"no finished .* runs in {out} meet --where"):
+        st.make_tasks(out, where="meta.year = 'never'")
+    with pytest.raises(st.InputError, match="bad --where condition"):
+        st.make_tasks(out, where="1; DROP TABLE runs")
 
 
 @pytest.mark.slow

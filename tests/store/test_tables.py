@@ -34,7 +34,7 @@ CONTRACT = {
     "meta": ("key VARCHAR!, value VARCHAR", ("key",)),
     "programs": ("program_id BIGINT!, source VARCHAR!, sample_id VARCHAR!, code VARCHAR!, "
                  "entry VARCHAR!, code_sha256 VARCHAR!, program_key VARCHAR!, shape VARCHAR!, "
-                 "test VARCHAR", ("program_id",)),
+                 "test VARCHAR, meta VARCHAR", ("program_id",)),
     "runs": ("run_id BIGINT!, program_id BIGINT!, sample_id VARCHAR!, input_index INTEGER!, "
              "input VARCHAR!, status VARCHAR!, output VARCHAR, output_type VARCHAR, "
              "output_truncated BOOLEAN, exception_type VARCHAR, exception_message VARCHAR, "
