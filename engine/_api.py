@@ -287,7 +287,7 @@ def analyse(store: Store | str | os.PathLike, *, determinism: bool = False,
 
 
 def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "all", *,
-               per_run: int = 3, seed: int = 0, prompt_style: str = "direct",
+               per_run: int = 3, seed: int = 0, chains: int = 0, prompt_style: str = "direct",
                template_dir: str | os.PathLike | None = None,
                out: str | os.PathLike | None = None, max_trace_lines: int = 200,
                workers: int | None = None, engine: str = "local",
@@ -303,6 +303,9 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
         steps, trace, exception.
     per_run: at most this many tasks of each kind per run.
     seed: the seed of the question selection (per run and kind).
+    chains: also ask REval's question chains on up to this many lines per run (coverage,
+        state and next_line questions about one line, with the run's output question:
+        the chains of score's incremental consistency).
     prompt_style: ``direct``, ``cot`` (chain of thought) or ``cruxeval`` (output and
         input only).
     template_dir: a directory of your own ``<kind>.<style>.txt`` prompt templates (for
@@ -314,7 +317,7 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
         made: ``local`` (here, shard by shard) or ``ray`` (a Ray task per shard, on the
         cluster at ``address``; default a local Ray)."""
     from steptrace.tasks._tasks import TaskOptions, generate_tasks, parse_kinds
-    options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed,
+    options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed, chains=chains,
                           prompt_style=prompt_style,
                           template_dir=None if template_dir is None else Path(template_dir),
                           out=None if out is None else Path(out),

@@ -258,3 +258,53 @@ def test_input_output_correlation_exact(tmp_path):
         load_scored(scored)
     with pytest.raises(InputError, match="at least 2 samples"):
         difficulty_correlation({"s0": [True]}, {"s0": [True]})
+
+
+# ---------------------------------------------------------------- chains end to end
+@pytest.mark.slow
+def test_reval_chains_end_to_end(tmp_path):
+    """``tasks --chains 2`` asks coverage, state and next_line questions about the same
+    lines of a run; ``score`` forms REval's chains from them and the run's output
+    question. The model (the stub server) answers coverage and state right everywhere,
+    next_line right on the first chained line only, and the output wrong: that line's
+    chain scores 1/2, the other's 1/4."""
+    from click.testing import CliRunner
+
+    from helpers.openai_stub import StubServer, answer
+    from helpers.programs import LOOP
+    from steptrace.cli._main import main
+
+    def invoke(*args):
+        result = CliRunner().invoke(main, [str(a) for a in args])
+        assert result.exit_code == 0, result.output
+        return result
+
+    corpus, db, tasks_file = tmp_path / "loop.jsonl", tmp_path / "s.duckdb", tmp_path / "t.jsonl"
+    corpus.write_text(json.dumps({"id": "loop", "code": LOOP, "input": "[1, 2, 3]"}) + "\n")
+    invoke("trace", corpus, "--db", db, "--workers", 0)
+    invoke("tasks", "--db", db, "--kinds", "coverage,state,next_line,output", "--per-run", 1,
+           "--chains", 2, "--out", tasks_file)
+    tasks = [json.loads(line) for line in tasks_file.read_text().splitlines()]
+    lines = {kind: sorted(t["line"] for t in tasks if t["kind"] == kind)
+             for kind in ("coverage", "state", "next_line")}
+    chained = sorted(set(lines["coverage"]) & set(lines["state"]) & set(lines["next_line"]))
+    assert len(chained) == 2, lines
+    first = chained[0]
+
+    def reply(t: dict) -> list:
+        right = f"[ANSWER]\n{t['answer']}\n[/ANSWER]"
+        wrong = "[ANSWER]\n-12345\n[/ANSWER]"
+        good = t["kind"] in ("coverage", "state") or (t["kind"] == "next_line"
+                                                       and t["line"] == first)
+        return [answer(right if good else wrong)]
+
+    script = {t["task_id"]: reply(t) for t in tasks}
+    by_prompt = {t["prompt"]: t["task_id"] for t in tasks}
+    with StubServer(script, models=("m",), key_of=by_prompt.get) as server:
+        invoke("predict", "--tasks", tasks_file, "--model", "m", "--base-url", server.base_url,
+               "--concurrency", 1, "--db", db, "--quiet")
+    result = json.loads(invoke("score", "--tasks", tasks_file, "--db", db, "--k", 1,
+                               "--workers", 0, "--format", "json").stdout)
+    (row,) = result["incremental_consistency"]
+    assert (row["chains"], row["IC"], row["score 0.5"], row["score 0.25"]) == (2, 0.375, 1, 1)
+    assert (row["ci_low"], row["ci_high"]) == (0.25, 0.5)
