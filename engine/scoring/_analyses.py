@@ -9,7 +9,7 @@ pass@k are those of a sample's official scored list (``raw_scored_generations``:
 generations' results, or all failures when none passed); "fully solved" needs every
 generation to pass, one the harness's rules drop counting as failed; distinct generations count the generation
 strings as given, whitespace at their ends aside. Every share is a fraction in [0, 1]
-(docs/guides/scoring.md, "Numbers").
+(docs/guides/predictions-and-scoring.md, "Numbers").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 by difficulty bucket, coverage precision/recall/F1, REval's incremental consistency per
 question chain, and a paired comparison of every two experiments.
 
-Numbers (docs/guides/scoring.md, "Numbers"): every share (pass@k, unparseable, solved,
+Numbers (docs/guides/predictions-and-scoring.md, "Numbers"): every share (pass@k, unparseable, solved,
 precision, recall, F1, IC, a difference of pass@1) is a fraction in [0, 1] rounded to 4
 decimals, in every format (table, JSON, CSV), as the named queries give theirs; an
 interval is two numbers, ``ci_low`` and ``ci_high`` (95% percentile bootstrap over the
