@@ -308,3 +308,48 @@ def test_reval_chains_end_to_end(tmp_path):
     (row,) = result["incremental_consistency"]
     assert (row["chains"], row["IC"], row["score 0.5"], row["score 0.25"]) == (2, 0.375, 1, 1)
     assert (row["ci_low"], row["ci_high"]) == (0.25, 0.5)
+
+
+@pytest.mark.slow
+def test_score_cruxeval_analyses_on_a_small_generations_file(tmp_path):
+    """score-cruxeval on four samples of our own (--data), sixteen checks in the sandbox,
+    with the other mode's scored file: the analyses as fractions with ci_low/ci_high."""
+    from click.testing import CliRunner
+
+    from steptrace.cli._main import main
+
+    samples = [("s0", "def f(x):\n    return x + 1", "1", "2"),
+               ("s1", "def f(s):\n    return s.upper()", "'a'", "'A'"),
+               ("s2", "def f(x):\n    return [x]", "1", "[1]"),
+               ("s3", "def f(s):\n    return s * 2", "'a'", "'aa'")]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "code": c, "input": x, "output": o}) + "\n"
+                            for i, c, x, o in samples))
+    generations = {"s0": ["2", "2", " 2", "2"], "s1": ["'a'", "'b'", "'c'", "'d'"],
+                   "s2": ["[1]", "[1] ", "[0]", "[1]"],
+                   "s3": ["'aa'", "'b'", "f('a')", "'c'"]}  # f('a'): dropped by the rules
+    gens, other, out = tmp_path / "g.json", tmp_path / "other.json", tmp_path / "scored.json"
+    gens.write_text(json.dumps(generations))
+    other.write_text(json.dumps({"raw_scored_generations": OTHER_MODE}))
+    result = CliRunner().invoke(main, ["score-cruxeval", str(gens), "--mode", "output",
+                                       "--data", str(data), "--other-mode", str(other),
+                                       "--out", str(out), "--workers", "0", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    # the official numbers stay the harness's percentages
+    assert summary["pass_at_1"] == pytest.approx((1 + 0 + 0.75 + 1 / 3) / 4 * 100)
+    assert json.loads(out.read_text())["raw_scored_generations"]["s3"] == [True, False, False]
+    analyses = {m["measure"]: m for m in summary["analyses"]}
+    x, y = [1.0, 0.0, 0.75, 1 / 3], [1.0, 0.5, 0.5, 0.0]
+    assert {name: (m["value"], m["n"]) for name, m in analyses.items()} == {
+        "pass@1": (0.5208, 4), "pass@5": (1.0, 4), "fully solved": (0.25, 4),
+        "unsolved": (0.25, 4), "distinct generations": (2.75, 4), "distinct share": (0.6875, 4),
+        "input-output pass@1 correlation": (round(float(np.corrcoef(y, x)[0, 1]), 4), 4)}
+    for m in analyses.values():
+        assert isinstance(m["ci_low"], float) and m["ci_low"] <= m["value"] <= m["ci_high"]
+    csv = CliRunner().invoke(main, ["score-cruxeval", str(gens), "--mode", "output", "--data",
+                                    str(data), "--workers", "0", "--format", "csv"])
+    assert csv.exit_code == 0, csv.output
+    lines = csv.stdout.splitlines()
+    assert "fully solved,0.25" in lines and "fully solved n,4" in lines
+    assert any(line.startswith("fully solved ci_low,") for line in lines)
