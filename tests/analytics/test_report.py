@@ -14,6 +14,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 
@@ -42,7 +43,28 @@ def stores(tmp_path_factory) -> tuple[Path, Path]:
     shutil.copy(plain, full)
     analyse_store(full, AnalysisOptions(workers=0))
     _add_tasks_predictions_scores(full)
+    _add_chains(full)
     return plain, full
+
+
+def _add_chains(db: Path) -> None:
+    """REval's question chains on run 1 (count_a 'abca', whose output task t1 m1 answers
+    right twice and m2 wrong once): coverage, state and next_line tasks (tasks --chains
+    1), answered by m1 right in both samples and by m2 in one sample, coverage right,
+    state and next_line wrong. Every chain of m1 then scores 1, of m2 1/8."""
+    from steptrace.predictions._predict import Prediction, PredictionStore
+    from steptrace.tasks._tasks import TaskOptions, generate_tasks
+    generate_tasks(db, TaskOptions(kinds=("coverage", "state", "next_line", "output"),
+                                   per_run=1, seed=0, chains=1))
+    with duckdb.connect(str(db)) as con:
+        tasks = con.execute("SELECT task_id, kind FROM tasks WHERE run_id = 1 AND kind IN "
+                            "('coverage', 'state', 'next_line') ORDER BY task_id").fetchall()
+        answers = [(t, "m1", s, True) for t, _ in tasks for s in (0, 1)]
+        answers += [(t, "m2", 0, kind == "coverage") for t, kind in tasks]
+        con.executemany("INSERT INTO scores VALUES (?, ?, 'l1', ?, ?)", answers)
+    rows = [Prediction(t, model, s, dict(tasks)[t], answer="x", parsed=True, label="l1")
+            for t, model, s, _ in answers]
+    PredictionStore(db).write(rows)
 
 
 def section_of(page: str, section_id: str) -> str:
