@@ -192,8 +192,15 @@ def _accuracy_method(result: QueryResult) -> Figure | None:
             tasks[r["method"]] = max(tasks.get(r["method"], 0), r["tasks"])
         panels.append((kind, sorted(tasks, key=lambda m: (-tasks[m], m))[:MAX_METHODS], mine))
     experiments = sorted({_experiment(r) for r in rows})
-    heights = [0.22 * len(top) * len(experiments) + 0.9 for _, top, _ in panels]
-    figure = _figure(7.0, sum(heights))
+    heights = [0.2 * len(top) * len(experiments) + 0.3 for _, top, _ in panels]
+    gap, top_margin, bottom_margin = 0.55, 0.3, 0.55  # inches
+    total = sum(heights) + gap * (len(panels) - 1) + top_margin + bottom_margin
+    # fixed margins, not the constrained layout: its solution for panels of unequal
+    # heights varies in the last bits between runs, and the page must be the same bytes
+    figure = Figure(figsize=(7.0, total))
+    figure.subplots_adjust(left=0.2, right=0.95, top=1 - top_margin / total,
+                           bottom=bottom_margin / total,
+                           hspace=gap / (sum(heights) / len(panels)))
     grid = figure.subplots(len(panels), 1, squeeze=False,
                            gridspec_kw={"height_ratios": heights})[:, 0]
     for axes, (kind, top, mine) in zip(grid, panels):
@@ -209,8 +216,8 @@ def _accuracy_method(result: QueryResult) -> Figure | None:
         axes.invert_yaxis()
         axes.set_xlim(0, 1.1)
         axes.set_title(f"{kind} tasks", fontsize="medium")
-        if len(experiments) > 1:
-            axes.legend(frameon=False, fontsize="x-small")
+    if len(experiments) > 1:
+        grid[0].legend(frameon=False, fontsize="x-small", loc="lower right")
     grid[-1].set_xlabel("pass@1")
     return figure
 
@@ -394,7 +401,8 @@ def _accuracy_difficulty(result: QueryResult) -> Figure | None:
     models = sorted({_experiment(r) for r in rows})
     every_kind = sorted({r["kind"] for r in rows})  # one colour per kind in every panel
     figure = _figure(7.0, 2.9 * len(models))
-    for axes, model in zip(figure.subplots(len(models), 1, squeeze=False)[:, 0], models):
+    panels = figure.subplots(len(models), 1, squeeze=False)[:, 0]
+    for panel, (axes, model) in enumerate(zip(panels, models)):
         mine = [r for r in rows if _experiment(r) == model]
         buckets = sorted({(r["bucket_from"], r["bucket_to"]) for r in mine})
         kinds = sorted({r["kind"] for r in mine})
@@ -408,12 +416,12 @@ def _accuracy_difficulty(result: QueryResult) -> Figure | None:
             errors = axes.errorbar(xs, ys, yerr=_errors(ys, [r["ci_low"] for _, r in points],
                                                         [r["ci_high"] for _, r in points]),
                                    fmt="-", color=color, capsize=3, linewidth=1, label=kind)
-            errors.lines[2][0].set_gid(f"errorbars-{i}")
+            errors.lines[2][0].set_gid(f"errorbars-{panel}-{i}")
             for x, (_, r) in zip(xs, points):
                 axes.plot([x], [r["pass@1"]], marker="o", color=color,
                           markerfacecolor="white" if r["few"] else color)
                 axes.text(x, -0.12, f"n={r['tasks']}", ha="center", va="top",
-                          fontsize="x-small", gid=f"n-label-{i}-{x:.3f}")
+                          fontsize="x-small", gid=f"n-label-{panel}-{i}-{x:.3f}")
         axes.set_xticks(range(len(buckets)), [_bucket(*b) for b in buckets])
         axes.tick_params(axis="x", pad=14)
         axes.set_ylim(-0.05, 1.05)
