@@ -353,3 +353,19 @@ def test_score_cruxeval_analyses_on_a_small_generations_file(tmp_path):
     lines = csv.stdout.splitlines()
     assert "fully solved,0.25" in lines and "fully solved n,4" in lines
     assert any(line.startswith("fully solved ci_low,") for line in lines)
+
+
+# ---------------------------------------------------------------- the report's bucket rule
+@pytest.mark.parametrize("counts, groups", [
+    # (low, high, tasks) of the buckets with tasks → the merged [low, high) groups
+    ([(1, 2, 12), (2, 4, 30)], [(1, 2), (2, 4)]),                  # none short
+    ([(1, 2, 3), (2, 4, 4), (4, 8, 5), (8, 16, 20)], [(1, 8), (8, 16)]),  # 3+4+5 = 12
+    ([(1, 2, 15), (2, 4, 2)], [(1, 4)]),                           # a short last group joins
+    ([(4, 8, 2), (16, 32, 3)], [(4, 32)]),                         # all short: one group
+    ([(2, 4, 10), (4, 8, 9), (8, 16, 1)], [(2, 4), (4, 16)]),
+    ([], []),
+])
+def test_report_merges_buckets_of_few_tasks(counts, groups):
+    from steptrace.analytics._report import MIN_TASKS, merged_buckets
+    assert MIN_TASKS == 10
+    assert merged_buckets(counts) == groups

@@ -262,6 +262,13 @@ def test_model_filter_table_output_and_errors(scored, tmp_path):
     assert lines[0] == ("model,label,kind,tasks,samples,pass@1,ci_low,ci_high,unparseable,"
                         "fully solved,unsolved,trace distance")
     assert lines[-1] == f"m2,{LABEL},all,6,18,0.1667,0.0,0.5,0.0,0.1667,0.8333,"
+    coverage = invoke("score", "--tasks", tasks_file, "--db", db, "--model", "m1", "--k", "1",
+                      "--table", "coverage", "--format", "csv", "--workers", 0)
+    assert coverage.exit_code == 0, coverage.output
+    assert coverage.stdout.splitlines() == [
+        "model,label,questions,tp,fp,fn,tn,precision,precision ci_low,precision ci_high,"
+        "recall,recall ci_low,recall ci_high,f1,f1 ci_low,f1 ci_high",
+        f"m1,{LABEL},3,3,0,0,0,1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0"]
     missing = invoke("score", "--tasks", tasks_file, "--db", db, "--model", "m3")
     assert missing.exit_code == 1
     assert missing.stderr.strip() == f"Error: no predictions of model m3 for these tasks in {db}"
