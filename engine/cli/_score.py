@@ -30,7 +30,8 @@ workers_option = click.option(
          "jobs blocked in a sleep or wait).")
 
 SCORE_TABLES = {"kind": "by kind", "difficulty": "by difficulty", "coverage": "coverage",
-                "consistency": "incremental consistency", "comparison": "paired comparison"}
+                "consistency": "incremental consistency",
+                "correlation": "input output correlation", "comparison": "paired comparison"}
 
 
 def _ks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:

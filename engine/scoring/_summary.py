@@ -1,6 +1,7 @@
 """The tables a scoring prints, from its verdicts: pass@k by experiment and kind, pass@1
 by difficulty bucket, coverage precision/recall/F1, REval's incremental consistency per
-question chain, and a paired comparison of every two experiments.
+question chain, CRUXEval's input-output difficulty correlation, and a paired comparison
+of every two experiments.
 
 Numbers (docs/guides/predictions-and-scoring.md, "Numbers"): every share (pass@k, unparseable, solved,
 precision, recall, F1, IC, a difference of pass@1) is a fraction in [0, 1] rounded to 4
@@ -22,7 +23,7 @@ import numpy as np
 
 from steptrace.scoring._buckets import step_bucket
 from steptrace.scoring._stats import (bootstrap_interval, confusion, incremental_consistency,
-                                      pass_at_k, probability_a_beats_b)
+                                      pass_at_k, pearson, probability_a_beats_b)
 from steptrace.scoring._verdicts import ExperimentKey, Verdict
 
 # REval's chain of questions about one line of one run, easiest first: coverage → state →
@@ -215,6 +216,31 @@ class ScoreSummary:
                          *self._interval(scores), *(counts[s] for s in CHAIN_SCORES)])
         return columns, rows
 
+    def difficulty_correlation(self) -> tuple[list[str], list[list]]:
+        """CRUXEval's input-output difficulty correlation per experiment: Pearson's r
+        between a run's pass@1 on its ``input`` tasks and on its ``output`` tasks, over
+        the runs that have both, with its 95% bootstrap interval over the runs (empty
+        with fewer than two such runs or no variance)."""
+        columns = ["model", "label", "runs", "r", "ci_low", "ci_high"]
+        per_run: dict[tuple[ExperimentKey, int], dict[str, list[float]]] = defaultdict(
+            lambda: defaultdict(list))
+        for (experiment, task_id), value in self.task_pass1().items():
+            task = self.tasks[task_id]
+            if task["kind"] in ("input", "output"):
+                per_run[(experiment, task["run_id"])][task["kind"]].append(value)
+        rows = []
+        for experiment in self.experiments():
+            pairs = [(np.mean(kinds["input"]), np.mean(kinds["output"]))
+                     for (e, _), kinds in sorted(per_run.items())
+                     if e == experiment and "input" in kinds and "output" in kinds]
+            if len(pairs) < 2:
+                continue
+            r = pearson(np.array([x for x, _ in pairs]), np.array([y for _, y in pairs]),
+                        self.resamples, seed=self.seed)
+            rows.append([*experiment, len(pairs), fraction(r.mean), fraction(r.low),
+                         fraction(r.high)])
+        return columns, rows
+
     def comparisons(self) -> tuple[list[str], list[list]]:
         """For every two experiments (two models, or one model's two labels: prompt
         styles, temperatures, ...), over the tasks both answered: pass@1 of each, their
@@ -242,6 +268,7 @@ class ScoreSummary:
         return [("by kind", *self.by_kind()), ("by difficulty", *self.by_difficulty()),
                 ("coverage", *self.coverage()),
                 ("incremental consistency", *self.consistency()),
+                ("input output correlation", *self.difficulty_correlation()),
                 ("paired comparison", *self.comparisons())]
 
     def as_dict(self) -> dict:

@@ -369,3 +369,30 @@ def test_report_merges_buckets_of_few_tasks(counts, groups):
     from steptrace.analytics._report import MIN_TASKS, merged_buckets
     assert MIN_TASKS == 10
     assert merged_buckets(counts) == groups
+
+
+def test_store_input_output_correlation():
+    """Per run, pass@1 of its input task against its output task: runs 1-4 with input
+    pass@1 1, 0, 1/2, 1/2 and output pass@1 1, 1/2, 1/2, 0 (two samples each)."""
+    right = {1: ((True, True), (True, True)), 2: ((False, False), (True, False)),
+             3: ((True, False), (False, True)), 4: ((False, True), (False, False))}
+    tasks, vs = {}, []
+    for run, (inputs, outputs) in right.items():
+        for kind, answers in (("input", inputs), ("output", outputs)):
+            task_id = f"{kind}{run}"
+            tasks[task_id] = {"task_id": task_id, "kind": kind, "run_id": run, "answer": "1"}
+            vs += [Verdict(task_id, "m", "l", s, kind, True, ok) for s, ok in enumerate(answers)]
+    tasks["lone"] = {"task_id": "lone", "kind": "input", "run_id": 9, "answer": "1"}
+    vs.append(Verdict("lone", "m", "l", 0, "input", True, True))  # no output task: left out
+    columns, (row,) = ScoreSummary((1,), tasks, vs, resamples=200).difficulty_correlation()
+    x, y = [1.0, 0.0, 0.5, 0.5], [1.0, 0.5, 0.5, 0.0]
+    assert columns == ["model", "label", "runs", "r", "ci_low", "ci_high"]
+    # by hand: deviations (1/2, -1/2, 0, 0) and (1/2, 0, 0, -1/2): r = (1/4) / (1/2) = 0.5
+    assert row[:4] == ["m", "l", 4, round(float(np.corrcoef(x, y)[0, 1]), 4)] == ["m", "l", 4, 0.5]
+    draws = []
+    for rows in resampled_rows(4, 200):
+        xs, ys = [x[i] for i in rows], [y[i] for i in rows]
+        draws.append(math.nan if len(set(xs)) < 2 or len(set(ys)) < 2
+                     else float(np.corrcoef(xs, ys)[0, 1]))
+    low, high = percentile(draws)
+    assert row[4:] == [round(low, 4), round(high, 4)]
