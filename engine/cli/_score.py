@@ -83,8 +83,9 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
 
     --tasks TASKS.jsonl: judge the stored predictions of these tasks, store the verdicts
     in the scores table, print pass@k by experiment (model and label) and kind, by
-    difficulty, incremental consistency and paired comparisons of every two experiments
-    (two models, or one model's two labels).
+    difficulty, coverage precision/recall/F1, REval's incremental consistency, the
+    input-output correlation and paired comparisons of every two experiments (two models,
+    or one model's two labels). Shares are fractions; intervals are ci_low and ci_high.
 
     CRUXEval generations in the official format: see score-cruxeval (`score --cruxeval`
     still runs it, deprecated)."""
