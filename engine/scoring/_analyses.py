@@ -1,7 +1,8 @@
 """CRUXEval's analyses of scored generations, built in (CRUXEval §4 and Appendix D): the
 share of samples fully solved (every generation passes) and unsolved (none passes), the
 diversity of the generations (distinct generations per sample), pass@1 and pass@5 as
-fractions, and the input-output difficulty correlation (Pearson's r of the samples'
+fractions (``pass@1 fraction``, ``pass@5 fraction``: score-cruxeval's ``pass@1`` and
+``pass@5`` are the harness's percentages), and the input-output difficulty correlation (Pearson's r of the samples'
 pass@1 in input mode and in output mode), each with a 95% percentile bootstrap interval
 over the samples (engine/scoring/_stats.py).
 
@@ -66,9 +67,9 @@ def generation_analyses(scored: Mapping[str, Sequence[bool]],
     results = [list(scored[i]) for i in ids]
     each = results if passed is None else [list(passed[i]) for i in ids]
     measures = [
-        _measure("pass@1", bootstrap_interval(np.array([sample_pass1(r) for r in results]),
+        _measure("pass@1 fraction", bootstrap_interval(np.array([sample_pass1(r) for r in results]),
                                               resamples, seed=seed), n),
-        _measure("pass@5", bootstrap_interval(
+        _measure("pass@5 fraction", bootstrap_interval(
             np.array([pass_at_k_product(len(r), sum(r), 5) for r in results]),
             resamples, seed=seed), n),
         _measure("fully solved", bootstrap_interval(

@@ -470,7 +470,7 @@ def test_score_and_sql_read_the_store_while_predict_runs(tmp_path):
             scored = json_of(invoke("score", "--tasks", tasks, "--db", db, "--workers", 0,
                                     "--format", "json", env=patient))
             assert (scored["scored"], [r["pass@1"] for r in scored["by_kind"]]) == (
-                2, [50.0, 50.0])
+                2, [0.5, 0.5])
             counted = invoke("sql", "SELECT count(*) AS n FROM scores", "--db", db,
                              "--format", "csv", env=patient)
             assert (counted.exit_code, counted.stdout) == (0, "n\n2\n")

@@ -220,8 +220,8 @@ OTHER_MODE = {"s0": [True, True], "s1": [False, True], "s2": [True, False],
 def test_cruxeval_analyses_exact():
     measures = {m.name: m for m in generation_analyses(SCORED, GENERATIONS, resamples=200)}
     assert [(m.name, m.value, m.n) for m in measures.values()] == [
-        ("pass@1", 0.5625, 4),             # (1 + 0 + 3/4 + 1/2) / 4
-        ("pass@5", 1.0, 4),                # n = 4 < 5: 1.0 for every sample, as the harness
+        ("pass@1 fraction", 0.5625, 4),             # (1 + 0 + 3/4 + 1/2) / 4
+        ("pass@5 fraction", 1.0, 4),                # n = 4 < 5: 1.0 for every sample, as the harness
         ("fully solved", 0.25, 4),         # s0 only
         ("unsolved", 0.25, 4),             # s1 only
         ("distinct generations", 2.5, 4),  # 1, 4, 2, 3 (whitespace at the ends aside)
@@ -239,7 +239,7 @@ def test_cruxeval_pass5_below_n_and_fully_solved_counts_dropped():
     dropped generation (``passed`` False) as failed."""
     measures = generation_analyses({"a": [True]}, None, {"a": [True, False]}, resamples=10)
     assert [(m.name, m.value) for m in measures] == [
-        ("pass@1", 1.0), ("pass@5", 1.0), ("fully solved", 0.0), ("unsolved", 0.0)]
+        ("pass@1 fraction", 1.0), ("pass@5 fraction", 1.0), ("fully solved", 0.0), ("unsolved", 0.0)]
 
 
 def test_input_output_correlation_exact(tmp_path):
@@ -342,7 +342,7 @@ def test_score_cruxeval_analyses_on_a_small_generations_file(tmp_path):
     analyses = {m["measure"]: m for m in summary["analyses"]}
     x, y = [1.0, 0.0, 0.75, 1 / 3], [1.0, 0.5, 0.5, 0.0]
     assert {name: (m["value"], m["n"]) for name, m in analyses.items()} == {
-        "pass@1": (0.5208, 4), "pass@5": (1.0, 4), "fully solved": (0.25, 4),
+        "pass@1 fraction": (0.5208, 4), "pass@5 fraction": (1.0, 4), "fully solved": (0.25, 4),
         "unsolved": (0.25, 4), "distinct generations": (2.75, 4), "distinct share": (0.6875, 4),
         "input-output pass@1 correlation": (round(float(np.corrcoef(y, x)[0, 1]), 4), 4)}
     for m in analyses.values():
