@@ -1,15 +1,16 @@
 """The HTML report: one self-contained page of plots over a store, with the tables behind them.
 
 Every number on the page comes from a named query (queries/*.sql) or, for the
-statistical sections, from the scored answers of the ``scored_samples`` query through the
-statistics ``steptrace score`` prints (engine/scoring/_summary.py: pass@1 with 95%
+statistical sections, from the scored answers of the ``scored_samples`` query through
+the statistics ``steptrace score`` prints (engine/scoring/_summary.py: pass@1 with 95%
 bootstrap intervals and n, coverage precision/recall/F1, REval's incremental
 consistency, paired comparisons), so a reader can rerun any table with ``steptrace
 query`` or ``steptrace score``. Accuracy by difficulty merges step buckets of fewer than
-MIN_TASKS tasks into their neighbours (``merged_buckets``). Each table is collapsed under
-its plot (``<details>``), so the page's height is that of its plots. Plots are drawn by matplotlib (Agg, no display) as SVG and written inline: the page needs
-no network, no script and no other file. A section whose tables the store lacks (no
-tasks, predictions or scores yet) says which command makes them instead of failing.
+MIN_TASKS tasks into their neighbours (``merged_buckets``). Each table is collapsed
+under its plot (``<details>``), so the page's height is that of its plots. Plots are
+drawn by matplotlib (Agg, no display) as SVG and written inline: the page needs no
+network, no script and no other file. A section whose tables the store lacks (no tasks,
+predictions or scores yet) says which command makes them instead of failing.
 """
 
 from __future__ import annotations
@@ -166,15 +167,6 @@ def _experiment(row: dict) -> str:
     """The name of a row's experiment in legends and titles: the model and its label, as
     one model may have been asked in several ways."""
     return experiment_name(row["model"], row["label"])
-
-
-def _by_model(rows: list[dict], label: str) -> tuple[list[str], dict[str, list[float]]]:
-    """Labels and one pass@1 series per experiment (NaN, drawn as no bar, where it has no
-    scored task of that label)."""
-    labels = list(dict.fromkeys(r[label] for r in rows))
-    experiments = sorted({_experiment(r) for r in rows})
-    values = {(_experiment(r), r[label]): r["pass_at_1"] for r in rows}
-    return labels, {e: [float(values.get((e, x), math.nan)) for x in labels] for e in experiments}
 
 
 def _accuracy_method(result: QueryResult) -> Figure | None:
@@ -342,8 +334,7 @@ def _errors(values: list[float], lows: list, highs: list) -> np.ndarray:
                      [hi - v if hi is not None else 0.0 for v, hi in zip(values, highs)]])
 
 
-def _interval_bars(axes, labels: list[str], series: dict[str, list[dict]], value: str,
-                   horizontal: bool = False) -> None:
+def _interval_bars(axes, labels: list[str], series: dict[str, list[dict]], value: str) -> None:
     """Grouped bars of ``value`` per label and series, each with its 95% interval as an
     error bar (group ``errorbars``: a path per interval) and its n written under the
     value (text group ``n-labels``: one per bar)."""
@@ -352,13 +343,13 @@ def _interval_bars(axes, labels: list[str], series: dict[str, list[dict]], value
         present = [(x, r) for x, r in enumerate(rows) if r is not None]
         positions = [x + (i - (len(series) - 1) / 2) * width for x, _ in present]
         values = [r[value] for _, r in present]
-        bars = axes.bar(positions, values, width, label=name, color=PALETTE[i % len(PALETTE)])
+        axes.bar(positions, values, width, label=name, color=PALETTE[i % len(PALETTE)])
         errors = axes.errorbar(positions, values,
                                yerr=_errors(values, [r["ci_low"] for _, r in present],
                                             [r["ci_high"] for _, r in present]),
                                fmt="none", ecolor="#222", capsize=3, linewidth=1)
         errors.lines[2][0].set_gid(f"errorbars-{i}")
-        for position, (_, r), bar in zip(positions, present, bars):
+        for position, (_, r) in zip(positions, present):
             axes.text(position, -0.02, f"{r[value]:.2f}\nn={r['n']}", ha="center", va="top",
                       fontsize="x-small", gid=f"n-label-{i}-{position:.3f}")
     axes.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 6 else 0,
@@ -370,12 +361,12 @@ def _interval_bars(axes, labels: list[str], series: dict[str, list[dict]], value
 
 
 def _interval_plot(rows: list[dict], label: str, value: str, n: str, ylabel: str,
-                   caption_order: list[str] | None = None) -> Figure | None:
+                   order: list[str] | None = None) -> Figure | None:
     """Bars of ``value`` by ``label`` (a series per experiment) with intervals and n."""
     rows = [r for r in rows if r.get(value) is not None]
     if not rows:
         return None
-    labels = caption_order or list(dict.fromkeys(r[label] for r in rows))
+    labels = order or list(dict.fromkeys(r[label] for r in rows))
     experiments = sorted({_experiment(r) for r in rows})
     series = {e: [next(({**r, "n": r[n]} for r in rows
                         if _experiment(r) == e and r[label] == x), None) for x in labels]

@@ -2,15 +2,15 @@
 share of samples fully solved (every generation passes) and unsolved (none passes), the
 diversity of the generations (distinct generations per sample), pass@1 and pass@5 as
 fractions (``pass@1 fraction``, ``pass@5 fraction``: score-cruxeval's ``pass@1`` and
-``pass@5`` are the harness's percentages), and the input-output difficulty correlation (Pearson's r of the samples'
-pass@1 in input mode and in output mode), each with a 95% percentile bootstrap interval
-over the samples (engine/scoring/_stats.py).
+``pass@5`` are the harness's percentages), and the input-output difficulty correlation
+(Pearson's r of the samples' pass@1 in input mode and in output mode), each with a 95%
+percentile bootstrap interval over the samples (engine/scoring/_stats.py).
 
-pass@k are those of a sample's official scored list (``raw_scored_generations``: the kept
-generations' results, or all failures when none passed); "fully solved" needs every
-generation to pass, one the harness's rules drop counting as failed; distinct generations count the generation
-strings as given, whitespace at their ends aside. Every share is a fraction in [0, 1]
-(docs/guides/predictions-and-scoring.md, "Numbers").
+pass@k are those of a sample's official scored list (``raw_scored_generations``: the
+kept generations' results, or all failures when none passed); "fully solved" needs every
+generation to pass, one the harness's rules drop counting as failed; distinct
+generations count the generation strings as given, whitespace at their ends aside. Every
+share is a fraction in [0, 1] (docs/guides/predictions-and-scoring.md, "Numbers").
 """
 
 from __future__ import annotations

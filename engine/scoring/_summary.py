@@ -3,12 +3,12 @@ by difficulty bucket, coverage precision/recall/F1, REval's incremental consiste
 question chain, CRUXEval's input-output difficulty correlation, and a paired comparison
 of every two experiments.
 
-Numbers (docs/guides/predictions-and-scoring.md, "Numbers"): every share (pass@k, unparseable, solved,
-precision, recall, F1, IC, a difference of pass@1) is a fraction in [0, 1] rounded to 4
-decimals, in every format (table, JSON, CSV), as the named queries give theirs; an
-interval is two numbers, ``ci_low`` and ``ci_high`` (95% percentile bootstrap over the
-tasks, or the questions or chains a table counts); an undefined value is empty (JSON
-null).
+Numbers (docs/guides/predictions-and-scoring.md, "Numbers"): every share (pass@k,
+unparseable, solved, precision, recall, F1, IC, a difference of pass@1) is a fraction in
+[0, 1] rounded to 4 decimals, in every format (table, JSON, CSV), as the named queries
+give theirs (to 3); an interval is two numbers, ``ci_low`` and ``ci_high`` (95%
+percentile bootstrap over the tasks, or the questions, chains or runs a table counts);
+an undefined value is empty (JSON null).
 """
 
 from __future__ import annotations
