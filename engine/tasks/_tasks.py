@@ -157,8 +157,9 @@ CHAIN_KINDS = ("coverage", "state", "next_line", "output")
 def chain_candidates(facts: RunFacts, options: TaskOptions, run_key: str,
                      chosen: list[tuple[str, Candidate]]) -> list[tuple[str, Candidate]]:
     """REval's question chains (``--chains N``): up to ``N`` lines of the run that have a
-    coverage, a state and a next-line question (the line ran), picked with the run's own
-    ``random.Random(f"{seed}:{run_key}:chains")``, and for each the line's coverage
+    coverage, a state and a next-line question, the last two not trivial (the line ran),
+    picked with the run's own ``random.Random(f"{seed}:{run_key}:chains")``, and for
+    each the line's coverage
     question and its most informative state and next-line questions (ties: the first
     occurrence, variable), added to ``chosen`` unless already there; the run's output
     question is the chain's last. Scoring's incremental consistency
@@ -171,7 +172,10 @@ def chain_candidates(facts: RunFacts, options: TaskOptions, run_key: str,
         best: dict[int, Candidate] = {}
         for c in sorted(TASK_KINDS[kind].candidates(facts),
                         key=lambda c: (-c.score, c.occurrence or 0, c.var or "")):
-            if c.line is not None:
+            # a trivial state or next-line question gives its answer away (select never
+            # asks one); a coverage question is asked whatever its score, as REval asks
+            # about every line of the chain
+            if c.line is not None and (kind == "coverage" or c.score >= 0):
                 best.setdefault(c.line, c)
         by_line[kind] = best
     lines = sorted(set.intersection(*(set(best) for best in by_line.values())))
