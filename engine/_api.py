@@ -414,8 +414,10 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
 
 def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSummary:
     """Write one self-contained HTML page of plots over the store (statuses, step
-    distributions, tasks, accuracy by kind, difficulty and standard-library method) with
-    the tables behind them (``steptrace report``); return what it holds.
+    distributions, tasks, accuracy by kind and difficulty with 95% intervals and n,
+    coverage precision/recall/F1, incremental consistency, paired comparisons, accuracy
+    by standard-library method per kind) with the tables behind them
+    (``steptrace report``); return what it holds.
 
     store: the store: a path or an opened ``Store``.
     out: the HTML file to write (its directory must exist)."""
