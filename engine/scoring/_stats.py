@@ -279,9 +279,12 @@ def pearson(x: np.ndarray, y: np.ndarray, resamples: int = 10_000, level: float 
     def correlation(m: np.ndarray) -> np.ndarray:
         m = np.atleast_2d(m)
         cov = m[:, 4] - m[:, 0] * m[:, 1]
-        var = (m[:, 2] - m[:, 0] ** 2) * (m[:, 3] - m[:, 1] ** 2)
-        # rounding may leave a tiny negative variance of constant values: no variance
-        return _ratio(cov, np.sqrt(np.where(var > 1e-24, var, 0.0)))
+        var_x, var_y = m[:, 2] - m[:, 0] ** 2, m[:, 3] - m[:, 1] ** 2
+        # a resample of one repeated value leaves a variance of rounding noise (about
+        # 1e-16, maybe negative): no variance, no correlation
+        varies = (var_x > 1e-12) & (var_y > 1e-12)
+        r = _ratio(cov, np.sqrt(np.where(varies, var_x * var_y, 0.0)))
+        return np.clip(r, -1.0, 1.0)
 
     value = (float(np.corrcoef(x, y)[0, 1]) if x.std() > 0 and y.std() > 0 else math.nan)
     return Interval(value, *_quantiles(correlation(means), level), level)

@@ -94,6 +94,21 @@ def test_pearson_exact_and_twin():
     assert math.isnan(pearson(np.array([1.0, 1.0]), np.array([0.0, 1.0])).mean)
 
 
+def test_pearson_resamples_of_one_repeated_value_have_no_correlation():
+    """A resample drawing only 1/3 (not a binary fraction) has a variance of rounding
+    noise, not a correlation: left out as the twin leaves it out."""
+    x = [1 / 3, 1 / 3, 1 / 3, 2 / 3]
+    y = [0.1, 0.7, 0.3, 0.9]
+    r = pearson(np.array(x), np.array(y), resamples=300)
+    draws = []
+    for rows in resampled_rows(4, 300):
+        xs, ys = [x[i] for i in rows], [y[i] for i in rows]
+        draws.append(math.nan if len(set(xs)) < 2 or len(set(ys)) < 2
+                     else float(np.corrcoef(xs, ys)[0, 1]))
+    assert sum(math.isnan(d) for d in draws) > 0
+    assert (r.low, r.high) == pytest.approx(percentile(draws), abs=1e-9)
+
+
 # ---------------------------------------------------------------- REval IC per chain
 def chain_tasks() -> dict[str, dict]:
     """One run (run_id 1): coverage, state and next_line questions about lines 2 and 3,
