@@ -159,13 +159,14 @@ def chain_candidates(facts: RunFacts, options: TaskOptions, run_key: str,
     """REval's question chains (``--chains N``): up to ``N`` lines of the run that have a
     coverage, a state and a next-line question, the last two not trivial (the line ran),
     picked with the run's own ``random.Random(f"{seed}:{run_key}:chains")``, and for
-    each the line's coverage
-    question and its most informative state and next-line questions (ties: the first
-    occurrence, variable), added to ``chosen`` unless already there; the run's output
-    question is the chain's last. Scoring's incremental consistency
-    (engine/scoring/_summary.py) reads a chain as these four questions about one line.
-    Needs every kind of the chain among the kinds asked."""
-    if not all(kind in options.kinds for kind in CHAIN_KINDS):
+    each the line's coverage question and its most informative state and next-line
+    questions (ties: the first occurrence, variable), added to ``chosen`` unless already
+    there; the run's output question is the chain's last. Scoring's incremental
+    consistency (engine/scoring/_summary.py) reads a chain as these four questions about
+    one line. Needs every kind of the chain among the kinds asked, and a run with an
+    output question (one that returned)."""
+    if (not all(kind in options.kinds for kind in CHAIN_KINDS)
+            or not any(kind == "output" for kind, _ in chosen)):
         return []
     by_line: dict[str, dict[int, Candidate]] = {}
     for kind in CHAIN_KINDS[:3]:

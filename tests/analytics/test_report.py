@@ -91,7 +91,7 @@ def test_full_store_has_every_plot_and_its_table(stores, tmp_path):
         ["ok", "4", "3", "0", "56"], ["exception", "1", "0", "1", "5"],
         ["invalid", "1", "0", "1", "0"]]
     assert table_rows(section_of(page, "tasks")) == [
-        ["state", "10", "5", "4"], ["coverage", "8", "5", "4"], ["next_line", "6", "5", "4"],
+        ["state", "9", "5", "4"], ["coverage", "7", "4", "3"], ["next_line", "6", "5", "4"],
         ["exception", "5", "5", "4"], ["steps", "5", "5", "4"], ["output", "4", "4", "3"]]
     # accuracy by kind: score's "by kind" table from the scored answers (scored_samples):
     # pass@1, ci_low, ci_high, unparseable, fully solved, unsolved; n = tasks. m1 is right
