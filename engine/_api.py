@@ -290,7 +290,7 @@ def analyse(store: Store | str | os.PathLike, *, determinism: bool = False,
 
 
 def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "all", *,
-               per_run: int = 3, seed: int = 0, prompt_style: str = "direct",
+               per_run: int = 3, seed: int = 0, chains: int = 0, prompt_style: str = "direct",
                template_dir: str | os.PathLike | None = None,
                out: str | os.PathLike | None = None, max_trace_lines: int = 200,
                workers: int | None = None, engine: str = "local",
@@ -306,6 +306,9 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
         steps, trace, exception.
     per_run: at most this many tasks of each kind per run.
     seed: the seed of the question selection (per run and kind).
+    chains: also ask REval's question chains on up to this many lines per run (coverage,
+        state and next_line questions about one line, with the run's output question:
+        the chains of score's incremental consistency).
     prompt_style: ``direct``, ``cot`` (chain of thought) or ``cruxeval`` (output and
         input only).
     template_dir: a directory of your own ``<kind>.<style>.txt`` prompt templates (for
@@ -320,7 +323,7 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
         '2025-01-01'"`` (columns: the run's, its program's, ``meta.KEY`` of its corpus
         record's metadata; see docs/guides/contamination.md)."""
     from steptrace.tasks._tasks import TaskOptions, generate_tasks, parse_kinds
-    options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed,
+    options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed, chains=chains,
                           prompt_style=prompt_style,
                           template_dir=None if template_dir is None else Path(template_dir),
                           out=None if out is None else Path(out),
@@ -418,8 +421,10 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
 
 def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSummary:
     """Write one self-contained HTML page of plots over the store (statuses, step
-    distributions, tasks, accuracy by kind, difficulty and standard-library method) with
-    the tables behind them (``steptrace report``); return what it holds.
+    distributions, tasks, accuracy by kind and difficulty with 95% intervals and n,
+    coverage precision/recall/F1, incremental consistency, paired comparisons, accuracy
+    by standard-library method per kind) with the tables behind them
+    (``steptrace report``); return what it holds.
 
     store: the store: a path or an opened ``Store``.
     out: the HTML file to write (its directory must exist)."""

@@ -475,11 +475,11 @@ def test_notebook_loop_trace_tasks_predict_score(tmp_path):
     scored = st.score(store, tasks, ks=(1, 2), workers=0)
     result = scored.as_dict()
     got = {(r["model"], r["kind"]): (r["pass@1"], r["pass@2"]) for r in result["by_kind"]}
-    assert got[("m1", "all")] == (55.56, 83.33)
-    assert got[("m2", "all")] == (16.67, 16.67)
+    assert got[("m1", "all")] == (0.5556, 0.8333)
+    assert got[("m2", "all")] == (0.1667, 0.1667)
     assert {k: got[("m1", k)][0] for k in KINDS} == {
-        "output": 33.33, "input": 66.67, "state": 66.67, "next_line": 33.33, "coverage": 100.0,
-        "trace": 33.33}
+        "output": 0.3333, "input": 0.6667, "state": 0.6667, "next_line": 0.3333, "coverage": 1.0,
+        "trace": 0.3333}
     assert (result["scored"], result["errors_skipped"], result["input_checks"]) == (36, 0, 3)
     assert store.scores().group_by("model").agg(pl.col("correct").sum()).sort("model").rows() == [
         ("m1", 10), ("m2", 3)]
@@ -509,8 +509,8 @@ def test_predict_from_a_running_event_loop(tmp_path, corpus):
     # an output task for each of the five runs that returned (boom raised)
     assert (summary.tasks, summary.requests, summary.errors, summary.unparseable) == (5, 5, 0, 0)
     scored = st.score(db, tasks, ks=(1,), workers=0).as_dict()
-    assert [(r["kind"], r["pass@1"]) for r in scored["by_kind"]] == [("output", 100.0),
-                                                                     ("all", 100.0)]
+    assert [(r["kind"], r["pass@1"]) for r in scored["by_kind"]] == [("output", 1.0),
+                                                                     ("all", 1.0)]
 
 
 def test_predict_and_score_check_tasks_in_memory(tmp_path, corpus):

@@ -1,10 +1,16 @@
 """The HTML report: one self-contained page of plots over a store, with the tables behind them.
 
-Every number on the page comes from a named query (queries/*.sql), so the page says
-nothing the SQL does not, and a reader can rerun any table with ``steptrace query``.
-Plots are drawn by matplotlib (Agg, no display) as SVG and written inline: the page needs
-no network, no script and no other file. A section whose tables the store lacks (no
-tasks, predictions or scores yet) says which command makes them instead of failing.
+Every number on the page comes from a named query (queries/*.sql) or, for the
+statistical sections, from the scored answers of the ``scored_samples`` query through
+the statistics ``steptrace score`` prints (engine/scoring/_summary.py: pass@1 with 95%
+bootstrap intervals and n, coverage precision/recall/F1, REval's incremental
+consistency, paired comparisons), so a reader can rerun any table with ``steptrace
+query`` or ``steptrace score``. Accuracy by difficulty merges step buckets of fewer than
+MIN_TASKS tasks into their neighbours (``merged_buckets``). Each table is collapsed
+under its plot (``<details>``), so the page's height is that of its plots. Plots are
+drawn by matplotlib (Agg, no display) as SVG and written inline: the page needs no
+network, no script and no other file. A section whose tables the store lacks (no tasks,
+predictions or scores yet) says which command makes them instead of failing.
 """
 
 from __future__ import annotations
@@ -19,18 +25,22 @@ from pathlib import Path
 from typing import Callable
 
 import matplotlib
+import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from steptrace.predictions._experiments import experiment_name
 from steptrace.analytics._queries import run_query
-from steptrace.scoring._buckets import Bucket
+from steptrace.scoring._buckets import Bucket, step_bucket
+from steptrace.scoring._stats import bootstrap_interval
+from steptrace.scoring._summary import ScoreSummary, fraction
+from steptrace.scoring._verdicts import Verdict
 from steptrace.store._store import QueryResult, StoreError, connect, first_line
 from steptrace.errors import InputError
 from steptrace.corpus._text import user_file
 
 PALETTE = ("#3b6ea5", "#e07b39", "#5a9e4b", "#b5483f", "#7d5ba6", "#8c6d31", "#c7549a")
-MAX_METHODS = 25  # methods plotted (by tasks); the table lists them all
+MAX_METHODS = 12  # methods plotted per kind (by tasks); the table lists them all
 
 
 def _all(result: QueryResult) -> QueryResult:
@@ -49,6 +59,9 @@ class Section:
     query: str
     draw: Callable[[QueryResult], Figure | None]
     select: Callable[[QueryResult], QueryResult] = _all
+    # run the query once per task kind (its ``kind`` parameter), rows tagged with the kind
+    per_kind: bool = False
+    nothing: str = "the query returned no rows"  # why a section without rows has no plot
 
 
 @dataclass
@@ -156,74 +169,303 @@ def _experiment(row: dict) -> str:
     return experiment_name(row["model"], row["label"])
 
 
-def _by_model(rows: list[dict], label: str) -> tuple[list[str], dict[str, list[float]]]:
-    """Labels and one pass@1 series per experiment (NaN, drawn as no bar, where it has no
-    scored task of that label)."""
-    labels = list(dict.fromkeys(r[label] for r in rows))
+def _accuracy_method(result: QueryResult) -> Figure | None:
+    """One panel per task kind: pass@1 by method, the MAX_METHODS methods with most tasks
+    of the kind, a bar per experiment."""
+    rows = [r for r in _dicts(result) if r["pass_at_1"] is not None]
+    if not rows:
+        return None
+    kinds = sorted({r["kind"] for r in rows})
+    panels = []
+    for kind in kinds:
+        mine = [r for r in rows if r["kind"] == kind]
+        tasks: dict[str, int] = {}
+        for r in mine:
+            tasks[r["method"]] = max(tasks.get(r["method"], 0), r["tasks"])
+        panels.append((kind, sorted(tasks, key=lambda m: (-tasks[m], m))[:MAX_METHODS], mine))
     experiments = sorted({_experiment(r) for r in rows})
-    values = {(_experiment(r), r[label]): r["pass_at_1"] for r in rows}
-    return labels, {e: [float(values.get((e, x), math.nan)) for x in labels] for e in experiments}
+    heights = [0.2 * len(top) * len(experiments) + 0.3 for _, top, _ in panels]
+    gap, top_margin, bottom_margin = 0.55, 0.3, 0.55  # inches
+    total = sum(heights) + gap * (len(panels) - 1) + top_margin + bottom_margin
+    # fixed margins, not the constrained layout: its solution for panels of unequal
+    # heights varies in the last bits between runs, and the page must be the same bytes
+    figure = Figure(figsize=(7.0, total))
+    figure.subplots_adjust(left=0.2, right=0.95, top=1 - top_margin / total,
+                           bottom=bottom_margin / total,
+                           hspace=gap / (sum(heights) / len(panels)))
+    grid = figure.subplots(len(panels), 1, squeeze=False,
+                           gridspec_kw={"height_ratios": heights})[:, 0]
+    for axes, (kind, top, mine) in zip(grid, panels):
+        values = {(_experiment(r), r["method"]): r["pass_at_1"] for r in mine}
+        width = 0.8 / len(experiments)
+        for i, e in enumerate(experiments):
+            positions = [y + (i - (len(experiments) - 1) / 2) * width for y in range(len(top))]
+            shown = [float(values.get((e, m), math.nan)) for m in top]
+            bars = axes.barh(positions, shown, width, label=e, color=PALETTE[i % len(PALETTE)])
+            axes.bar_label(bars, [_value_label(v, True) for v in shown], padding=2,
+                           fontsize="x-small")
+        axes.set_yticks(range(len(top)), top, fontsize="small")
+        axes.invert_yaxis()
+        axes.set_xlim(0, 1.1)
+        axes.set_title(f"{kind} tasks", fontsize="medium")
+    if len(experiments) > 1:
+        grid[0].legend(frameon=False, fontsize="x-small", loc="lower right")
+    grid[-1].set_xlabel("pass@1")
+    return figure
 
 
-def _overall(result: QueryResult) -> QueryResult:
-    """accuracy_by_kind's rows over all buckets (bucket_from NULL), without the buckets."""
-    keep = [i for i, c in enumerate(result.columns) if c not in ("bucket_from", "bucket_to")]
-    bucket = result.columns.index("bucket_from")
-    return QueryResult([result.columns[i] for i in keep],
-                       [tuple(row[i] for i in keep) for row in result.rows
-                        if row[bucket] is None])
+# ---------------------------------------------------------------- statistics of scored samples
+# The statistical sections read the scored_samples query (one row per scored answer) and
+# compute what `steptrace score` prints from the same verdicts (engine/scoring/_summary.py):
+# pass@1 with its 95% bootstrap interval and n, coverage precision/recall/F1, REval's
+# incremental consistency, paired comparisons. Every share is a fraction; every interval
+# two numbers, ci_low and ci_high (docs/guides/predictions-and-scoring.md, "Numbers").
+MIN_TASKS = 10  # a difficulty bucket with fewer tasks is merged into its neighbour
+_SUMMARIES: dict[int, ScoreSummary] = {}
 
 
-def _bucketed(result: QueryResult) -> QueryResult:
-    """accuracy_by_kind's rows of one difficulty bucket each."""
-    bucket = result.columns.index("bucket_from")
-    return QueryResult(result.columns, [r for r in result.rows if r[bucket] is not None])
+def _summary(result: QueryResult) -> ScoreSummary:
+    """The scored_samples rows as steptrace score's summary (computed once per result)."""
+    found = _SUMMARIES.get(id(result))
+    if found is not None:
+        return found
+    tasks: dict[str, dict] = {}
+    verdicts: list[Verdict] = []
+    for row in _dicts(result):
+        tasks.setdefault(row["task_id"], {
+            "task_id": row["task_id"], "kind": row["kind"], "run_id": row["run_id"],
+            "line": row["line"], "var": row["var"], "occurrence": row["occurrence"],
+            "answer": row["answer"], "line_steps": row["line_steps"],
+            "loop_nesting": row["loop_nesting"]})
+        verdicts.append(Verdict(row["task_id"], row["model"], row["label"],
+                                row["sample_index"], row["kind"], bool(row["parsed"]),
+                                bool(row["correct"])))
+    summary = ScoreSummary((1,), tasks, verdicts)
+    _SUMMARIES[id(result)] = summary
+    return summary
+
+
+def _table(columns: list[str], rows: list[list]) -> QueryResult:
+    return QueryResult(list(columns), [tuple(r) for r in rows])
+
+
+def _kind_table(result: QueryResult) -> QueryResult:
+    """score's "by kind" table: pass@1 with ci_low, ci_high and n (tasks) per experiment
+    and kind (and all kinds)."""
+    columns, rows = _summary(result).by_kind()
+    keep = [i for i, c in enumerate(columns) if c != "trace distance"]
+    return _table([columns[i] for i in keep], [[r[i] for i in keep] for r in rows])
+
+
+def merged_buckets(counts: list[tuple[int, int, int]], minimum: int = MIN_TASKS
+                   ) -> list[tuple[int, int]]:
+    """Difficulty buckets with few tasks merged: ``counts`` is (low, high, tasks) of the
+    step buckets that have tasks, in order; neighbours are joined from the lowest up until
+    a group holds at least ``minimum`` tasks, and a last group still short of it joins
+    the one before. Returns the groups' (low, high): the buckets [low, high). A store with
+    fewer than ``minimum`` tasks in all has one group (whose points are marked)."""
+    groups: list[list[int]] = []
+    current: list[int] | None = None
+    for low, high, tasks in sorted(counts):
+        if current is None:
+            current = [low, high, 0]
+        current[1], current[2] = high, current[2] + tasks
+        if current[2] >= minimum:
+            groups.append(current)
+            current = None
+    if current is not None:
+        if groups:
+            groups[-1][1], groups[-1][2] = current[1], groups[-1][2] + current[2]
+        else:
+            groups.append(current)
+    return [(low, high) for low, high, _ in groups]
+
+
+def _difficulty_table(result: QueryResult) -> QueryResult:
+    """pass@1 with ci_low, ci_high and n per experiment, kind and line-step bucket, the
+    buckets with fewer than MIN_TASKS tasks (of the experiment, every kind) merged into
+    their neighbours (``merged_buckets``); ``few`` marks a point of fewer than MIN_TASKS
+    tasks of its kind, which the plot draws hollow."""
+    summary = _summary(result)
+    columns = ["model", "label", "kind", "bucket_from", "bucket_to", "bucket", "tasks",
+               "samples", "pass@1", "ci_low", "ci_high", "few"]
+    rows = []
+    by_task = summary._by_task
+    for experiment in summary.experiments():
+        mine = {t: vs for (e, t), vs in by_task.items()
+                if e == experiment and summary.tasks[t].get("line_steps") is not None}
+        steps = {t: step_bucket(int(summary.tasks[t]["line_steps"])) for t in mine}
+        counts = {}
+        for bucket in steps.values():
+            counts[bucket] = counts.get(bucket, 0) + 1
+        groups = merged_buckets([(b.low, b.high, n) for b, n in counts.items()])
+        kinds = sorted({summary.tasks[t]["kind"] for t in mine})
+        for kind in kinds + ["all"]:
+            for low, high in groups:
+                tasks = [vs for t, vs in sorted(mine.items())
+                         if low <= steps[t].low < high
+                         and (kind == "all" or summary.tasks[t]["kind"] == kind)]
+                if not tasks:
+                    continue
+                firsts = [sum(v.correct for v in vs) / len(vs) for vs in tasks]
+                ci = bootstrap_interval(np.array(firsts), summary.resamples, seed=summary.seed)
+                rows.append([*experiment, kind, low, high, _bucket(low, high), len(tasks),
+                             sum(len(vs) for vs in tasks), fraction(np.mean(firsts)),
+                             fraction(ci.low), fraction(ci.high),
+                             "few" if len(tasks) < MIN_TASKS else ""])
+    return _table(columns, rows)
+
+
+def _coverage_table(result: QueryResult) -> QueryResult:
+    return _table(*_summary(result).coverage())
+
+
+def _consistency_table(result: QueryResult) -> QueryResult:
+    return _table(*_summary(result).consistency())
+
+
+def _comparison_table(result: QueryResult) -> QueryResult:
+    return _table(*_summary(result).comparisons())
+
+
+def _errors(values: list[float], lows: list, highs: list) -> np.ndarray:
+    """matplotlib's yerr: distances from each value down to ci_low and up to ci_high."""
+    return np.array([[v - lo if lo is not None else 0.0 for v, lo in zip(values, lows)],
+                     [hi - v if hi is not None else 0.0 for v, hi in zip(values, highs)]])
+
+
+def _interval_bars(axes, labels: list[str], series: dict[str, list[dict]], value: str) -> None:
+    """Grouped bars of ``value`` per label and series, each with its 95% interval as an
+    error bar (group ``errorbars``: a path per interval) and its n written under the
+    value (text group ``n-labels``: one per bar)."""
+    width = 0.8 / max(1, len(series))
+    for i, (name, rows) in enumerate(series.items()):
+        present = [(x, r) for x, r in enumerate(rows) if r is not None]
+        positions = [x + (i - (len(series) - 1) / 2) * width for x, _ in present]
+        values = [r[value] for _, r in present]
+        axes.bar(positions, values, width, label=name, color=PALETTE[i % len(PALETTE)])
+        errors = axes.errorbar(positions, values,
+                               yerr=_errors(values, [r["ci_low"] for _, r in present],
+                                            [r["ci_high"] for _, r in present]),
+                               fmt="none", ecolor="#222", capsize=3, linewidth=1)
+        errors.lines[2][0].set_gid(f"errorbars-{i}")
+        for position, (_, r) in zip(positions, present):
+            axes.text(position, -0.02, f"{r[value]:.2f}\nn={r['n']}", ha="center", va="top",
+                      fontsize="x-small", gid=f"n-label-{i}-{position:.3f}")
+    axes.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 6 else 0,
+                    ha="right" if len(labels) > 6 else "center")
+    axes.tick_params(axis="x", pad=24)
+    axes.set_ylim(0, 1.05)
+    if len(series) > 1:
+        axes.legend(frameon=False, fontsize="small")
+
+
+def _interval_plot(rows: list[dict], label: str, value: str, n: str, ylabel: str,
+                   order: list[str] | None = None) -> Figure | None:
+    """Bars of ``value`` by ``label`` (a series per experiment) with intervals and n."""
+    rows = [r for r in rows if r.get(value) is not None]
+    if not rows:
+        return None
+    labels = order or list(dict.fromkeys(r[label] for r in rows))
+    experiments = sorted({_experiment(r) for r in rows})
+    series = {e: [next(({**r, "n": r[n]} for r in rows
+                        if _experiment(r) == e and r[label] == x), None) for x in labels]
+              for e in experiments}
+    figure = _figure(7.0, 3.4)
+    axes = figure.subplots()
+    _interval_bars(axes, labels, series, value)
+    axes.set_ylabel(ylabel)
+    return figure
 
 
 def _accuracy_kind(result: QueryResult) -> Figure | None:
-    rows = [r for r in _dicts(result) if r["pass_at_1"] is not None]
-    if not rows:
-        return None
-    labels, series = _by_model(rows, "kind")
-    return _bars(labels, series, "pass@1", fraction=True)
+    return _interval_plot(_dicts(result), "kind", "pass@1", "tasks", "pass@1 (95% CI)")
 
 
 def _accuracy_difficulty(result: QueryResult) -> Figure | None:
-    """One panel per experiment: pass@1 by line-step bucket, a line per kind."""
-    rows = [r for r in _dicts(result) if r["pass_at_1"] is not None]
+    """One panel per experiment: pass@1 by merged line-step bucket, a line per kind, each
+    point with its 95% interval (error bar) and n; a point of fewer than MIN_TASKS
+    tasks is hollow."""
+    rows = [r for r in _dicts(result) if r["pass@1"] is not None and r["kind"] != "all"]
     if not rows:
         return None
     models = sorted({_experiment(r) for r in rows})
-    buckets = sorted({(r["bucket_from"], r["bucket_to"]) for r in rows})
-    figure = _figure(7.0, 2.8 * len(models))
-    for axes, model in zip(figure.subplots(len(models), 1, squeeze=False)[:, 0], models):
-        kinds = sorted({r["kind"] for r in rows if _experiment(r) == model})
+    every_kind = sorted({r["kind"] for r in rows})  # one colour per kind in every panel
+    figure = _figure(7.0, 2.9 * len(models))
+    panels = figure.subplots(len(models), 1, squeeze=False)[:, 0]
+    for panel, (axes, model) in enumerate(zip(panels, models)):
+        mine = [r for r in rows if _experiment(r) == model]
+        buckets = sorted({(r["bucket_from"], r["bucket_to"]) for r in mine})
+        kinds = sorted({r["kind"] for r in mine})
+        width = 0.6 / max(1, len(kinds))
         for i, kind in enumerate(kinds):
-            points = sorted((buckets.index((r["bucket_from"], r["bucket_to"])), r["pass_at_1"])
-                            for r in rows if _experiment(r) == model and r["kind"] == kind)
-            axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label=kind,
-                      color=PALETTE[i % len(PALETTE)])
+            points = sorted((buckets.index((r["bucket_from"], r["bucket_to"])), r)
+                            for r in mine if r["kind"] == kind)
+            xs = [x + (i - (len(kinds) - 1) / 2) * width for x, _ in points]
+            ys = [r["pass@1"] for _, r in points]
+            color = PALETTE[every_kind.index(kind) % len(PALETTE)]
+            errors = axes.errorbar(xs, ys, yerr=_errors(ys, [r["ci_low"] for _, r in points],
+                                                        [r["ci_high"] for _, r in points]),
+                                   fmt="-", color=color, capsize=3, linewidth=1, label=kind)
+            errors.lines[2][0].set_gid(f"errorbars-{panel}-{i}")
+            for x, (_, r) in zip(xs, points):
+                axes.plot([x], [r["pass@1"]], marker="o", color=color,
+                          markerfacecolor="white" if r["few"] else color)
+                axes.text(x, -0.12, f"n={r['tasks']}", ha="center", va="top",
+                          fontsize="x-small", gid=f"n-label-{panel}-{i}-{x:.3f}")
         axes.set_xticks(range(len(buckets)), [_bucket(*b) for b in buckets])
+        axes.tick_params(axis="x", pad=14)
         axes.set_ylim(-0.05, 1.05)
         axes.set_title(model, fontsize="medium")
-        axes.set_ylabel("pass@1")
-        axes.set_xlabel("line steps of the task's run")
+        axes.set_ylabel("pass@1 (95% CI)")
+        axes.set_xlabel(f"line steps of the task's run (buckets of < {MIN_TASKS} tasks "
+                        "merged; hollow: < 10 tasks of the kind)")
         axes.legend(frameon=False, fontsize="small")
     return figure
 
 
-def _accuracy_method(result: QueryResult) -> Figure | None:
-    rows = [r for r in _dicts(result) if r["pass_at_1"] is not None]
+def _coverage(result: QueryResult) -> Figure | None:
+    """Precision, recall and F1 per experiment, each with its interval and n."""
+    rows = []
+    for r in _dicts(result):
+        for measure in ("precision", "recall", "f1"):
+            rows.append({"model": r["model"], "label": r["label"], "measure": measure,
+                         "value": r[measure], "ci_low": r[f"{measure} ci_low"],
+                         "ci_high": r[f"{measure} ci_high"], "questions": r["questions"]})
+    return _interval_plot(rows, "measure", "value", "questions", "coverage (95% CI)",
+                          ["precision", "recall", "f1"])
+
+
+def _consistency(result: QueryResult) -> Figure | None:
+    rows = [{**r, "what": "incremental consistency"} for r in _dicts(result)]
+    return _interval_plot(rows, "what", "IC", "chains", "IC (95% CI)")
+
+
+def _comparison(result: QueryResult) -> Figure | None:
+    """A forest plot: per pair of experiments the difference of pass@1 (A − B) over the
+    tasks both answered, with its paired 95% interval and n."""
+    rows = _dicts(result)
     if not rows:
         return None
-    tasks: dict[str, int] = {}
-    for r in rows:
-        tasks[r["method"]] = max(tasks.get(r["method"], 0), r["tasks"])
-    top = sorted(tasks, key=lambda m: (-tasks[m], m))[:MAX_METHODS]
-    labels, series = _by_model([r for r in rows if r["method"] in top], "method")
-    order = sorted(labels, key=top.index)
-    series = {m: [values[labels.index(x)] for x in order] for m, values in series.items()}
-    return _bars(order, series, "pass@1", horizontal=True, fraction=True)
+    figure = _figure(7.0, max(2.2, 0.45 * len(rows) + 1.2))
+    axes = figure.subplots()
+    ys = list(range(len(rows)))
+    diffs = [r["difference"] for r in rows]
+    errors = axes.errorbar(diffs, ys, xerr=_errors(diffs, [r["ci_low"] for r in rows],
+                                                   [r["ci_high"] for r in rows]),
+                           fmt="o", color=PALETTE[0], capsize=3, linewidth=1)
+    errors.lines[2][0].set_gid("errorbars-0")
+    for y, r in zip(ys, rows):
+        axes.text(1.08, y, f"n={r['tasks']}  P(A>B)={r['P(A beats B)']:.2f}", va="center",
+                  fontsize="x-small", gid=f"n-label-0-{y}")
+    axes.axvline(0, color="#888", linewidth=0.8)
+    axes.set_yticks(ys, [f"{experiment_name(r['model A'], r['label A'])} − "
+                         f"{experiment_name(r['model B'], r['label B'])}" for r in rows],
+                    fontsize="small")
+    axes.invert_yaxis()
+    axes.set_xlim(-1.05, 1.05)
+    axes.set_xlabel("difference of pass@1, A − B (paired 95% CI)")
+    return figure
 
 
 SECTIONS = (
@@ -235,16 +477,35 @@ SECTIONS = (
     Section("tasks", "Tasks by kind", "Prediction tasks of the store by kind.",
             "tasks_by_kind", _tasks),
     Section("accuracy-kind", "Accuracy by kind",
-            "pass@1 of each experiment (model and label) by task kind (over all "
-            "difficulty buckets).",
-            "accuracy_by_kind", _accuracy_kind, _overall),
+            "pass@1 of each experiment (model and label) by task kind, with its 95% "
+            "bootstrap interval over the tasks (error bar) and n, the tasks scored.",
+            "scored_samples", _accuracy_kind, _kind_table),
     Section("accuracy-difficulty", "Accuracy by difficulty",
-            "pass@1 by difficulty bucket (line steps of the task's run), a line per kind.",
-            "accuracy_by_kind", _accuracy_difficulty, _bucketed),
+            f"pass@1 by difficulty bucket (line steps of the task's run), a line per kind, "
+            f"with 95% intervals and n; buckets of fewer than {MIN_TASKS} tasks are merged "
+            f"into their neighbours, a point of fewer than {MIN_TASKS} tasks of its kind is "
+            "hollow (and marked few in the table).",
+            "scored_samples", _accuracy_difficulty, _difficulty_table),
+    Section("coverage", "Coverage prediction",
+            "REval's precision, recall and F1 of coverage answers (positive: the line "
+            "runs), with 95% intervals and n, the questions.",
+            "scored_samples", _coverage, _coverage_table, nothing="no coverage tasks scored"),
+    Section("consistency", "Incremental consistency",
+            "REval's incremental consistency over its question chains (coverage, state, "
+            "next line, output about one line: tasks --chains), with its 95% interval and "
+            "n, the chains.",
+            "scored_samples", _consistency, _consistency_table,
+            nothing="no question chains scored (make tasks with --chains)"),
+    Section("comparison", "Paired comparison",
+            "For every two experiments, over the tasks both answered: the difference of "
+            "pass@1 (A − B) with its paired 95% bootstrap interval, n and P(A beats B).",
+            "scored_samples", _comparison, _comparison_table,
+            nothing="fewer than two experiments with shared tasks"),
     Section("accuracy-method", "Accuracy by standard-library method",
             f"pass@1 on tasks whose program calls each str/list/dict method "
-            f"(CRUXEval Appendix A.3); the {MAX_METHODS} methods with most tasks.",
-            "accuracy_by_method", _accuracy_method),
+            f"(CRUXEval Appendix A.3), a panel per task kind; the {MAX_METHODS} methods "
+            f"with most tasks of the kind.",
+            "accuracy_by_method", _accuracy_method, per_kind=True),
 )
 
 
@@ -300,6 +561,7 @@ figcaption { color: #555; font-size: .9rem; }
 table { border-collapse: collapse; margin-top: .8rem; font-size: .85rem; }
 th, td { border: 1px solid #ccc; padding: .15rem .5rem; text-align: left; }
 th { background: #f2f2f2; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+details { margin-top: .6rem; } summary { cursor: pointer; color: #3b6ea5; }
 .empty { color: #8a4b00; background: #fff6e5; padding: .5rem .8rem; border-radius: 4px; }
 """
 
@@ -315,7 +577,9 @@ def _section_html(section: Section, result: QueryResult | None, figure: Figure |
     if reason is not None:
         parts.append(f'<p class="empty">No plot: {html.escape(reason)}</p>')
     if result is not None and result.rows:
-        parts.append(table(result))
+        rows = len(result.rows)
+        parts.append(f"<details><summary>Table: {rows} row{'s' if rows != 1 else ''}"
+                     f"</summary>{table(result)}</details>")
     return "".join(parts) + "</section>"
 
 
@@ -342,10 +606,15 @@ def write_report(db: str | Path, out: str | Path,
     summary = ReportSummary(str(out), runs, programs)
     results: dict[str, QueryResult | StoreError] = {}
     sections = []
-    for section in SECTIONS:
-        if section.query not in results:  # two sections read accuracy_by_kind: run it once
-            results[section.query] = _run(section.query, db)
-        sections.append(_render_section(section, results[section.query], summary))
+    _SUMMARIES.clear()
+    try:
+        for section in SECTIONS:
+            if section.query not in results:  # sections share scored_samples: run it once
+                results[section.query] = (_run_per_kind(section.query, db) if section.per_kind
+                                          else _run(section.query, db))
+            sections.append(_render_section(section, results[section.query], summary))
+    finally:
+        _SUMMARIES.clear()
     page = _page(db, runs, programs, sections, now or dt.datetime.now(dt.timezone.utc))
     with user_file(out):
         out.write_text(page, encoding="utf-8")
@@ -353,13 +622,31 @@ def write_report(db: str | Path, out: str | Path,
     return summary
 
 
-def _run(name: str, db: str | Path) -> QueryResult | StoreError:
+def _run(name: str, db: str | Path, params: dict[str, str] | None = None
+         ) -> QueryResult | StoreError:
     """The query's result, or the one-line error of a store without its tables (which
     the section shows instead of a plot)."""
     try:
-        return run_query(name, db=db)
+        return run_query(name, db=db, params=params)
     except StoreError as exc:
         return exc
+
+
+def _run_per_kind(name: str, db: str | Path) -> QueryResult | StoreError:
+    """The query run once per task kind of the store (its ``kind`` parameter), its rows
+    after a leading ``kind`` column, in kind order."""
+    kinds = _run("tasks_by_kind", db)
+    if isinstance(kinds, StoreError):
+        return kinds
+    columns: list[str] = []
+    rows: list[tuple] = []
+    for kind in sorted(row[0] for row in kinds.rows):
+        found = _run(name, db, {"kind": kind})
+        if isinstance(found, StoreError):
+            return found
+        columns = ["kind"] + found.columns
+        rows += [(kind, *row) for row in found.rows]
+    return QueryResult(columns, rows)
 
 
 def _render_section(section: Section, found: QueryResult | StoreError,
@@ -370,7 +657,7 @@ def _render_section(section: Section, found: QueryResult | StoreError,
     if result is None:
         reason = f"no data: {first_line(found)}"
     elif not result.rows:
-        reason = "no data: the query returned no rows"
+        reason = f"no data: {section.nothing}"
     else:
         figure = section.draw(result)
         reason = None if figure is not None else "no scored predictions to plot"

@@ -119,7 +119,9 @@ def features(db: str, chunk_runs: int, fmt: str) -> None:
 @format_option
 def report_command(db: str, out: Path, fmt: str) -> None:
     """Write an HTML page of plots over the store (statuses, step distributions, tasks,
-    accuracy by kind, difficulty and standard-library method) with the tables behind them."""
+    accuracy by kind and difficulty with 95% intervals and n, coverage precision/recall/F1,
+    incremental consistency, paired comparisons, accuracy by standard-library method per
+    kind) with the tables behind them, collapsed."""
     from steptrace import _api as api  # matplotlib loads only in the report itself
     summary = api.report(db, out)
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace report"))

@@ -33,8 +33,9 @@ workers_option = click.option(
 
 quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
 
-SCORE_TABLES = {"kind": "by kind", "difficulty": "by difficulty",
-                "consistency": "incremental consistency", "comparison": "paired comparison",
+SCORE_TABLES = {"kind": "by kind", "difficulty": "by difficulty", "coverage": "coverage",
+                "consistency": "incremental consistency",
+                "correlation": "input output correlation", "comparison": "paired comparison",
                 "error": "error parts"}
 
 
@@ -101,10 +102,12 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
 
     --tasks TASKS.jsonl: judge the stored predictions of these tasks, store the verdicts
     in the scores table, print pass@k by experiment (model and label) and kind, by
-    difficulty, incremental consistency and paired comparisons of every two experiments
-    (two models, or one model's two labels), and error tasks' type and message scored
-    apart (EXE). Each input check's verdict is kept in the store (the checks table):
-    scoring again runs only the checks not judged yet.
+    difficulty, coverage precision/recall/F1, REval's incremental consistency, the
+    input-output correlation and paired comparisons of every two experiments (two models,
+    or one model's two labels), and error tasks' type and message scored apart (EXE).
+    Shares are fractions; intervals are ci_low and ci_high. Each input check's verdict is
+    kept in the store (the checks table): scoring again runs only the checks not judged
+    yet.
 
     CRUXEval generations in the official format: see score-cruxeval (`score --cruxeval`
     still runs it, deprecated)."""
@@ -161,42 +164,65 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
               help="Keep each check's verdict in this store (the checks table; created if "
                    "missing) and reuse those it holds: scoring again runs only new checks. "
                    "Default: no store, every check runs.")
+@click.option("--other-mode", "other_mode", type=click.Path(dir_okay=False, path_type=Path),
+              help="An official scored file (--out) of the same samples in the other mode: "
+                   "adds the input-output difficulty correlation.")
 @workers_option
 @quiet_option
 @format_option
 def score_cruxeval_command(generations: Path, mode: str, out: Path | None, data: Path,
-                           store: Path | None, workers: int | None, quiet: bool,
-                           fmt: str) -> None:
+                           store: Path | None, other_mode: Path | None,
+                           workers: int | None, quiet: bool, fmt: str) -> None:
     """Score CRUXEval generations as the official harness does: pass@1 and pass@5.
 
     GENERATIONS is a JSON file in the official format (an object sample_i -> list of
     generated strings). Every check runs in a fresh sandbox instance, with the official
-    3 s limit."""
+    3 s limit. Also prints CRUXEval's analyses as fractions with 95% bootstrap intervals
+    (ci_low, ci_high): pass@1, pass@5, the share of samples fully solved and unsolved,
+    distinct generations per sample, and with --other-mode the input-output correlation."""
     _score_cruxeval(generations, mode, out, data, workers, fmt, title="steptrace score-cruxeval",
-                    quiet=quiet, store=store)
+                    other_mode=other_mode, quiet=quiet, store=store)
 
 
 def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: Path,
-                    workers: int | None, fmt: str, title: str, quiet: bool = False,
+                    workers: int | None, fmt: str, title: str,
+                    other_mode: Path | None = None, quiet: bool = False,
                     store: Path | None = None) -> None:
     """score-cruxeval, and the deprecated ``score --cruxeval``: check, score, print."""
+    from steptrace.scoring._analyses import load_scored
     from steptrace.scoring._cruxeval import (check_mode, load_generations, score_cruxeval,
                                          write_official)
     check_mode(mode)  # a wrong mode or output directory fails before any check runs
     if out is not None and not out.parent.is_dir():
         raise InputError(f"cannot write {out}: no directory {out.parent}")
+    other = None if other_mode is None else load_scored(other_mode)
     generations = load_generations(generations_path)
     with _progress_bar("checks", quiet) as progress:
         result = score_cruxeval(generations, mode, data, workers=workers,
                                 progress=_when_checks_run(progress), store=store)
     if out is not None:
         write_official(result, out)
+    measures = _cruxeval_measures(result, other)
     if fmt == "json":
-        click.echo(json.dumps({**result.summary(), "out": None if out is None else str(out)},
-                              indent=2))
+        click.echo(json.dumps({**result.summary(), "out": None if out is None else str(out),
+                               "analyses": [m.as_dict() for m in measures]}, indent=2))
     else:
-        click.echo(render(["item", "value"], result.rows(exact=fmt == "csv"), fmt,
-                          title=title))
+        from steptrace.scoring._analyses import measure_rows
+        click.echo(render(["item", "value"], result.rows(exact=fmt == "csv")
+                          + measure_rows(measures), fmt, title=title))
+
+
+def _cruxeval_measures(result, other: dict | None) -> list:
+    """CRUXEval's analyses of a scoring (steptrace.scoring._analyses), with the
+    input-output correlation when the other mode's scored file is given."""
+    from steptrace.scoring._analyses import difficulty_correlation, generation_analyses
+    scored = {s.sample_id: list(s.results) for s in result.samples}
+    passed = {s.sample_id: [o == "ok" for o in s.outcomes] for s in result.samples}
+    measures = generation_analyses(scored, result.raw_generations, passed)
+    if other is not None:
+        pair = (scored, other) if result.mode == "input" else (other, scored)
+        measures.append(difficulty_correlation(*pair))
+    return measures
 
 
 @click.command("export-generations")

@@ -23,6 +23,10 @@ from steptrace.tasks._names import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
               help="At most this many tasks of each kind per run.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the question selection (per run and kind).")
+@click.option("--chains", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Also ask REval's question chains on up to this many lines per run: "
+                   "coverage, state and next_line questions about one line (with the "
+                   "run's output question), for score's incremental consistency.")
 @click.option("--prompt", "prompt_style", type=click.Choice(PROMPT_STYLES), default="direct",
               show_default=True, help="Prompt templates: direct, cot (chain of thought) or "
                                       "cruxeval (output and input only).")
@@ -42,14 +46,15 @@ from steptrace.tasks._names import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
                                 "local Ray).")
 @where_option
 @format_option
-def tasks_command(db: str, kinds: str, per_run: int, seed: int, prompt_style: str,
+def tasks_command(db: str, kinds: str, per_run: int, seed: int, chains: int, prompt_style: str,
                   template_dir: Path | None, out: Path | None, max_trace_lines: int,
                   workers: int | None, engine: str, address: str | None, where: str | None,
                   fmt: str) -> None:
     """Generate prediction tasks with exact answers from the stored traces, store them in
     the tasks table, and print how many there are of each kind."""
     from steptrace import _api as api
-    summary = api.make_tasks(db, kinds, per_run=per_run, seed=seed, prompt_style=prompt_style,
+    summary = api.make_tasks(db, kinds, per_run=per_run, seed=seed, chains=chains,
+                             prompt_style=prompt_style,
                              template_dir=template_dir, out=out,
                              max_trace_lines=max_trace_lines, workers=workers,
                              engine=engine, address=address, where=where)

@@ -8,6 +8,7 @@ tests, checked on random inputs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numba
@@ -181,16 +182,109 @@ def _flatten(sequences: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------- consistency
+# REval's weights of a chain (coverage, state, path, output) by how many of its answers
+# are right from the first on, when every answer after them is wrong: evaluation.py,
+# class Consistency, run() of github.com/r-eval/REval (commit 2f148b9).
 def incremental_consistency(correct: list[bool]) -> float:
-    """REval's incremental-consistency score of one (program, input): its tasks in order
-    (coverage, state, path, output). A sequence is consistent when every correct answer
-    comes before every wrong one (a later, harder task is not right while an earlier one
-    is wrong); a consistent sequence with the first ``k`` of ``n`` right scores
-    2^-(n−k), e.g. right, right, wrong, wrong → 1/4 (REval's example); an inconsistent
-    one, or one with nothing right, scores 0."""
+    """REval's incremental-consistency score of one question chain: its answers in order
+    (coverage, state, path, output; steptrace's coverage, state, next_line, output). A
+    chain is consistent when every right answer comes before every wrong one (a later,
+    harder question is not right while an earlier one is wrong); a consistent chain with
+    the first ``k`` of ``n`` right scores 2^-(n−k): for REval's four questions 1, 1/2, 1/4,
+    1/8 for 4, 3, 2, 1 right (e.g. right, right, wrong, wrong → 1/4); an inconsistent
+    chain, or one with nothing right, scores 0."""
     k = 0
     while k < len(correct) and correct[k]:
         k += 1
     if k == 0 or any(correct[k:]):
         return 0.0
     return 2.0 ** -(len(correct) - k)
+
+
+# ---------------------------------------------------------------- bootstrap of ratios
+def _quantiles(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The percentile interval of ``values``, NaN (an undefined ratio in a resample) left
+    out; (nan, nan) when every value is NaN."""
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return math.nan, math.nan
+    tail = (1.0 - level) / 2
+    low, high = np.quantile(values, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1),
+                        np.nan)
+
+
+@dataclass(frozen=True)
+class Confusion:
+    """Coverage prediction as REval scores it: the positive class is "the line runs";
+    ``precision``, ``recall``, ``f1`` with percentile bootstrap intervals over the
+    questions (NaN where undefined: no positive prediction, no positive truth)."""
+
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+    precision: Interval
+    recall: Interval
+    f1: Interval
+
+    @property
+    def n(self) -> int:
+        return self.tp + self.fp + self.fn + self.tn
+
+
+def confusion(predicted: np.ndarray, actual: np.ndarray, resamples: int = 10_000,
+              level: float = 0.95, seed: int = 0) -> Confusion:
+    """Precision tp/(tp+fp), recall tp/(tp+fn) and F1 2tp/(2tp+fp+fn) of boolean
+    predictions against boolean truths (REval's Coverage metrics; its F1 is 0 when
+    precision and recall are 0, as 2tp/(2tp+fp+fn) is). The intervals resample the
+    questions (paired: one resample draws the same questions for every count)."""
+    p, a = np.asarray(predicted, bool), np.asarray(actual, bool)
+    if p.shape != a.shape or p.ndim != 1 or p.size == 0:
+        raise ValueError("confusion needs two non-empty boolean arrays of one length")
+    columns = np.stack([p & a, p & ~a, ~p & a], axis=1).astype(np.float64)
+    means = _bootstrap_means(columns, resamples, seed)
+    tp, fp, fn = means[:, 0], means[:, 1], means[:, 2]
+    counts = [int(c) for c in columns.sum(axis=0)]
+    t, f_p, f_n = (float(c) for c in counts)
+
+    def interval(value: float, draws: np.ndarray) -> Interval:
+        return Interval(value, *_quantiles(draws, level), level)
+
+    precision = t / (t + f_p) if t + f_p else math.nan
+    recall = t / (t + f_n) if t + f_n else math.nan
+    f1 = 2 * t / (2 * t + f_p + f_n) if t + f_p + f_n else math.nan
+    return Confusion(counts[0], counts[1], counts[2], int(p.size - sum(counts)),
+                     interval(precision, _ratio(tp, tp + fp)),
+                     interval(recall, _ratio(tp, tp + fn)),
+                     interval(f1, _ratio(2 * tp, 2 * tp + fp + fn)))
+
+
+def pearson(x: np.ndarray, y: np.ndarray, resamples: int = 10_000, level: float = 0.95,
+            seed: int = 0) -> Interval:
+    """Pearson's correlation of paired per-sample values (e.g. a sample's pass@1 in input
+    and in output mode: CRUXEval's input-output difficulty correlation) with a percentile
+    bootstrap interval over the samples; NaN where a resample has no variance."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.shape != y.shape or x.ndim != 1 or x.size < 2:
+        raise ValueError("a correlation needs two 1-d arrays of one length, at least 2 values")
+    moments = np.stack([x, y, x * x, y * y, x * y], axis=1)
+    means = _bootstrap_means(moments, resamples, seed)
+
+    def correlation(m: np.ndarray) -> np.ndarray:
+        m = np.atleast_2d(m)
+        cov = m[:, 4] - m[:, 0] * m[:, 1]
+        var_x, var_y = m[:, 2] - m[:, 0] ** 2, m[:, 3] - m[:, 1] ** 2
+        # a resample of one repeated value leaves a variance of rounding noise (about
+        # 1e-16, maybe negative): no variance, no correlation
+        varies = (var_x > 1e-12) & (var_y > 1e-12)
+        r = _ratio(cov, np.sqrt(np.where(varies, var_x * var_y, 0.0)))
+        return np.clip(r, -1.0, 1.0)
+
+    value = (float(np.corrcoef(x, y)[0, 1]) if x.std() > 0 and y.std() > 0 else math.nan)
+    return Interval(value, *_quantiles(correlation(means), level), level)

@@ -1,10 +1,20 @@
 """The tables a scoring prints, from its verdicts: pass@k by experiment and kind, pass@1
-by difficulty bucket, REval's incremental consistency, a paired comparison of every
-two experiments, and ``error`` tasks' type and message scored apart (EXE)."""
+by difficulty bucket, coverage precision/recall/F1, REval's incremental consistency per
+question chain, CRUXEval's input-output difficulty correlation, a paired comparison of
+every two experiments, and ``error`` tasks' type and message scored apart (EXE).
+
+Numbers (docs/guides/predictions-and-scoring.md, "Numbers"): every share (pass@k,
+unparseable, solved, precision, recall, F1, IC, a difference of pass@1) is a fraction in
+[0, 1] rounded to 4 decimals, in every format (table, JSON, CSV), as the named queries
+give theirs (to 3); an interval is two numbers, ``ci_low`` and ``ci_high`` (95%
+percentile bootstrap over the tasks, or the questions, chains or runs a table counts);
+an undefined value is empty (JSON null).
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -12,12 +22,23 @@ from typing import Any
 import numpy as np
 
 from steptrace.scoring._buckets import step_bucket
-from steptrace.scoring._stats import (bootstrap_interval, incremental_consistency, pass_at_k,
-                                      probability_a_beats_b)
+from steptrace.scoring._stats import (bootstrap_interval, confusion, incremental_consistency,
+                                      pass_at_k, pearson, probability_a_beats_b)
 from steptrace.scoring._verdicts import ExperimentKey, Verdict
 
-# REval's order of a (program, input)'s tasks, easiest first.
+# REval's chain of questions about one line of one run, easiest first: coverage → state →
+# path (steptrace's next_line) → output (evaluation.py, class Consistency, of
+# github.com/r-eval/REval).
 CONSISTENCY_KINDS = ("coverage", "state", "next_line", "output")
+CHAIN_SCORES = (1.0, 0.5, 0.25, 0.125, 0.0)  # the scores a four-question chain can have
+
+
+def fraction(value: float | None) -> float | None:
+    """A share as every table gives it: a fraction rounded to 4 decimals; None for an
+    undefined one (NaN)."""
+    if value is None or math.isnan(value):
+        return None
+    return round(float(value), 4)
 
 
 @dataclass
@@ -50,20 +71,33 @@ class ScoreSummary:
         """Per (experiment, task): the share of its samples that are right (pass@1)."""
         return {key: sum(v.correct for v in vs) / len(vs) for key, vs in self._by_task.items()}
 
+    def _interval(self, values: list[float]) -> tuple[float | None, float | None]:
+        """(ci_low, ci_high) of the mean of per-task (or per-chain) values."""
+        ci = bootstrap_interval(np.array(values, np.float64), self.resamples, seed=self.seed)
+        return fraction(ci.low), fraction(ci.high)
+
     def _pass_row(self, groups: list[list[Verdict]]) -> list:
         n_tasks = len(groups)
         samples = sum(len(g) for g in groups)
         row: list = [n_tasks, samples]
         for k in self.ks:
             values = [pass_at_k(len(g), sum(v.correct for v in g), k) for g in groups if len(g) >= k]
-            row.append(_percent(np.mean(values)) if values else None)
+            row.append(fraction(np.mean(values)) if values else None)
+        row.extend(self._interval([sum(v.correct for v in g) / len(g) for g in groups]))
         unparsed = sum(not v.parsed for g in groups for v in g)
-        row.append(_percent(unparsed / samples) if samples else None)
+        row.append(fraction(unparsed / samples) if samples else None)
+        row.append(fraction(np.mean([all(v.correct for v in g) for g in groups])))
+        row.append(fraction(np.mean([not any(v.correct for v in g) for g in groups])))
         return row
 
     def by_kind(self) -> tuple[list[str], list[list]]:
+        """Per experiment and kind (and ``all``): tasks, samples, pass@k, the 95% interval
+        of pass@1 (``ci_low``, ``ci_high``), the unparseable share of the samples, the
+        share of tasks ``fully solved`` (every sample right) and ``unsolved`` (none
+        right: CRUXEval's analyses), and for ``trace`` the mean normalised edit distance."""
         columns = (["model", "label", "kind", "tasks", "samples"] + [f"pass@{k}" for k in self.ks]
-                   + ["unparseable %", "pass@1 95% CI", "trace distance"])
+                   + ["ci_low", "ci_high", "unparseable", "fully solved", "unsolved",
+                      "trace distance"])
         by_task = self._by_task
         rows = []
         for experiment in self.experiments():
@@ -72,19 +106,17 @@ class ScoreSummary:
                 groups = [vs for (e, t), vs in sorted(by_task.items())
                           if e == experiment and (kind == "all" or self.tasks[t]["kind"] == kind)]
                 row = [*experiment, kind] + self._pass_row(groups)
-                firsts = [sum(v.correct for v in g) / len(g) for g in groups]
-                ci = bootstrap_interval(np.array(firsts), self.resamples, seed=self.seed)
-                row.append(f"{_percent(ci.low)}–{_percent(ci.high)}")
                 distances = [v.distance for g in groups for v in g if v.distance is not None]
                 row.append(round(float(np.mean(distances)), 4) if kind == "trace" and distances else None)
                 rows.append(row)
         return columns, rows
 
     def by_difficulty(self) -> tuple[list[str], list[list]]:
-        """pass@1 per experiment by bucket of the task's run's line steps (the buckets of
-        engine/scoring/_buckets.py, as the accuracy_by_kind query and the report have
-        them) and by the loop nesting around the task's line (0, 1, 2+)."""
-        columns = ["model", "label", "feature", "bucket", "tasks", "samples", "pass@1"]
+        """pass@1 (with its 95% interval) per experiment by bucket of the task's run's line
+        steps (the buckets of engine/scoring/_buckets.py, as the accuracy_by_kind query and
+        the report have them) and by the loop nesting around the task's line (0, 1, 2+)."""
+        columns = ["model", "label", "feature", "bucket", "tasks", "samples", "pass@1",
+                   "ci_low", "ci_high"]
         by_task = self._by_task
         rows = []
         for experiment in self.experiments():
@@ -101,36 +133,122 @@ class ScoreSummary:
                 buckets[("loop_nesting", "2+" if nesting == 2 else str(nesting), nesting)].append(vs)
             for (feature, label, _), groups in sorted(buckets.items(), key=lambda i: (i[0][0], i[0][2])):
                 n = sum(len(g) for g in groups)
+                firsts = [sum(v.correct for v in g) / len(g) for g in groups]
                 rows.append([*experiment, feature, label, len(groups), n,
-                             _percent(np.mean([sum(v.correct for v in g) / len(g) for g in groups]))])
+                             fraction(np.mean(firsts)), *self._interval(firsts)])
         return columns, rows
 
+    def coverage(self) -> tuple[list[str], list[list]]:
+        """Coverage prediction as REval reports it: per experiment, over its coverage
+        questions (task and sample), the confusion counts with "the line runs" as the
+        positive class, and precision, recall and F1, each with its 95% interval. An
+        unparseable answer counts as "no", as REval's Coverage task takes it."""
+        columns = ["model", "label", "questions", "tp", "fp", "fn", "tn"]
+        for measure in ("precision", "recall", "f1"):
+            columns += [measure, f"{measure} ci_low", f"{measure} ci_high"]
+        pairs: dict[ExperimentKey, tuple[list[bool], list[bool]]] = defaultdict(lambda: ([], []))
+        for v in self.verdicts:
+            if v.kind != "coverage":
+                continue
+            truth = str(self.tasks[v.task_id]["answer"]).strip().lower() == "true"
+            predicted, actual = pairs[v.experiment]
+            predicted.append(v.parsed and v.correct == truth)
+            actual.append(truth)
+        rows = []
+        for experiment in sorted(pairs):
+            predicted, actual = pairs[experiment]
+            c = confusion(np.array(predicted), np.array(actual), self.resamples, seed=self.seed)
+            row = [*experiment, c.n, c.tp, c.fp, c.fn, c.tn]
+            for measure in (c.precision, c.recall, c.f1):
+                row += [fraction(measure.mean), fraction(measure.low), fraction(measure.high)]
+            rows.append(row)
+        return columns, rows
+
+    def chains(self) -> dict[ExperimentKey, list[tuple[bool, ...]]]:
+        """REval's question chains per experiment, each the (coverage, state, next_line,
+        output) verdicts of one line of one run in one sample: the coverage question about
+        the line, a state question at the line, the next-line question at the line and the
+        run's output question (REval asks one variable per line; where steptrace has
+        several state or next-line tasks at one line, the chain takes the first by
+        occurrence, variable and task id). A chain needs a verdict of each of its four
+        tasks with that sample index: sample ``i`` is REval's ``i``-th repeat."""
+        verdict: dict[tuple[ExperimentKey, str, int], bool] = {}
+        answered: dict[ExperimentKey, set[str]] = defaultdict(set)
+        for v in self.verdicts:
+            if v.kind in CONSISTENCY_KINDS:
+                verdict[(v.experiment, v.task_id, v.sample_index)] = v.correct
+                answered[v.experiment].add(v.task_id)
+        out: dict[ExperimentKey, list[tuple[bool, ...]]] = {}
+        for experiment in self.experiments():
+            mine = sorted((self.tasks[t] for t in answered[experiment]), key=_chain_order)
+            first: dict[tuple[str, int, int | None], str] = {}
+            for task in mine:
+                line = None if task["kind"] == "output" else task.get("line")
+                first.setdefault((task["kind"], task["run_id"], line), task["task_id"])
+            samples = sorted({s for (e, _, s) in verdict if e == experiment})
+            found = []
+            for (kind, run_id, line), coverage_id in sorted(first.items(), key=_key_order):
+                if kind != "coverage":
+                    continue
+                ids = [coverage_id] + [first.get((k, run_id, line if k != "output" else None))
+                                       for k in CONSISTENCY_KINDS[1:]]
+                if None in ids:
+                    continue
+                for sample in samples:
+                    chain = [verdict.get((experiment, t, sample)) for t in ids]
+                    if None not in chain:
+                        found.append(tuple(chain))
+            if found:
+                out[experiment] = found
+        return out
+
     def consistency(self) -> tuple[list[str], list[list]]:
-        """REval's incremental consistency per experiment over the runs that have a task of
-        each of coverage, state, next_line and output (a kind's pass@1 >= 0.5 counts as
-        right when a run has several tasks or samples of it)."""
-        columns = ["model", "label", "runs", "IC score", "consistent runs"]
-        per_run: dict[tuple[ExperimentKey, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        """REval's incremental consistency per experiment: the mean over its question
+        chains (``chains``) of each chain's score (1, 1/2, 1/4, 1/8 when the first 4, 3,
+        2, 1 answers are right and the rest wrong, else 0: ``incremental_consistency``),
+        with its 95% interval over the chains and how many chains have each score."""
+        columns = (["model", "label", "chains", "IC", "ci_low", "ci_high"]
+                   + [f"score {s:g}" for s in CHAIN_SCORES])
+        rows = []
+        for experiment, found in sorted(self.chains().items()):
+            scores = [incremental_consistency(list(chain)) for chain in found]
+            counts = Counter(scores)
+            rows.append([*experiment, len(scores), fraction(np.mean(scores)),
+                         *self._interval(scores), *(counts[s] for s in CHAIN_SCORES)])
+        return columns, rows
+
+    def difficulty_correlation(self) -> tuple[list[str], list[list]]:
+        """CRUXEval's input-output difficulty correlation per experiment: Pearson's r
+        between a run's pass@1 on its ``input`` tasks and on its ``output`` tasks, over
+        the runs that have both, with its 95% bootstrap interval over the runs (empty
+        with fewer than two such runs or no variance)."""
+        columns = ["model", "label", "runs", "r", "ci_low", "ci_high"]
+        per_run: dict[tuple[ExperimentKey, int], dict[str, list[float]]] = defaultdict(
+            lambda: defaultdict(list))
         for (experiment, task_id), value in self.task_pass1().items():
             task = self.tasks[task_id]
-            if task["kind"] in CONSISTENCY_KINDS:
+            if task["kind"] in ("input", "output"):
                 per_run[(experiment, task["run_id"])][task["kind"]].append(value)
         rows = []
         for experiment in self.experiments():
-            scores = [incremental_consistency([float(np.mean(kinds[k])) >= 0.5 for k in CONSISTENCY_KINDS])
-                      for (e, _), kinds in sorted(per_run.items())
-                      if e == experiment and all(k in kinds for k in CONSISTENCY_KINDS)]
-            if scores:
-                rows.append([*experiment, len(scores), _percent(np.mean(scores)),
-                             sum(s > 0 for s in scores)])
+            pairs = [(np.mean(kinds["input"]), np.mean(kinds["output"]))
+                     for (e, _), kinds in sorted(per_run.items())
+                     if e == experiment and "input" in kinds and "output" in kinds]
+            if len(pairs) < 2:
+                continue
+            r = pearson(np.array([x for x, _ in pairs]), np.array([y for _, y in pairs]),
+                        self.resamples, seed=self.seed)
+            rows.append([*experiment, len(pairs), fraction(r.mean), fraction(r.low),
+                         fraction(r.high)])
         return columns, rows
 
     def comparisons(self) -> tuple[list[str], list[list]]:
         """For every two experiments (two models, or one model's two labels: prompt
-        styles, temperatures, ...), over the tasks both answered: P(A's pass@1 > B's) in
-        bootstrap resamples of the tasks (CRUXEval §4)."""
+        styles, temperatures, ...), over the tasks both answered: pass@1 of each, their
+        difference A − B with its 95% paired bootstrap interval, and P(A's pass@1 > B's)
+        in bootstrap resamples of the tasks (CRUXEval §4)."""
         columns = ["model A", "label A", "model B", "label B", "tasks", "pass@1 A", "pass@1 B",
-                   "P(A beats B)"]
+                   "difference", "ci_low", "ci_high", "P(A beats B)"]
         pass1 = self.task_pass1()
         experiments = self.experiments()
         rows = []
@@ -142,7 +260,8 @@ class ScoreSummary:
                 xa = np.array([pass1[(a, t)] for t in shared])
                 xb = np.array([pass1[(b, t)] for t in shared])
                 p = probability_a_beats_b(xa, xb, self.resamples, seed=self.seed)
-                rows.append([*a, *b, len(shared), _percent(xa.mean()), _percent(xb.mean()),
+                rows.append([*a, *b, len(shared), fraction(xa.mean()), fraction(xb.mean()),
+                             fraction(xa.mean() - xb.mean()), *self._interval(list(xa - xb)),
                              round(p, 4)])
         return columns, rows
 
@@ -151,7 +270,7 @@ class ScoreSummary:
         message alone (``error.message``) and both together (``error``, as in "by
         kind"), from each verdict's ``type_correct`` / ``message_correct``."""
         columns = (["model", "label", "part", "tasks", "samples"] + [f"pass@{k}" for k in self.ks]
-                   + ["unparseable %"])
+                   + ["ci_low", "ci_high", "unparseable", "fully solved", "unsolved"])
         rows = []
         for experiment in self.experiments():
             groups = [vs for (e, t), vs in sorted(self._by_task.items())
@@ -166,7 +285,9 @@ class ScoreSummary:
 
     def tables(self) -> list[tuple[str, list[str], list[list]]]:
         return [("by kind", *self.by_kind()), ("by difficulty", *self.by_difficulty()),
+                ("coverage", *self.coverage()),
                 ("incremental consistency", *self.consistency()),
+                ("input output correlation", *self.difficulty_correlation()),
                 ("paired comparison", *self.comparisons()),
                 ("error parts", *self.error_parts())]
 
@@ -179,5 +300,10 @@ class ScoreSummary:
         return out
 
 
-def _percent(value: float) -> float:
-    return round(100.0 * float(value), 2)
+def _chain_order(task: dict) -> tuple:
+    return (task.get("occurrence") or 0, task.get("var") or "", task["task_id"])
+
+
+def _key_order(item: tuple) -> tuple:
+    (kind, run_id, line), _ = item
+    return (run_id, line if line is not None else -1, kind)

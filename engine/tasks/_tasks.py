@@ -39,7 +39,7 @@ from steptrace.corpus._text import user_file
 from steptrace.errors import InputError
 from steptrace.store._store import StoreError, connect, first_line
 from steptrace.store._tables import TASKS
-from steptrace.tasks._candidates import Candidate, run_facts, select
+from steptrace.tasks._candidates import Candidate, RunFacts, run_facts, select
 from steptrace.tasks._kinds import KINDS, TASK_KINDS, parse_kinds, tables_read
 from steptrace.tasks._program import ProgramInfo, program_info
 from steptrace.tasks._runs import RunData, load_runs
@@ -62,6 +62,7 @@ class TaskOptions:
     out: Path | None = None           # JSONL file; the Parquet file goes next to it
     max_trace_lines: int = 200        # no `trace` task for longer runs (the answer is the list)
     max_occurrence: int = 100         # k-th questions only for k <= this, or the last k
+    chains: int = 0                   # REval chains per run (chain_candidates); 0: none
     workers: int | None = None        # analysis workers when `branch` needs analyse_store
     # a shard directory's tasks are made shard by shard: here (local) or on Ray
     engine: str = "local"
@@ -134,18 +135,62 @@ def task_id(run_key: str, kind: str, candidate: Candidate) -> str:
 def tasks_for_run(run: RunData, info: ProgramInfo | None, options: TaskOptions,
                   templates: dict[str, string.Template], now: dt.datetime) -> list[Task]:
     facts = run_facts(run, info, options)
+    chosen = [(kind, c) for kind in options.kinds
+              for c in select(TASK_KINDS[kind].candidates(facts), options.per_run,
+                              random.Random(f"{options.seed}:{run.run_key}:{kind}"))]
+    if options.chains:
+        chosen += chain_candidates(facts, options, run.run_key, chosen)
     tasks = []
-    for kind in options.kinds:
-        rng = random.Random(f"{options.seed}:{run.run_key}:{kind}")
-        for c in select(TASK_KINDS[kind].candidates(facts), options.per_run, rng):
-            tasks.append(Task(
-                task_id(run.run_key, kind, c), kind, run.run_id, run.sample_id, c.line, c.var,
-                c.occurrence,
-                json.dumps(dict(c.question), ensure_ascii=False) if c.question else None,
-                c.answer, c.answer_type, c.value_type, run.line_steps,
-                info.loop_nesting(c.line) if info else 0, run.distinct_lines, run.branch_count,
-                options.prompt_style, render(templates[kind], facts, c), options.seed, now))
+    for kind, c in chosen:
+        tasks.append(Task(
+            task_id(run.run_key, kind, c), kind, run.run_id, run.sample_id, c.line, c.var,
+            c.occurrence,
+            json.dumps(dict(c.question), ensure_ascii=False) if c.question else None,
+            c.answer, c.answer_type, c.value_type, run.line_steps,
+            info.loop_nesting(c.line) if info else 0, run.distinct_lines, run.branch_count,
+            options.prompt_style, render(templates[kind], facts, c), options.seed, now))
     return tasks
+
+
+CHAIN_KINDS = ("coverage", "state", "next_line", "output")
+
+
+def chain_candidates(facts: RunFacts, options: TaskOptions, run_key: str,
+                     chosen: list[tuple[str, Candidate]]) -> list[tuple[str, Candidate]]:
+    """REval's question chains (``--chains N``): up to ``N`` lines of the run that have a
+    coverage, a state and a next-line question, the last two not trivial (the line ran),
+    picked with the run's own ``random.Random(f"{seed}:{run_key}:chains")``, and for
+    each the line's coverage question and its most informative state and next-line
+    questions (ties: the first occurrence, variable), added to ``chosen`` unless already
+    there; the run's output question is the chain's last. Scoring's incremental
+    consistency (engine/scoring/_summary.py) reads a chain as these four questions about
+    one line. Needs every kind of the chain among the kinds asked, and a run with an
+    output question (one that returned)."""
+    if (not all(kind in options.kinds for kind in CHAIN_KINDS)
+            or not any(kind == "output" for kind, _ in chosen)):
+        return []
+    by_line: dict[str, dict[int, Candidate]] = {}
+    for kind in CHAIN_KINDS[:3]:
+        best: dict[int, Candidate] = {}
+        for c in sorted(TASK_KINDS[kind].candidates(facts),
+                        key=lambda c: (-c.score, c.occurrence or 0, c.var or "")):
+            # a trivial state or next-line question gives its answer away (select never
+            # asks one); a coverage question is asked whatever its score, as REval asks
+            # about every line of the chain
+            if c.line is not None and (kind == "coverage" or c.score >= 0):
+                best.setdefault(c.line, c)
+        by_line[kind] = best
+    lines = sorted(set.intersection(*(set(best) for best in by_line.values())))
+    random.Random(f"{options.seed}:{run_key}:chains").shuffle(lines)
+    asked = {(kind, c.line, c.var, c.occurrence, c.question) for kind, c in chosen}
+    added = []
+    for line in sorted(lines[:options.chains]):
+        for kind in CHAIN_KINDS[:3]:
+            c = by_line[kind][line]
+            if (kind, c.line, c.var, c.occurrence, c.question) not in asked:
+                asked.add((kind, c.line, c.var, c.occurrence, c.question))
+                added.append((kind, c))
+    return added
 
 
 def tasks_for_runs(runs: list[RunData], options: TaskOptions,

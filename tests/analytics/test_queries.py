@@ -164,6 +164,39 @@ def _instruction_buckets(db: Path, width: int) -> list[tuple]:
 
 STEP_COLUMNS = ["measure", "bucket_from", "bucket_to", "runs"]
 
+SCORED_COLUMNS = ["model", "label", "task_id", "sample_index", "kind", "run_id", "line", "var",
+                  "occurrence", "answer", "line_steps", "loop_nesting", "parsed", "correct"]
+
+
+def _scored_samples(model: str) -> Callable[[Path], list[tuple]]:
+    """scored_samples by hand (see _add_tasks_predictions_scores): the scored answers,
+    in task-id order within a model (the ids are hashes: read from the store). m1: t1 (run
+    1, 'abca' → 2, 13 line steps) right twice; t2 (run 3, collatz → 8, 27 steps) right,
+    wrong; t3 (exception of run 3: none) wrong twice, the second unparseable; t4 (run 4
+    → 'HI! YO!', 13 steps) right, wrong, its third sample an error (left out); t5 has no
+    scores row (left out). m2: t1 wrong, t2 right."""
+    facts = {"t1": ("output", 1, "2", 13), "t2": ("output", 3, "8", 27),
+             "t3": ("exception", 3, "none", 27), "t4": ("output", 4, "'HI! YO!'", 13)}
+    answers = {"m1": [("t1", 0, True, True), ("t1", 1, True, True), ("t2", 0, True, True),
+                      ("t2", 1, True, False), ("t3", 0, True, False), ("t3", 1, False, False),
+                      ("t4", 0, True, True), ("t4", 1, True, False)],
+               "m2": [("t1", 0, True, False), ("t2", 0, True, True)]}
+
+    def rows(db: Path) -> list[tuple]:
+        ids = {(kind, run): task for task, kind, run in sql_rows(
+            db, "SELECT task_id, kind, run_id FROM tasks")}
+        found = []
+        for m in ("m1", "m2") if model == "" else (model,):
+            mine = []
+            for name, sample, parsed, correct in answers[m]:
+                kind, run, answer, steps = facts[name]
+                mine.append((m, "l1", ids[kind, run], sample, kind, run, None, None, None,
+                             answer, steps, 0, parsed, correct))
+            found += sorted(mine, key=lambda r: (r[2], r[3]))
+        return found
+    return rows
+
+
 CASES = [
     # ok: runs 1-4; matching: 1 ('abca' → 2), 3 (8) and 4 ('HI! YO!'); run 2 has no
     # expected output, so it is in neither count; line steps 13 + 3 + 27 + 13 = 56.
@@ -385,6 +418,10 @@ CASES = [
          ["model", "label", "method", "tasks", "predictions", "unparseable", "scored", "pass_at_1"],
          []),
 
+    # Every scored answer with its task's facts (the report's statistics read it).
+    Case("scored_samples", {}, "full", SCORED_COLUMNS, _scored_samples("")),
+    Case("scored_samples", {"model": "m2"}, "full", SCORED_COLUMNS, _scored_samples("m2")),
+
     # No run of the fixed corpus imports a missing module (tests/analytics/
     # test_missing_modules.py traces a corpus that does).
     Case("missing_modules", {}, "base", ["module", "runs", "programs"], []),
@@ -434,6 +471,7 @@ def test_every_named_query_is_checked():
     ("tasks_by_kind", "table tasks does not exist: run steptrace tasks first"),
     ("accuracy_by_kind", "table predictions does not exist: run steptrace predict first"),
     ("accuracy_by_method", "table predictions does not exist: run steptrace predict first"),
+    ("scored_samples", "table predictions does not exist: run steptrace predict first"),
 ])
 def test_queries_over_missing_tables_say_what_to_run(stores, name, message):
     """A store without tasks or predictions: one clear line, on the store and the export."""

@@ -1,8 +1,10 @@
 """``steptrace report``: the page's sections and tables on the fixed store of
-test_queries (traced in the real sandbox, with tasks, predictions and scores), the empty
-sections of a store without them, and the page in headless Chromium (Debian's package,
-installed by ``make test``): it loads without console errors, requests nothing but
-itself, and shows every plot."""
+test_queries (traced in the real sandbox, with tasks, predictions and scores, and REval
+question chains added here), the empty sections of a store without them, and the page in
+headless Chromium (Debian's package, installed by ``make test``): it loads without
+console errors, requests nothing but itself, shows every plot, draws every interval (an
+error bar per value, its length in proportion to the interval) and n, and keeps its
+tables collapsed."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 
@@ -42,7 +45,28 @@ def stores(tmp_path_factory) -> tuple[Path, Path]:
     shutil.copy(plain, full)
     analyse_store(full, AnalysisOptions(workers=0))
     _add_tasks_predictions_scores(full)
+    _add_chains(full)
     return plain, full
+
+
+def _add_chains(db: Path) -> None:
+    """REval's question chains on run 1 (count_a 'abca', whose output task t1 m1 answers
+    right twice and m2 wrong once): coverage, state and next_line tasks (tasks --chains
+    1), answered by m1 right in both samples and by m2 in one sample, coverage right,
+    state and next_line wrong. Every chain of m1 then scores 1, of m2 1/8."""
+    from steptrace.predictions._predict import Prediction, PredictionStore
+    from steptrace.tasks._tasks import TaskOptions, generate_tasks
+    generate_tasks(db, TaskOptions(kinds=("coverage", "state", "next_line", "output"),
+                                   per_run=1, seed=0, chains=1))
+    with duckdb.connect(str(db)) as con:
+        tasks = con.execute("SELECT task_id, kind FROM tasks WHERE run_id = 1 AND kind IN "
+                            "('coverage', 'state', 'next_line') ORDER BY task_id").fetchall()
+        answers = [(t, "m1", s, True) for t, _ in tasks for s in (0, 1)]
+        answers += [(t, "m2", 0, kind == "coverage") for t, kind in tasks]
+        con.executemany("INSERT INTO scores VALUES (?, ?, 'l1', ?, ?)", answers)
+    rows = [Prediction(t, model, s, dict(tasks)[t], answer="x", parsed=True, label="l1")
+            for t, model, s, _ in answers]
+    PredictionStore(db).write(rows)
 
 
 def section_of(page: str, section_id: str) -> str:
@@ -67,24 +91,53 @@ def test_full_store_has_every_plot_and_its_table(stores, tmp_path):
         ["ok", "4", "3", "0", "56"], ["exception", "1", "0", "1", "5"],
         ["invalid", "1", "0", "1", "0"]]
     assert table_rows(section_of(page, "tasks")) == [
+        ["state", "9", "5", "4"], ["coverage", "7", "4", "3"], ["next_line", "6", "5", "4"],
         ["exception", "5", "5", "4"], ["steps", "5", "5", "4"], ["output", "4", "4", "3"]]
-    # accuracy by kind: accuracy_by_kind's rows over all buckets (m1 right on 2 of 2, 1 of
-    # 2, 1 of 2 output samples → 0.667; its steps task has no scored prediction)
+    # accuracy by kind: score's "by kind" table from the scored answers (scored_samples):
+    # pass@1, ci_low, ci_high, unparseable, fully solved, unsolved; n = tasks. m1 is right
+    # on 2 of 2, 1 of 2, 1 of 2 output samples (0.6667; an interval over three tasks), on
+    # every chain question (_add_chains); its steps task has no scores row: not counted
     assert table_rows(section_of(page, "accuracy-kind")) == [
-        ["m1", "l1", "exception", "1", "2", "1", "2", "0.0"],
-        ["m1", "l1", "output", "3", "6", "0", "6", "0.667"],
-        ["m1", "l1", "steps", "1", "1", "0", "0", ""],
-        ["m2", "l1", "output", "2", "2", "0", "2", "0.5"]]
-    # accuracy by difficulty: the same query's rows of one line-step bucket each
-    assert table_rows(section_of(page, "accuracy-difficulty")) == [
-        ["m1", "l1", "exception", "16", "32", "1", "2", "1", "2", "0.0"],
-        ["m1", "l1", "output", "8", "16", "2", "4", "0", "4", "0.75"],
-        ["m1", "l1", "output", "16", "32", "1", "2", "0", "2", "0.5"],
-        ["m1", "l1", "steps", "2", "4", "1", "1", "0", "0", ""],
-        ["m2", "l1", "output", "8", "16", "1", "1", "0", "1", "0.0"],
-        ["m2", "l1", "output", "16", "32", "1", "1", "0", "1", "1.0"]]
+        ["m1", "l1", "coverage", "1", "2", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0"],
+        ["m1", "l1", "exception", "1", "2", "0.0", "0.0", "0.0", "0.5", "0.0", "1.0"],
+        ["m1", "l1", "next_line", "1", "2", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0"],
+        ["m1", "l1", "output", "3", "6", "0.6667", "0.5", "1.0", "0.0", "0.3333", "0.0"],
+        ["m1", "l1", "state", "2", "4", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0"],
+        ["m1", "l1", "all", "8", "16", "0.75", "0.5", "1.0", "0.0625", "0.625", "0.125"],
+        ["m2", "l1", "coverage", "1", "1", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0"],
+        ["m2", "l1", "next_line", "1", "1", "0.0", "0.0", "0.0", "0.0", "0.0", "1.0"],
+        ["m2", "l1", "output", "2", "2", "0.5", "0.0", "1.0", "0.0", "0.5", "0.5"],
+        ["m2", "l1", "state", "2", "2", "0.0", "0.0", "0.0", "0.0", "0.0", "1.0"],
+        ["m2", "l1", "all", "6", "6", "0.3333", "0.0", "0.6667", "0.0", "0.3333", "0.6667"]]
+    # accuracy by difficulty: each experiment's 8 (6) tasks lie in the buckets 8-15 and
+    # 16-31, fewer than MIN_TASKS: merged into one bucket, every point marked few
+    difficulty = table_rows(section_of(page, "accuracy-difficulty"))
+    assert {tuple(r[3:6]) for r in difficulty} == {("8", "32", "8-31")}
+    assert all(r[-1] == "few" for r in difficulty)
+    assert [r[:3] + r[6:11] for r in difficulty if r[2] in ("output", "all")] == [
+        ["m1", "l1", "output", "3", "6", "0.6667", "0.5", "1.0"],
+        ["m1", "l1", "all", "8", "16", "0.75", "0.5", "1.0"],
+        ["m2", "l1", "output", "2", "2", "0.5", "0.0", "1.0"],
+        ["m2", "l1", "all", "6", "6", "0.3333", "0.0", "0.6667"]]
+    # coverage: both right on the one coverage question (the line runs)
+    assert table_rows(section_of(page, "coverage")) == [
+        ["m1", "l1", "2", "2", "0", "0", "0"] + ["1.0"] * 9,
+        ["m2", "l1", "1", "1", "0", "0", "0"] + ["1.0"] * 9]
+    # REval's chains of run 1: m1 right on all four twice (score 1), m2 right on
+    # coverage only (1/8)
+    assert table_rows(section_of(page, "consistency")) == [
+        ["m1", "l1", "2", "1.0", "1.0", "1.0", "2", "0", "0", "0", "0"],
+        ["m2", "l1", "1", "0.125", "0.125", "0.125", "0", "0", "0", "1", "0"]]
+    # paired comparison over the six tasks both answered: m1 (1 + 1/2 + 1 + 1 + 1 + 1)/6,
+    # m2 (0 + 1 + 1 + 0 + 0 + 0)/6
+    ((*head, low, high, p),) = table_rows(section_of(page, "comparison"))
+    assert head == ["m1", "l1", "m2", "l1", "6", "0.9167", "0.3333", "0.5833"]
+    assert float(low) < 0.5833 < float(high) and 0.95 < float(p) < 1
+    # methods: the query run once per kind
     methods = table_rows(section_of(page, "accuracy-method"))
-    assert ["m1", "l1", "lower", "3", "5", "0", "4", "0.75"] in methods
+    assert ["output", "m1", "l1", "lower", "2", "4", "0", "4", "0.75"] in methods
+    assert sorted({r[0] for r in methods}) == ["coverage", "next_line", "output", "state",
+                                               "steps"]
     assert '<td>ok</td><td class="num">4</td>' in section_of(page, "status")
 
 
@@ -123,10 +176,12 @@ def test_store_without_tasks_says_what_to_run(stores, tmp_path):
     summary = write_report(stores[0], tmp_path / "plain.html")
     assert summary.plots == ["status", "steps"]
     predict_first = "no data: table predictions does not exist: run steptrace predict first"
+    tasks_first = "no data: table tasks does not exist: run steptrace tasks first"
     assert summary.empty == {
-        "tasks": "no data: table tasks does not exist: run steptrace tasks first",
-        "accuracy-kind": predict_first, "accuracy-difficulty": predict_first,
-        "accuracy-method": predict_first}
+        "tasks": tasks_first, "accuracy-kind": predict_first,
+        "accuracy-difficulty": predict_first, "coverage": predict_first,
+        "consistency": predict_first, "comparison": predict_first,
+        "accuracy-method": tasks_first}
     page = (tmp_path / "plain.html").read_text(encoding="utf-8")
     assert ('<p class="empty">No plot: no data: table tasks does not exist: run steptrace '
             "tasks first</p>") in section_of(page, "tasks")
@@ -175,6 +230,66 @@ def test_report_in_headless_chromium(stores, tmp_path):
     for box in boxes:
         assert box["shown"] and box["width"] > 100 and box["height"] > 100, box
         assert box["shapes"] > 10, box
+
+
+INTERVALS = """
+Array.from(document.querySelectorAll('figure.plot')).map(figure => ({
+  id: figure.id,
+  errorbars: Array.from(figure.querySelectorAll('g[id*="-errorbars-"] path')).map(path => {
+    const box = path.getBBox();
+    return [box.width, box.height];
+  }),
+  nLabels: figure.querySelectorAll('g[id*="-n-label-"]').length,
+}))
+"""
+
+PAGE = """({height: document.documentElement.scrollHeight,
+  details: document.querySelectorAll('details').length,
+  open: document.querySelectorAll('details[open]').length,
+  tables: Array.from(document.querySelectorAll('table')).map(t => t.checkVisibility()),
+  kindRows: Array.from(document.querySelectorAll('#accuracy-kind tbody tr')).map(
+    tr => Array.from(tr.cells).map(td => td.textContent))})
+"""
+
+
+def test_report_draws_intervals_and_n_in_headless_chromium(stores, tmp_path):
+    """The intervals are drawn: each statistical plot has one error bar per value (an SVG
+    path each, their lengths in proportion to ci_high − ci_low) and one n label per
+    value; the tables are collapsed, so the page is as tall as its plots."""
+    out = tmp_path / "report.html"
+    write_report(stores[1], out)
+    with Browser() as browser:
+        page = browser.open(out.as_uri())
+        plots = {p["id"]: p for p in browser.evaluate(page, INTERVALS)}
+        shown = browser.evaluate(page, PAGE)
+    assert page.console_errors == []
+    # error bars and n labels per plot: accuracy by kind 6 bars of m1 (5 kinds and all)
+    # and 5 of m2 (no exception task); by difficulty one point per kind and experiment
+    # (5 + 4); coverage 3 measures x 2; consistency 2; comparison 1 pair
+    counts = {i: (len(p["errorbars"]), p["nLabels"]) for i, p in plots.items()}
+    assert counts == {"plot-status": (0, 0), "plot-steps": (0, 0), "plot-tasks": (0, 0),
+                      "plot-accuracy-kind": (11, 11), "plot-accuracy-difficulty": (9, 9),
+                      "plot-coverage": (6, 6), "plot-consistency": (2, 2),
+                      "plot-comparison": (1, 1), "plot-accuracy-method": (0, 0)}
+    # accuracy by kind, bars in order: m1 coverage, exception, next_line, output, state,
+    # all; m2 coverage, next_line, output, state, all. The intervals' widths
+    # (ci_high - ci_low, the table's columns) and the bars' heights in pixels agree
+    rows = {(r[0], r[2]): r for r in shown["kindRows"]}
+    order = [("m1", k) for k in ("coverage", "exception", "next_line", "output", "state",
+                                 "all")]
+    order += [("m2", k) for k in ("coverage", "next_line", "output", "state", "all")]
+    widths = [float(rows[key][7]) - float(rows[key][6]) for key in order]
+    assert widths == [0.0, 0.0, 0.0, 0.5, 0.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.6667]
+    heights = [h for _, h in plots["plot-accuracy-kind"]["errorbars"]]
+    scale = max(heights)  # the pixels of a whole unit (m2's output: 0 to 1)
+    assert [round(h / scale, 3) for h in heights] == [round(w, 3) for w in widths]
+    # the comparison's interval is horizontal and not empty
+    ((width, height),) = plots["plot-comparison"]["errorbars"]
+    assert width > 10 and height == 0
+    # tables collapsed by default: one <details> per table, none open, none shown
+    assert shown["details"] == len(PLOTS) and shown["open"] == 0
+    assert shown["tables"] == [False] * len(PLOTS)
+    assert shown["height"] < 12_000, shown["height"]
 
 
 def test_the_browser_check_sees_errors_requests_and_hidden_plots(tmp_path):

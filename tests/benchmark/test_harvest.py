@@ -401,7 +401,7 @@ def test_a_harvest_of_six_real_packages_traced_with_tasks_and_error_scores(tmp_p
             st.predict(records, db, model, base_url=server.base_url)
     scored = st.score(db, records, ks=(1,), workers=0).as_dict()
     assert {(r["model"], r["kind"]): r["pass@1"] for r in scored["by_kind"]} == {
-        ("right", "error"): 100.0, ("right", "all"): 100.0,
+        ("right", "error"): 1.0, ("right", "all"): 1.0,
         ("wrong", "error"): 0.0, ("wrong", "all"): 0.0}
 
 

@@ -109,16 +109,18 @@ def test_direct_and_cot_of_one_model_coexist_and_are_compared(tmp_path):
                             "--format", "json"))
     overall = {(r["model"], r["label"]): (r["tasks"], r["samples"], r["pass@1"])
                for r in result["by_kind"] if r["kind"] == "all"}
-    assert overall == {(MODEL, COT): (4, 4, 100.0), (MODEL, DIRECT): (4, 4, 50.0)}
+    assert overall == {(MODEL, COT): (4, 4, 1.0), (MODEL, DIRECT): (4, 4, 0.5)}
     by_kind = {(r["label"], r["kind"]): r["pass@1"] for r in result["by_kind"]}
-    assert by_kind[(DIRECT, "state")] == 0.0 and by_kind[(COT, "state")] == 100.0
+    assert by_kind[(DIRECT, "state")] == 0.0 and by_kind[(COT, "state")] == 1.0
     ids = sorted(t["task_id"] for t in tasks["direct"])
     kind_of = {t["task_id"]: t["kind"] for t in tasks["direct"]}
     direct = np.array([0.0 if kind_of[t] in wrong else 1.0 for t in ids])
     p = probability_a_beats_b(np.ones(4), direct, 10_000, seed=0)
-    assert result["paired_comparison"] == [
-        {"model A": MODEL, "label A": COT, "model B": MODEL, "label B": DIRECT, "tasks": 4,
-         "pass@1 A": 100.0, "pass@1 B": 50.0, "P(A beats B)": round(p, 4)}]
+    (comparison,) = result["paired_comparison"]
+    assert {k: v for k, v in comparison.items() if k not in ("ci_low", "ci_high")} == {
+        "model A": MODEL, "label A": COT, "model B": MODEL, "label B": DIRECT, "tasks": 4,
+        "pass@1 A": 1.0, "pass@1 B": 0.5, "difference": 0.5, "P(A beats B)": round(p, 4)}
+    assert comparison["ci_low"] <= 0.5 <= comparison["ci_high"] <= 1.0
     assert 0.5 < p < 1.0
     assert rows(db, "SELECT label, count(*), count(*) FILTER (WHERE correct) FROM scores "
                     "GROUP BY 1 ORDER BY 1") == [(COT, 4, 4), (DIRECT, 4, 2)]
@@ -304,7 +306,7 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path):
     result = json_of(invoke("score", "--tasks", tasks, "--db", db, "--workers", 0,
                             "--format", "json"))
     assert [(r["label"], r["pass@1"]) for r in result["by_kind"] if r["kind"] == "all"] == [
-        (DIRECT, 0.0), ("legacy", 100.0)]
+        (DIRECT, 0.0), ("legacy", 1.0)]
     assert result["errors_skipped"] == 1  # old's timeout
 
 
@@ -315,7 +317,7 @@ def test_score_upgrades_a_schema_2_store_too(tmp_path):
     result = json_of(invoke("score", "--tasks", tasks, "--db", db, "--workers", 0,
                             "--model", MODEL, "--label", "legacy", "--format", "json"))
     assert [(r["model"], r["label"], r["kind"], r["pass@1"]) for r in result["by_kind"]] == [
-        (MODEL, "legacy", "output", 100.0), (MODEL, "legacy", "all", 100.0)]
+        (MODEL, "legacy", "output", 1.0), (MODEL, "legacy", "all", 1.0)]
     assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
     missing = invoke("score", "--tasks", tasks, "--db", db, "--label", "nope")
     assert_one_line_error(missing, f"no predictions of label nope for these tasks in {db}")
@@ -468,7 +470,7 @@ def test_score_and_sql_read_the_store_while_predict_runs(tmp_path):
             scored = json_of(invoke("score", "--tasks", tasks, "--db", db, "--workers", 0,
                                     "--format", "json", env=patient))
             assert (scored["scored"], [r["pass@1"] for r in scored["by_kind"]]) == (
-                2, [50.0, 50.0])
+                2, [0.5, 0.5])
             counted = invoke("sql", "SELECT count(*) AS n FROM scores", "--db", db,
                              "--format", "csv", env=patient)
             assert (counted.exit_code, counted.stdout) == (0, "n\n2\n")

@@ -125,7 +125,7 @@ def test_a_second_score_runs_no_check_and_prints_the_same(store, sandbox_request
     drop = ("input_checks", "input_checks_reused")
     assert ({k: v for k, v in second.items() if k not in drop}
             == {k: v for k, v in first.items() if k not in drop})
-    assert second["by_kind"][0]["pass@1"] == 50.0
+    assert second["by_kind"][0]["pass@1"] == 0.5
     assert rows(db, "SELECT task_id, sample_index, correct, note FROM scores ORDER BY ALL"
                 ) == scores
     assert rows(db, "SELECT count(*) FROM checks") == [(4,)]

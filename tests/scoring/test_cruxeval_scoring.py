@@ -466,6 +466,9 @@ def test_cli_json_and_out_file(tmp_path, cruxeval_path, cheap_generations):
     summary = json.loads(result.stdout)
     for key in TIMING:
         assert isinstance(summary.pop(key), (int, float))
+    assert summary.pop("analyses")[0] == {  # CRUXEval's analyses: tests/scoring/test_metrics.py
+        "measure": "pass@1 fraction", "value": round((1 / 3 + 0.6) / 800, 4),
+        "ci_low": 0.0, "ci_high": 0.0031, "n": 800}
     assert summary == {**CHEAP_SUMMARY, "data": str(cruxeval_path), "out": str(out)}
     text = out.read_text()
     scored = json.loads(text)
@@ -573,6 +576,9 @@ def test_score_cruxeval_is_what_score_cruxeval_option_was(tmp_path, cruxeval_pat
         summary = json.loads(result.stdout)
         for key in TIMING:
             assert isinstance(summary.pop(key), (int, float))
+        assert [m["measure"] for m in summary.pop("analyses")] == [
+            "pass@1 fraction", "pass@5 fraction", "fully solved", "unsolved",
+            "distinct generations", "distinct share"]
         assert summary == {**CHEAP_SUMMARY, "data": str(cruxeval_path), "out": str(out)}
         scored[name], stderr[name] = out.read_text(), result.stderr
     assert scored["new"] == scored["old"]

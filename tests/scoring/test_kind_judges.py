@@ -180,9 +180,11 @@ def test_scoring_stores_and_sums_the_error_parts(tmp_path):
     label = result["by_kind"][0]["label"]
     assert result["error_parts"] == [
         {"model": MODEL, "label": label, "part": part, "tasks": 1, "samples": 2,
-         "pass@1": pass1, "pass@2": pass2, "unparseable %": 0.0}
-        for part, pass1, pass2 in (("error.type", 100.0, 100.0),
-                                   ("error.message", 50.0, 100.0), ("error", 50.0, 100.0))]
+         "pass@1": pass1, "pass@2": pass2, "ci_low": pass1, "ci_high": pass1,
+         "unparseable": 0.0, "fully solved": solved, "unsolved": 0.0}
+        for part, pass1, pass2, solved in (("error.type", 1.0, 1.0, 1.0),
+                                           ("error.message", 0.5, 1.0, 0.0),
+                                           ("error", 0.5, 1.0, 0.0))]
     con = duckdb.connect(str(db), read_only=True)
     found = con.execute(
         "SELECT r.sample_id, s.kind, s.sample_index, s.parsed, s.correct, s.type_correct, "
@@ -214,7 +216,7 @@ def test_scoring_stores_and_sums_the_error_parts(tmp_path):
                    "--table", "error", "--format", "csv")
     assert table.exit_code == 0, table.output
     assert table.stdout.splitlines()[0] == "model,label,part,tasks,samples,pass@1,pass@5," \
-                                           "unparseable %"
+                                           "ci_low,ci_high,unparseable,fully solved,unsolved"
     # the reward service judges with the same extraction and judges
     from steptrace.scoring._reward import judge_answers
     ids = {(t["sample_id"], t["kind"]): t["task_id"]

@@ -170,16 +170,26 @@ def pass_k(n: int, c: int, k: int) -> float:
 def test_pass_at_k_by_kind(scored):
     _, _, result = scored
     correct_m1 = {"output": 1, "input": 2, "state": 2, "next_line": 1, "coverage": 3, "trace": 1}
+    # every share a fraction (4 decimals), as the queries give theirs
     got = {(r["model"], r["kind"]): (r["tasks"], r["samples"], r["pass@1"], r["pass@2"],
-                                     r["unparseable %"]) for r in result["by_kind"]}
-    want = {("m1", kind): (1, 3, round(100 * c / 3, 2), round(100 * pass_k(3, c, 2), 2),
-                           33.33 if kind in ("output", "trace") else 0.0)
+                                     r["unparseable"]) for r in result["by_kind"]}
+    want = {("m1", kind): (1, 3, round(c / 3, 4), round(pass_k(3, c, 2), 4),
+                           0.3333 if kind in ("output", "trace") else 0.0)
             for kind, c in correct_m1.items()}
-    want[("m1", "all")] = (6, 18, 55.56, 83.33, 11.11)
-    want.update({("m2", kind): (1, 3, 100.0 if kind == "output" else 0.0,
-                                100.0 if kind == "output" else 0.0, 0.0) for kind in KINDS})
-    want[("m2", "all")] = (6, 18, 16.67, 16.67, 0.0)
+    want[("m1", "all")] = (6, 18, 0.5556, 0.8333, 0.1111)
+    want.update({("m2", kind): (1, 3, 1.0 if kind == "output" else 0.0,
+                                1.0 if kind == "output" else 0.0, 0.0) for kind in KINDS})
+    want[("m2", "all")] = (6, 18, 0.1667, 0.1667, 0.0)
     assert got == want
+    # one task per kind: its interval is the point; over six tasks two numbers around it
+    m1_all = next(r for r in result["by_kind"] if r["model"] == "m1" and r["kind"] == "all")
+    assert m1_all["ci_low"] < 0.5556 < m1_all["ci_high"]
+    assert [(r["ci_low"], r["ci_high"]) for r in result["by_kind"]
+            if r["model"] == "m2" and r["kind"] == "output"] == [(1.0, 1.0)]
+    # fully solved: m1's coverage (3 of 3 right); unsolved: none right (none of m1's)
+    assert [(r["kind"], r["fully solved"], r["unsolved"]) for r in result["by_kind"]
+            if r["model"] == "m1" and r["kind"] in ("coverage", "all")] == [
+        ("coverage", 1.0, 0.0), ("all", 0.1667, 0.0)]
     trace_rows = {r["model"]: r["trace distance"] for r in result["by_kind"] if r["kind"] == "trace"}
     # m1: exact (0), one pair of the 12 (11/12), unparseable (1); m2: [[1, 0]] vs 12 pairs
     assert trace_rows == {"m1": round((0 + 11 / 12 + 1) / 3, 4), "m2": 1.0}
@@ -200,19 +210,26 @@ def test_scores_table_and_input_checks(scored):
     assert result["input_checks"] == 3 and result["scored"] == 36 and result["errors_skipped"] == 0
 
 
-def test_consistency_and_comparison(scored):
-    _, _, result = scored
-    # m1 per kind (pass@1 >= 0.5): coverage yes, state yes, next_line no, output no -> 2^-2
-    # m2: coverage no, ..., output yes: inconsistent -> 0
-    assert result["incremental_consistency"] == [
-        {"model": "m1", "label": LABEL, "runs": 1, "IC score": 25.0, "consistent runs": 1},
-        {"model": "m2", "label": LABEL, "runs": 1, "IC score": 0.0, "consistent runs": 0}]
+def test_consistency_coverage_and_comparison(scored):
+    _, tasks, result = scored
+    # REval's chains are questions about one line: here coverage asks about line 4, state
+    # and next_line about line 3, so there is no chain (tasks --chains makes them: see
+    # test_reval_chains_end_to_end in test_metrics.py)
+    assert (tasks["coverage"]["line"], tasks["state"]["line"], tasks["next_line"]["line"]) == (
+        4, 3, 3)
+    assert result["incremental_consistency"] == []
+    # coverage: the line runs ("true"); m1 says yes 3 times, m2 no 3 times
+    assert [(r["model"], r["questions"], r["tp"], r["fp"], r["fn"], r["tn"], r["precision"],
+             r["recall"], r["f1"]) for r in result["coverage"]] == [
+        ("m1", 3, 3, 0, 0, 0, 1.0, 1.0, 1.0), ("m2", 3, 0, 0, 3, 0, None, 0.0, 0.0)]
     m1 = {"output": 1 / 3, "input": 2 / 3, "state": 2 / 3, "next_line": 1 / 3, "coverage": 1.0,
           "trace": 1 / 3}
     m2 = {k: 1.0 if k == "output" else 0.0 for k in KINDS}
     (row,) = result["paired_comparison"]
     assert (row["model A"], row["label A"], row["model B"], row["label B"], row["tasks"],
-            row["pass@1 A"], row["pass@1 B"]) == ("m1", LABEL, "m2", LABEL, 6, 55.56, 16.67)
+            row["pass@1 A"], row["pass@1 B"], row["difference"]) == (
+        "m1", LABEL, "m2", LABEL, 6, 0.5556, 0.1667, 0.3889)
+    assert row["ci_low"] < 0.3889 < row["ci_high"]
     ids = sorted((t["task_id"], t["kind"]) for t in scored[1].values())
     expected = probability_a_beats_b(np.array([m1[k] for _, k in ids]),
                                      np.array([m2[k] for _, k in ids]), 10_000, seed=0)
@@ -223,10 +240,14 @@ def test_by_difficulty(scored):
     _, _, result = scored
     steps = [r for r in result["by_difficulty"] if r["feature"] == "line_steps"]
     # f([1, 2, 3]) takes 12 line steps: the doubling bucket 8-15 (engine/scoring/_buckets.py)
+    m1 = next(r for r in result["by_kind"] if r["model"] == "m1" and r["kind"] == "all")
+    m2 = next(r for r in result["by_kind"] if r["model"] == "m2" and r["kind"] == "all")
     assert steps == [{"model": "m1", "label": LABEL, "feature": "line_steps", "bucket": "8-15",
-                      "tasks": 6, "samples": 18, "pass@1": 55.56},
+                      "tasks": 6, "samples": 18, "pass@1": 0.5556,
+                      "ci_low": m1["ci_low"], "ci_high": m1["ci_high"]},
                      {"model": "m2", "label": LABEL, "feature": "line_steps", "bucket": "8-15",
-                      "tasks": 6, "samples": 18, "pass@1": 16.67}]
+                      "tasks": 6, "samples": 18, "pass@1": 0.1667, "ci_low": 0.0,
+                      "ci_high": 0.5}]
     nesting = [r for r in result["by_difficulty"] if r["feature"] == "loop_nesting"]
     assert sum(r["tasks"] for r in nesting if r["model"] == "m1") == 6
 
@@ -238,9 +259,16 @@ def test_model_filter_table_output_and_errors(scored, tmp_path):
                   "--table", "kind", "--format", "csv", "--workers", 0)
     assert only.exit_code == 0, only.output
     lines = only.stdout.splitlines()
-    assert lines[0] == ("model,label,kind,tasks,samples,pass@1,unparseable %,pass@1 95% CI,"
-                        "trace distance")
-    assert lines[-1] == f"m2,{LABEL},all,6,18,16.67,0.0,0.0–50.0,"
+    assert lines[0] == ("model,label,kind,tasks,samples,pass@1,ci_low,ci_high,unparseable,"
+                        "fully solved,unsolved,trace distance")
+    assert lines[-1] == f"m2,{LABEL},all,6,18,0.1667,0.0,0.5,0.0,0.1667,0.8333,"
+    coverage = invoke("score", "--tasks", tasks_file, "--db", db, "--model", "m1", "--k", "1",
+                      "--table", "coverage", "--format", "csv", "--workers", 0)
+    assert coverage.exit_code == 0, coverage.output
+    assert coverage.stdout.splitlines() == [
+        "model,label,questions,tp,fp,fn,tn,precision,precision ci_low,precision ci_high,"
+        "recall,recall ci_low,recall ci_high,f1,f1 ci_low,f1 ci_high",
+        f"m1,{LABEL},3,3,0,0,0,1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0,1.0"]
     missing = invoke("score", "--tasks", tasks_file, "--db", db, "--model", "m3")
     assert missing.exit_code == 1
     assert missing.stderr.strip() == f"Error: no predictions of model m3 for these tasks in {db}"
