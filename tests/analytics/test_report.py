@@ -63,7 +63,8 @@ def _add_chains(db: Path) -> None:
                             "('coverage', 'state', 'next_line') ORDER BY task_id").fetchall()
         answers = [(t, "m1", s, True) for t, _ in tasks for s in (0, 1)]
         answers += [(t, "m2", 0, kind == "coverage") for t, kind in tasks]
-        con.executemany("INSERT INTO scores VALUES (?, ?, 'l1', ?, ?)", answers)
+        con.executemany("INSERT INTO scores (task_id, model, label, sample_index, correct) "
+                        "VALUES (?, ?, 'l1', ?, ?)", answers)
     rows = [Prediction(t, model, s, dict(tasks)[t], answer="x", parsed=True, label="l1")
             for t, model, s, _ in answers]
     PredictionStore(db).write(rows)

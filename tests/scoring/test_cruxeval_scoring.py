@@ -648,7 +648,7 @@ def test_score_help_leaves_the_deprecated_options_out():
     options = [line.split()[0] for line in listed.splitlines() if line.startswith("  -")]
     assert options == ["--tasks", "--db", "--model", "--label", "--k", "--type-strict",
                        "--float-tolerance", "--table", "--timeout", "--workers", "--quiet",
-                       "--format", "--help"]
+                       "--where", "--format", "--help"]
     assert CRUXEVAL_DATA == DEFAULT_DATA
 
 
