@@ -128,20 +128,25 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path),
               default=CRUXEVAL_DATA, show_default=True,
               help="The CRUXEval JSONL (relative to the current directory).")
+@click.option("--no-loop-detection", "no_loop_detection", is_flag=True,
+              help="Run checks that provably loop forever to the time limit (status "
+                   "timeout) instead of ending them as loops: the same pass@k, slower.")
 @workers_option
 @format_option
 def score_cruxeval_command(generations: Path, mode: str, out: Path | None, data: Path,
-                           workers: int | None, fmt: str) -> None:
+                           no_loop_detection: bool, workers: int | None, fmt: str) -> None:
     """Score CRUXEval generations as the official harness does: pass@1 and pass@5.
 
     GENERATIONS is a JSON file in the official format (an object sample_i -> list of
     generated strings). Every check runs in a fresh sandbox instance, with the official
     3 s limit."""
-    _score_cruxeval(generations, mode, out, data, workers, fmt, title="steptrace score-cruxeval")
+    _score_cruxeval(generations, mode, out, data, workers, fmt, title="steptrace score-cruxeval",
+                    loop_detection=not no_loop_detection)
 
 
 def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: Path,
-                    workers: int | None, fmt: str, title: str) -> None:
+                    workers: int | None, fmt: str, title: str,
+                    loop_detection: bool = True) -> None:
     """score-cruxeval, and the deprecated ``score --cruxeval``: check, score, print."""
     from steptrace.scoring._cruxeval import (check_mode, load_generations, score_cruxeval,
                                          write_official)
@@ -151,7 +156,8 @@ def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: P
     generations = load_generations(generations_path)
     with _progress_bar("checks") as progress:
         result = score_cruxeval(generations, mode, data, workers=workers,
-                                progress=_progress_callback(progress, "checks"))
+                                progress=_progress_callback(progress, "checks"),
+                                loop_detection=loop_detection)
     if out is not None:
         write_official(result, out)
     if fmt == "json":

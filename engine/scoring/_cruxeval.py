@@ -18,7 +18,10 @@ that file scored dropped generations as failures instead, see the README):
 
 Each check is one guest request in mode ``run`` (untraced), a fresh instance per check
 (isolation ``job``) with the official 3-second limit; status ``ok`` passes, anything else
-(assertion, exception, syntax error, timeout, memory limit, ...) fails. Identical check
+(assertion, exception, syntax error, timeout, memory limit, ...) fails. A check the guest
+proves to loop forever (status ``loops``: its complete state repeated, see the guest's
+loops.py) ends there instead of at the time limit, a failure as its timeout would have
+been: pass@k are the same with ``loop_detection`` off. Identical check
 programs are run once and their outcome reused (``deduplicate``), which the summary shows
 as checks run against checks needed. Checks whose program has a ``while`` loop run first
 (``run_order``), so that one that times out does not end the run 3 s after the rest.
@@ -164,8 +167,13 @@ def check_program(sample: CruxSample, generation: str) -> str:
             f"assert {sample.output} == {generation}")
 
 
-def check_request(program: str) -> dict:
-    return {"code": program, "entry": CHECK_ENTRY, "input": "", "mode": "run"}
+def check_request(program: str, loop_detection: bool = True) -> dict:
+    """One check's guest request; ``loop_detection`` off: a check that loops forever runs
+    to the time limit even where the guest can prove it loops (status ``loops``)."""
+    request = {"code": program, "entry": CHECK_ENTRY, "input": "", "mode": "run"}
+    if not loop_detection:
+        request["loops"] = False
+    return request
 
 
 def outcome_of(result: dict) -> str:
@@ -317,13 +325,15 @@ def run_order(programs: list[str]) -> list[int]:
 
 
 def run_checks(programs: list[str], workers: int, limits: Limits,
-               progress: Progress | None = None, chunk_size: int = CHUNK_SIZE) -> list[str]:
+               progress: Progress | None = None, chunk_size: int = CHUNK_SIZE,
+               loop_detection: bool = True) -> list[str]:
     """The outcome of each check program, in order, each in a fresh sandbox instance."""
     outcomes: list[str] = ["crashed"] * len(programs)
     if not programs:
         return outcomes
     order = run_order(programs)
-    chunks = [[check_request(programs[i]) for i in order[start:start + chunk_size]]
+    chunks = [[check_request(programs[i], loop_detection)
+               for i in order[start:start + chunk_size]]
               for start in range(0, len(order), chunk_size)]
     done = 0
     for index, results in run_chunks(chunks, workers, limits, isolation="job"):
@@ -371,7 +381,8 @@ def _sample_score(sample: CruxSample, row: list[int | None], outcomes: list[str]
 def score_samples(samples: list[CruxSample], generations: dict[str, list[str]], mode: str,
                   workers: int | None = None, limits: Limits | None = None,
                   deduplicate: bool = True, progress: Progress | None = None,
-                  data: str = "", chunk_size: int = CHUNK_SIZE) -> CruxScore:
+                  data: str = "", chunk_size: int = CHUNK_SIZE,
+                  loop_detection: bool = True) -> CruxScore:
     """Score ``generations`` (already validated) for ``samples``; the average runs over
     these samples, so a subset gives the subset's pass@k."""
     started = time.perf_counter()
@@ -381,7 +392,7 @@ def score_samples(samples: list[CruxSample], generations: dict[str, list[str]], 
     workers = (os.cpu_count() or 1) if workers is None else workers
     limits = limits or Limits(timeout_s=CHECK_TIMEOUT_S)
     programs, plan = _plan(samples, generations, mode, deduplicate)
-    outcomes = run_checks(programs, workers, limits, progress, chunk_size)
+    outcomes = run_checks(programs, workers, limits, progress, chunk_size, loop_detection)
     scores = [_sample_score(sample, row, outcomes) for sample, row in zip(samples, plan)]
     return CruxScore(mode=mode, data=data, raw_generations=generations, samples=scores,
                      checks_run=len(programs), deduplicated=deduplicate,
@@ -392,7 +403,8 @@ def score_samples(samples: list[CruxSample], generations: dict[str, list[str]], 
 
 def score_cruxeval(generations: object, mode: str, data_path: str | Path = DEFAULT_DATA,
                    workers: int | None = None, limits: Limits | None = None,
-                   deduplicate: bool = True, progress: Progress | None = None) -> CruxScore:
+                   deduplicate: bool = True, progress: Progress | None = None,
+                   loop_detection: bool = True) -> CruxScore:
     """Score official-format CRUXEval ``generations`` (every sample of the data, nothing
     else) in ``mode`` ``input`` or ``output``; ValueError for anything malformed."""
     started = time.perf_counter()
@@ -400,7 +412,7 @@ def score_cruxeval(generations: object, mode: str, data_path: str | Path = DEFAU
     samples = load_samples(data_path)
     checked = validate_generations(generations, samples)
     score = score_samples(samples, checked, mode, workers, limits, deduplicate, progress,
-                          data=str(data_path))
+                          data=str(data_path), loop_detection=loop_detection)
     return replace(score, seconds=time.perf_counter() - started)
 
 
