@@ -69,10 +69,10 @@ from types import (BuiltinFunctionType, CellType, CodeType, FunctionType,  # noq
                    GetSetDescriptorType, MemberDescriptorType, ModuleType)
 
 THRESHOLD = 1_000        # backward jumps a job takes before anything is checked
+WINDOW = 30_000          # ... and after which it gives up (every JUMP event disabled)
 MAX_OBJECTS = 20_000     # objects serialised in one snapshot; more refuses (the job gives up)
-BUDGET_START = 4_096     # objects the snapshots may serialise when checking starts ...
-BUDGET_PER_JUMP = 64     # ... and more for every backward jump after (a snapshot is
-                         # skipped while the budget is spent: the cost stays linear)
+MIN_STRIDE = 8           # backward jumps between two snapshots: at least this, and ...
+JUMPS_PER_OBJECT = 4     # ... this many per object the last snapshot read (its cost)
 MAX_FRAMES = 64          # frames followed at once (more: all forgotten, start again)
 FILENAME = "<program>"
 
@@ -164,7 +164,8 @@ namespace = None          # the program's module namespace
 program = None            # the program's module code
 jumps = 0                 # backward jumps taken this job
 refusal = None            # why this job is not judged (a str), once decided
-budget = 0                # objects the next snapshots may serialise
+next_check = THRESHOLD    # the backward jump at which the next snapshot is taken
+frame_at = None           # sysmon_tracer.frame_at (set by the tracer: no import cycle)
 checked = False           # the static check ran
 starts: dict = {}         # code object -> activations started this job
 frames: dict = {}         # id(frame) -> [code, starts, tortoise snapshot, power, lam]
@@ -173,8 +174,8 @@ depths: dict = {}         # code object -> {offset: static stack depth} (None: u
 
 def begin(on: bool, program_namespace, program_code) -> None:
     """A job starts: forget the last one; judge loops if ``on``."""
-    global enabled, namespace, program, jumps, refusal, checked, budget
-    budget = BUDGET_START
+    global enabled, namespace, program, jumps, refusal, checked, next_check
+    next_check = THRESHOLD
     enabled = on and type(program_namespace) is dict and type(program_code) is CodeType
     namespace = program_namespace if enabled else None
     program = program_code if enabled else None
@@ -201,41 +202,43 @@ def started(code) -> None:
     starts[code] = starts.get(code, 0) + 1
 
 
-def on_jump(code, source: int, destination: int, frame):
-    """A jump of the program's ``code`` in ``frame`` (the innermost program frame).
-    Returns None (go on), ``False`` (never report this jump again: not a decision
-    point), or the ``loops`` message."""
-    global jumps, refusal, checked, budget
-    if destination >= source:
+def on_jump(code, destination: int):
+    """A backward jump of the program's ``code`` to ``destination``, at or after
+    ``next_check`` (the tracer counts ``jumps`` and calls this only then), in the
+    innermost program frame (``frame_at(2)``). Returns None (go on), ``False`` (never
+    report this jump again), or the ``loops`` message."""
+    global refusal, checked, next_check
+    if refusal is not None or jumps > THRESHOLD + WINDOW:
+        next_check = 0  # every jump comes here once more, to be disabled
         return False
-    jumps += 1
-    if jumps < THRESHOLD or refusal is not None:
-        return None
-    budget += BUDGET_PER_JUMP
     if not checked:
         checked = True
         refusal = _static_refusal(program)
+        if refusal is None and _builtins_changed():
+            refusal = "the builtins were changed"
         if refusal is not None:
             frames.clear()
-            return None
-    if (code.co_flags & _CO_GENERATORS or code.co_cellvars or code.co_freevars
-            or frame.f_globals is not namespace):
+            next_check = 0
+            return False
+    if (code.co_flags & _CO_GENERATORS or code.co_cellvars or code.co_freevars):
         return False
     table = depths.get(code, 0)
     if table == 0:
         table = depths[code] = _depths(code)
     if table is None or table.get(destination) != 0:
         return False
-    if budget <= 0:
-        return None
+    frame = frame_at(2)
+    if frame.f_globals is not namespace or frame.f_code is not code:
+        return False
     snapshot, cost = _snapshot(code, destination, frame)
-    budget -= cost
+    frame = None
+    next_check = jumps + max(MIN_STRIDE, JUMPS_PER_OBJECT * cost)
     if snapshot is None:
         if cost >= MAX_OBJECTS:
             refusal = "the program's state is too large"
         frames.clear()
         return None
-    key = id(frame)
+    key = snapshot[0]  # the frame's id
     entry = frames.get(key)
     count = starts.get(code, 0)
     if entry is None or entry[0] is not code or entry[1] != count:
@@ -244,6 +247,9 @@ def on_jump(code, source: int, destination: int, frame):
         frames[key] = [code, count, snapshot, 1, 1]
         return None
     if entry[2] == snapshot:
+        if _builtins_changed():  # (the static check makes it impossible: defence in depth)
+            refusal = "the builtins were changed"
+            return None
         line = _line(code, destination)
         return (f"the program loops forever: the complete state of {code.co_qualname} at "
                 f"line {line} repeated (proved at backward jump {jumps} of the run)")
@@ -407,11 +413,9 @@ def _builtins_changed() -> bool:
 
 
 def _snapshot(code, offset: int, frame):
-    """The frame's complete state as a tuple of plain values, or None (refused); and the
-    number of objects read."""
-    if _builtins_changed():
-        return None, 1
-    out = [id(code), offset]
+    """The frame's complete state as a tuple of plain values (the frame's id first), or
+    None (refused); and the number of objects read."""
+    out = [id(frame), id(code), offset]
     memo: dict = {}
     if frame.f_locals is namespace:  # a module frame: its locals are the globals
         roots = [namespace]
@@ -427,18 +431,25 @@ def _snapshot(code, offset: int, frame):
         roots = values + [namespace]
     keep = []  # the objects serialised, alive until the comparison is made
     for root in roots:
-        if not _walk(root, out, memo, keep):
-            return None, len(memo) + 1
+        refused = _walk(root, out, memo, keep)
+        if refused:
+            return None, MAX_OBJECTS if refused == _TOO_LARGE else len(out)
     keep = None
-    return tuple(out), len(memo) + 1
+    return tuple(out), len(out)
 
 
-def _walk(root, out: list, memo: dict, keep: list) -> bool:
+_REFUSED, _TOO_LARGE = 1, 2
+
+
+def _walk(root, out: list, memo: dict, keep: list) -> int:
     """Serialise ``root`` and what it reaches onto ``out`` (depth first; ``memo``: id ->
-    number by first visit). False if anything reached is outside the whitelist."""
+    number by first visit). 0, or ``_REFUSED`` if anything reached is outside the
+    whitelist, ``_TOO_LARGE`` if ``out`` would grow past ``MAX_OBJECTS`` entries."""
     stack = [root]
     append = out.append
     while stack:
+        if len(out) + len(stack) >= MAX_OBJECTS:
+            return _TOO_LARGE
         value = stack.pop()
         key = id(value)
         single = _SINGLETONS.get(key)
@@ -449,8 +460,6 @@ def _walk(root, out: list, memo: dict, keep: list) -> bool:
         if number is not None:
             append(("@", number))
             continue
-        if len(memo) >= MAX_OBJECTS:
-            return False
         memo[key] = len(memo)
         keep.append(value)
         kind = type(value)
@@ -459,9 +468,13 @@ def _walk(root, out: list, memo: dict, keep: list) -> bool:
         elif kind is float:
             append(("f", _pack("<d", value)))
         elif kind is tuple or kind is list:
+            if len(value) >= MAX_OBJECTS:
+                return _TOO_LARGE
             append(("t" if kind is tuple else "l", len(value)))
             stack.extend(_LIST(value)[::-1])
         elif kind is dict:
+            if len(value) >= MAX_OBJECTS:
+                return _TOO_LARGE
             pairs = _LIST(_DICT_ITEMS(value))
             append(("d", len(pairs)))
             for pair in pairs[::-1]:
@@ -474,24 +487,24 @@ def _walk(root, out: list, memo: dict, keep: list) -> bool:
             stack.extend((_R_STEP(value), _R_STOP(value), _R_START(value)))
         elif kind is ModuleType:
             if value is not _BUILTINS:
-                return False
+                return _REFUSED
             append(("M",))
         elif kind is BuiltinFunctionType:
             if key not in _BUILTIN_FUNCTIONS or _BUILTIN_SELF(value) is not _BUILTINS:
-                return False
+                return _REFUSED
             append(("F", key))
         elif kind is type:
             if key in _BUILTIN_TYPES or value is _OBJECT:
                 append(("T", key))
             elif not _program_class(value, stack):
-                return False
+                return _REFUSED
             else:
                 append(("C", key))
         elif kind is FunctionType:
             function_code = _F_CODE(value)
             if (function_code.co_filename != FILENAME
                     or _F_GLOBALS(value) is not namespace):
-                return False
+                return _REFUSED
             append(("P", key, id(function_code)))
             closure = _F_CLOSURE(value)
             cells = []
@@ -513,18 +526,18 @@ def _walk(root, out: list, memo: dict, keep: list) -> bool:
             stack.extend((_P_DEL(value), _P_SET(value), _P_GET(value)))
         elif kind is GetSetDescriptorType:
             if _GETSET_NAME(value) not in ("__dict__", "__weakref__"):
-                return False
+                return _REFUSED
             append(("G", key))
         elif value is _EMPTY:
             append(("E",))
         else:
             instance_dict = _instance_dict(value, kind)
             if instance_dict is None:
-                return False
+                return _REFUSED
             append(("o", key))
             stack.append(instance_dict)
             stack.append(kind)
-    return True
+    return 0
 
 
 _EMPTY = ("<empty cell>",)  # made here: never a program object

@@ -835,12 +835,19 @@ def _set_jump_events(code) -> None:
 
 def _on_jump(code, offset, destination):
     """A jump in the program's code (JUMP events are on only while a job judges loops):
-    a backward one may prove that the program loops forever (loops.py)."""
+    a backward one may prove that the program loops forever (loops.py). Until the next
+    check is due this costs a counter."""
+    if destination >= offset:
+        return _DISABLE  # forward jumps are never decision points
     if quiet or not _loops.enabled:
         return None
     if stop is not None:
         raise stop
-    verdict = _loops.on_jump(code, offset, destination, frame_at(1))
+    loops = _loops
+    loops.jumps += 1
+    if loops.jumps < loops.next_check:
+        return None
+    verdict = loops.on_jump(code, destination)
     if verdict is None:
         return None
     if verdict is False:
@@ -1002,3 +1009,6 @@ def _on_raise(code, offset, exc):
         return None
     _exception_step(RAISE, code, offset, exc)
     return None
+
+
+_loops.frame_at = frame_at  # loops.py reads the program frame with the tracer's access
