@@ -1,0 +1,207 @@
+"""Proved non-termination (tracer/loops.py): a cyclic infinite loop ends as ``loops`` at an
+exact backward jump (and, traced, an exact step); programs that only look cyclic never
+do; a hostile program can neither produce nor suppress the verdict.
+
+The counts are exact: the detection is deterministic (its threshold, strides and Brent's
+powers of two count backward jumps, never time)."""
+
+from __future__ import annotations
+
+import pytest
+
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._runtime import Sandbox
+
+MAX_STEPS = 30_000
+MESSAGE = ("the program loops forever: the complete state of {func} at line {line} repeated "
+           "(proved at backward jump {jump} of the run)")
+
+
+@pytest.fixture(scope="module")
+def box():
+    with Sandbox(Limits(timeout_s=1.0, max_steps=MAX_STEPS)) as sandbox:
+        yield sandbox
+
+
+def run(box, code: str, mode: str, input: str = "[3, 1, 2]", **request) -> dict:
+    return box.run({"code": code, "input": input, "mode": mode, **request}, "job").result
+
+
+ROTATE = "def f(xs):\n    while True:\n        xs.append(xs.pop(0))\n"
+MODULO = "def f(xs):\n    i = 0\n    while xs[i] != 0:\n        i = (i + 1) % len(xs)\n    return i\n"
+PASS = "def f(xs):\n    while True:\n        pass\n"
+INSTANCE = ("class Light:\n    def __init__(self):\n        self.color = 'red'\n\n"
+            "    def __repr__(self):\n        return 'Light()'\n\n"
+            "    def step(self):\n"
+            "        self.color = {'red': 'green', 'green': 'amber', 'amber': 'red'}[self.color]\n\n"
+            "def f(xs):\n    light = Light()\n    while light.color != 'blue':\n        light.step()\n")
+MUTUAL = "def f(xs):\n    a, b = 1, 2\n    while a != b:\n        a, b = b, a\n"
+SCRIPT = "n = 7\nwhile n:\n    n = n * 3 % 10\n"
+
+# (code, function, line, backward jump of the proof, steps traced by then)
+CYCLIC = {
+    "while loop rotating a list": (ROTATE, "f", 2, 1456, 2913),
+    "index cycling modulo a length": (MODULO, "f", 3, 1480, 2962),
+    "while True: pass": (PASS, "f", 2, 1076, 2153),
+    "program instance whose attribute cycles": (INSTANCE, "f", 13, 2464, 12325),
+    "two variables swapping": (MUTUAL, "f", 3, 1084, 2170),
+}
+
+
+@pytest.mark.parametrize("name", CYCLIC)
+def test_cyclic_loops_end_as_loops_at_an_exact_jump(box, name):
+    code, func, line, jump, steps = CYCLIC[name]
+    message = MESSAGE.format(func=func, line=line, jump=jump)
+    ran = run(box, code, "run")
+    assert (ran["status"], ran["exception_type"], ran["exception_message"]) == (
+        "loops", None, message)
+    traced = run(box, code, "trace")
+    assert (traced["status"], traced["exception_message"]) == ("loops", message)
+    assert len(traced["steps"]["event"]) == steps  # the trace up to the proof is kept
+
+
+def test_a_script_looping_at_its_top_level(box):
+    message = MESSAGE.format(func="<module>", line=2, jump=1040)
+    for mode, steps in (("run", None), ("trace", 2082)):
+        result = run(box, SCRIPT, mode, input="", shape="script")
+        assert (result["status"], result["exception_message"]) == ("loops", message)
+        if steps is not None:
+            assert len(result["steps"]["event"]) == steps
+
+
+def test_detection_off_runs_to_the_limits(box):
+    traced = run(box, ROTATE, "trace", loops=False)
+    assert (traced["status"], len(traced["steps"]["event"])) == ("step_limit", MAX_STEPS)
+    ran = run(box, PASS, "run", loops=False)
+    assert ran["status"] == "timeout"
+
+
+def test_a_terminating_cycle_detector_is_never_run_early(box):
+    """Fewer than 1,000 backward jumps: nothing is checked (the counts are the tracer's)."""
+    traced = run(box, MODULO, "trace", input="[3, 1, 0, 2]")
+    assert (traced["status"], traced["output"], len(traced["steps"]["event"])) == ("ok", "2", 9)
+
+
+# Programs that only look cyclic: never ``loops``.
+LOOKS_CYCLIC = {
+    # id() reads an address: refused by name (it would end when the address matches)
+    "id-dependent break": (
+        "def f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
+        "        if id([]) % 4096 == i:\n            return i\n", "step_limit", None),
+    # the for loop's iterator is on the value stack: never a decision point
+    "for over itertools.cycle breaking on a counter": (
+        "import itertools\n\ndef f(xs):\n    c = 0\n    for x in itertools.cycle(xs):\n"
+        "        c += 1\n        if c == 5000:\n            return x\n", "ok", "1"),
+    "while over itertools.count": (
+        "def f(xs):\n    it = iter(range(10**9))\n    i = 0\n"
+        "    while next(it) < 5000:\n        i = (i + 1) % 3\n    return i\n", "ok", "2"),
+    "random": (
+        "import random\n\ndef f(xs):\n    i = 0\n    while random.random() < 0.999:\n"
+        "        i = (i + 1) % 3\n    return i\n", "ok", "2"),
+    "stdin": (
+        "import sys\n\ndef f(xs):\n    i = 0\n    while sys.stdin.readline():\n"
+        "        i = (i + 1) % 3\n    return i\n", "ok", "0"),
+    "a growing state": ("def f(xs):\n    n = 0\n    while True:\n        n += 1\n",
+                        "step_limit", None),
+    "Collatz (long, terminating)": (
+        "def f(xs):\n    n, c = 27, 0\n    while n != 1:\n"
+        "        n = n // 2 if n % 2 == 0 else 3 * n + 1\n        c += 1\n    return c\n",
+        "ok", "111"),
+    "a cycle of 3 under a counter": (
+        "def f(xs):\n    i, c = 0, 0\n    while c < 4000:\n        i = (i + 1) % 3\n"
+        "        c += 1\n    return i\n", "ok", "1"),
+    "generator-driven": (
+        "def g():\n    i = 0\n    while True:\n        i = (i + 1) % 3\n        yield i\n\n"
+        "def f(xs):\n    c = 0\n    for v in g():\n        c += 1\n        if c == 3000:\n"
+        "            return v\n", "ok", "0"),
+    "a callee's loop under a caller's for loop": (
+        "def g(k):\n    i = 0\n    while i < 2:\n        i += 1\n    return i\n\n"
+        "def f(xs):\n    t = 0\n    for k in range(2000):\n        t += g(k)\n    return t\n",
+        "ok", "4000"),
+    "a function attribute counting": (
+        "def f(xs):\n    f.n = 0\n    while f.n < 3000:\n        f.n += 1\n    return f.n\n",
+        "ok", "3000"),
+    "a default argument counting": (
+        "def f(xs, seen=[0]):\n    while seen[0] < 3000:\n        seen[0] += 1\n"
+        "    return seen[0]\n", "ok", "3000"),
+    "a class attribute counting": (
+        "class C:\n    n = 0\n\n    def __repr__(self):\n        return 'C()'\n\n"
+        "def f(xs):\n    while C.n < 3000:\n        C.n += 1\n    return C.n\n", "ok", "3000"),
+    "a closure's cell counting": (
+        "def f(xs):\n    n = 0\n    def bump():\n        nonlocal n\n        n += 1\n"
+        "    while n < 3000:\n        bump()\n    return n\n", "ok", "3000"),
+    "an address in a repr": (
+        "def f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
+        "        if str(object())[-3] == 'z':\n            return i\n", "step_limit", None),
+}
+
+
+@pytest.mark.parametrize("name", LOOKS_CYCLIC)
+def test_programs_that_only_look_cyclic_are_not_loops(box, name):
+    code, status, output = LOOKS_CYCLIC[name]
+    traced = run(box, code, "trace")
+    assert (traced["status"], traced["output"]) == (status, output)
+    if status == "ok":
+        assert run(box, code, "run")["status"] == "ok"
+
+
+def test_str_hash_order_in_a_set_is_not_a_proof(box):
+    """A set's order follows str hashes: refused (sets are not in the whitelist, and a
+    program making sets is judged only when it cannot order objects by address)."""
+    code = ("def f(xs):\n    s = {'a', 'b', 'c', 'd'}\n    i = 0\n    while True:\n"
+            "        x = s.pop()\n        s.add(x)\n        i = (i + 1) % 2\n"
+            "        if x == 'z':\n            return x\n")
+    traced = run(box, code, "trace")
+    assert traced["status"] == "step_limit"
+
+
+# Adversarial: a hostile program cannot produce or suppress the verdict.
+def test_catching_the_stop_keeps_the_status(box):
+    code = ("def f(xs):\n    try:\n        while True:\n            pass\n"
+            "    except BaseException:\n        return 'escaped'\n")
+    message = MESSAGE.format(func="f", line=3, jump=1076)
+    for mode in ("run", "trace"):
+        result = run(box, code, mode)
+        assert (result["status"], result["output"], result["exception_message"]) == (
+            "loops", None, message)
+
+
+def test_a_lying_eq_neither_proves_nor_hides_a_loop(box):
+    liar = ("class Liar:\n    def __init__(self):\n        self.n = 0\n\n"
+            "    def __repr__(self):\n        return 'Liar()'\n\n"
+            "    def __eq__(self, other):\n        return {answer}\n\n    __hash__ = None\n\n")
+    grows = liar.format(answer="True") + (
+        "def f(xs):\n    a, b = Liar(), Liar()\n    while a == b:\n        a.n += 1\n"
+        "        if a.n == 3000:\n            return a.n\n")
+    assert run(box, grows, "run")["status"] == "ok"
+    cycles = liar.format(answer="False") + (
+        "def f(xs):\n    a, b = Liar(), Liar()\n    while a != b:\n        a.n = (a.n + 1) % 4\n")
+    result = run(box, cycles, "run")
+    assert (result["status"], result["exception_message"]) == (
+        "loops", MESSAGE.format(func="f", line=15, jump=1272))
+
+
+def test_sys_monitoring_and_builtins_cannot_switch_it(box):
+    """The program's sys.monitoring refuses every use (the JUMP events stay on: not
+    tampered); builtins changed by the program refuse the verdict (never a false one)."""
+    tamper = ("import sys\n\ndef f(xs):\n    for call in (lambda: sys.monitoring.free_tool_id(3),\n"
+              "                 lambda: sys.monitoring.set_events(3, 0),\n"
+              "                 lambda: sys.monitoring.set_local_events(3, f.__code__, 0)):\n"
+              "        try:\n            call()\n        except RuntimeError:\n            pass\n"
+              "    n = 0\n    while n < 3000:\n        n += 1\n    return n\n")
+    result = run(box, tamper, "trace")
+    assert (result["status"], result["output"]) == ("ok", "3000")
+    assert "sys.monitoring" in result["note"]
+    hidden = ("import builtins\n\ndef f(xs):\n    builtins.counter = 0\n    i = 0\n"
+              "    while builtins.counter < 3000:\n        builtins.counter += 1\n"
+              "        i = (i + 1) % 3\n    return i\n")
+    assert (run(box, hidden, "run")["status"], run(box, hidden, "trace")["output"]) == ("ok", "0")
+    rebound = ("def f(xs):\n    i = 0\n    while len(xs) < 3000:\n        i = (i + 1) % 3\n"
+               "        xs.append(i) if i == 5 else None\n        len = None\n")
+    assert run(box, rebound, "trace")["status"] == "exception"  # UnboundLocalError: ordinary
+
+
+def test_the_next_job_after_a_proof_is_exact(box):
+    assert run(box, PASS, "run")["status"] == "loops"
+    result = box.run({"code": "def f(n):\n    return n + 1\n", "input": "1"}, "batch").result
+    assert (result["status"], result["output"]) == ("ok", "2")
