@@ -127,8 +127,9 @@ _REFUSED_NAMES = frozenset({
     "breakpoint", "getattr", "setattr", "delattr", "vars", "memoryview", "help",
     "globals", "locals", "format_map", "_getframe", "f_locals", "f_back", "tb_frame",
     "gi_frame", "cr_frame", "ag_frame", "f_globals", "getsizeof", "__builtins__"})
-# Dunder names a program may use (methods it defines or calls by their operators, the
-# module's and a class body's own names); any other dunder attribute or name refuses.
+# Dunder attributes a program may read (any other dunder attribute refuses, and setting
+# or deleting one refuses); dunder *names* (globals, a class body's methods) are its own
+# variables, in the snapshot, but for those in _REFUSED_NAMES.
 _ALLOWED_DUNDERS = frozenset({
     "__name__", "__module__", "__qualname__", "__doc__", "__firstlineno__",
     "__static_attributes__", "__classcell__", "__classdictcell__", "__init__", "__new__",
@@ -150,6 +151,8 @@ _NAME_OPS = frozenset({"LOAD_NAME", "STORE_NAME", "DELETE_NAME", "LOAD_GLOBAL",
                        "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_ATTR", "STORE_ATTR",
                        "DELETE_ATTR", "LOAD_SUPER_ATTR", "LOAD_METHOD", "LOAD_FROM_DICT_OR_GLOBALS",
                        "IMPORT_NAME", "IMPORT_FROM"})
+_ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "STORE_ATTR", "DELETE_ATTR", "LOAD_SUPER_ATTR",
+                            "LOAD_METHOD"})
 _STOPS = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE",
                     "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP",
                     "JUMP_NO_INTERRUPT"})
@@ -313,9 +316,9 @@ def _static_refusal(code):
                     return "an unreadable name"
                 if target in _REFUSED_NAMES:
                     return f"the program uses {target!r}"
-                if target[:2] == "__" and target[-2:] == "__":
-                    if target == "__del__":
-                        return "the program defines a finalizer"
+                if target == "__del__":
+                    return "the program defines a finalizer"
+                if target[:2] == "__" and target[-2:] == "__" and name in _ATTRIBUTE_OPS:
                     if target not in _ALLOWED_DUNDERS:
                         return f"the program uses {target!r}"
                     if name in ("STORE_ATTR", "DELETE_ATTR"):
