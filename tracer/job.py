@@ -352,7 +352,7 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     namespace_held = namespace
     _tracer.loops_begin(not analysed and request.get("loops", True) is not False,
-                        namespace, program)
+                        namespace, program, mode == "trace")
     recorder = analysis.Recorder(len(conditions))
     if analysed:
         namespace.update(recorder.names())

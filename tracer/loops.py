@@ -142,9 +142,10 @@ _ADDRESS_MAKERS = frozenset({
     "object", "iter", "map", "zip", "enumerate", "reversed", "filter", "super", "type",
     "property", "staticmethod", "classmethod", "aiter", "anext"})
 # Names that turn objects into text, or order objects by their hash.
+# (``keys``/``items``: dict views, whose ``&``, ``|``, ``-``, ``^`` make sets)
 _TEXT_MAKERS = frozenset({"str", "repr", "ascii", "format", "set", "frozenset", "chr",
                           "union", "intersection", "difference", "symmetric_difference",
-                          "issubset", "issuperset", "isdisjoint"})
+                          "issubset", "issuperset", "isdisjoint", "keys", "items"})
 _TEXT_OPS = frozenset({"FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "BUILD_SET",
                        "SET_ADD", "SET_UPDATE"})
 _NAME_OPS = frozenset({"LOAD_NAME", "STORE_NAME", "DELETE_NAME", "LOAD_GLOBAL",
@@ -165,6 +166,7 @@ _BUILTIN_METHOD_NAMES = frozenset(
 enabled = False
 namespace = None          # the program's module namespace
 program = None            # the program's module code
+traced = False            # the job is traced (the tracer calls the program's __repr__)
 jumps = 0                 # backward jumps taken this job
 refusal = None            # why this job is not judged (a str), once decided
 next_check = THRESHOLD    # the backward jump at which the next snapshot is taken
@@ -175,10 +177,12 @@ frames: dict = {}         # id(frame) -> [code, starts, tortoise snapshot, power
 depths: dict = {}         # code object -> {offset: static stack depth} (None: unknown)
 
 
-def begin(on: bool, program_namespace, program_code) -> None:
-    """A job starts: forget the last one; judge loops if ``on``."""
-    global enabled, namespace, program, jumps, refusal, checked, next_check
+def begin(on: bool, program_namespace, program_code, tracing: bool = False) -> None:
+    """A job starts: forget the last one; judge loops if ``on``; ``tracing``: the job is
+    traced."""
+    global enabled, namespace, program, jumps, refusal, checked, next_check, traced
     next_check = THRESHOLD
+    traced = tracing
     enabled = on and type(program_namespace) is dict and type(program_code) is CodeType
     namespace = program_namespace if enabled else None
     program = program_code if enabled else None
@@ -327,11 +331,16 @@ def _static_refusal(code):
                     makes_addresses = True
                 if target in _TEXT_MAKERS:
                     makes_text = True
-                if name == "LOAD_ATTR" and not (instruction.arg & 1) \
-                        and target in _BUILTIN_METHOD_NAMES:
+                if name == "LOAD_ATTR" and not (instruction.arg & 1) and (
+                        target in _BUILTIN_METHOD_NAMES or target[:2] == "__"):
                     makes_addresses = True  # a bound method object, not a call
-            if _class_without_repr(current):
-                makes_addresses = True
+            if _class_body(current):
+                names = current.co_names
+                if "__repr__" not in names or not ("__eq__" in names or "__hash__" in names):
+                    makes_addresses = True  # an address in its repr, or its hash
+                if traced and ("__repr__" in names or "__str__" in names):
+                    # the tracer calls it when its own caches say so: hidden state
+                    return "a traced program's class defines __repr__"
     except Exception:  # a code object this module cannot read: not judged
         return "unreadable code"
     if makes_addresses and makes_text:
@@ -345,10 +354,10 @@ def _loop_ranges(code) -> list:
             if instruction.opname in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")]
 
 
-def _class_without_repr(code) -> bool:
-    """A class body (it stores ``__qualname__``) that defines no ``__repr__``."""
+def _class_body(code) -> bool:
+    """A class body (it stores ``__module__`` and ``__qualname__``)."""
     names = code.co_names
-    return "__qualname__" in names and "__module__" in names and "__repr__" not in names
+    return "__qualname__" in names and "__module__" in names
 
 
 def _percent_text(code) -> bool:

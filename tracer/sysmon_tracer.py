@@ -303,13 +303,14 @@ def local_events() -> int:
             | (_JUMP if traced_jumps else 0))
 
 
-def loops_begin(on: bool, program_namespace, program_code) -> None:
+def loops_begin(on: bool, program_namespace, program_code, tracing: bool) -> None:
     """A job starts (any mode): judge loops (``on``) in the program whose namespace and
-    module code these are, from its first line (its top level included)."""
+    module code these are, from its first line (its top level included); ``tracing``:
+    the job is traced."""
     global loop_events
     loop_events = bool(on)
     loop_codes.clear()
-    _loops.begin(loop_events, program_namespace, program_code)
+    _loops.begin(loop_events, program_namespace, program_code, tracing)
 
 
 def tamper_reasons() -> list[str]:
