@@ -112,6 +112,13 @@ LOOKS_CYCLIC = {
     "while over itertools.count": (
         "def f(xs):\n    it = iter(range(10**9))\n    i = 0\n"
         "    while next(it) < 5000:\n        i = (i + 1) % 3\n    return i\n", "ok", "2"),
+    # the visible state repeats, the list iterator's position (on the stack) does not
+    "for over a long list swapping two variables": (
+        "def f(xs):\n    a, b = 1, 2\n    for x in [0] * 5000:\n        a, b = b, a\n"
+        "    return a\n", "ok", "1"),
+    "a while loop inside a for loop": (
+        "def f(xs):\n    for k in range(2):\n        i = 0\n        while i < 3000:\n"
+        "            i = (i + 1) if k or i < 2999 else 3000\n    return i\n", "ok", "3000"),
     "random": (
         "import random\n\ndef f(xs):\n    i = 0\n    while random.random() < 0.999:\n"
         "        i = (i + 1) % 3\n    return i\n", "ok", "2"),
