@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from steptrace.scoring._cruxeval import (CHECK_TIMEOUT_S, load_samples,  # noqa: E402
-                                         score_cruxeval)
+from steptrace.scoring._cruxeval import (CHECK_TIMEOUT_S, check_program,  # noqa: E402
+                                         load_samples, run_checks, score_cruxeval)
 from steptrace.sandbox._limits import Limits  # noqa: E402
 from steptrace.sandbox._pool import prepare  # noqa: E402
 from steptrace.tracing._trace import TraceOptions, trace_corpus  # noqa: E402
@@ -75,6 +75,16 @@ def score(path: Path, workers: int, loop_detection: bool) -> dict:
             "pass_at_1": result.pass_at_1, "pass_at_5": result.pass_at_5}
 
 
+def cyclic_alone(samples) -> tuple[float, list[str]]:
+    """Seconds for the cyclic checks alone, one after the other in one worker; outcomes."""
+    by_id = {sample.sample_id: sample for sample in samples}
+    programs = [check_program(by_id[sample_id], call) for sample_id, call in CYCLIC.items()]
+    run_checks(programs[:1], 1, LIMITS)  # the worker's start-up, not measured below
+    started = time.perf_counter()
+    outcomes = run_checks(programs, 1, LIMITS)
+    return time.perf_counter() - started, outcomes
+
+
 def trace(workers: int, loop_detection: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -105,6 +115,7 @@ def main() -> None:
         for _ in range(args.repeat):
             for on in (True, False):
                 scored[on].append(score(path, args.workers, on))
+    alone_s, alone = cyclic_alone(samples)
     traced = {True: [], False: []}
     for index in range(args.trace_repeat):
         for on in ((True, False) if index % 2 == 0 else (False, True)):
@@ -131,6 +142,8 @@ def main() -> None:
     on_s = statistics.median(r["seconds"] for r in scored[True])
     off_s = statistics.median(r["seconds"] for r in scored[False])
     print(f"pass@1 and pass@5 equal on and off: {same}; off / on: {off_s / on_s:.2f}x")
+    print(f"the {len(CYCLIC)} cyclic checks alone, one worker (its start-up included): "
+          f"{alone_s:.2f} s, {alone_s / len(CYCLIC) * 1000:.0f} ms each; outcomes {alone}")
     for on in (True, False):
         runs = traced[on]
         print(f"trace 800 CRUXEval samples, loop detection {'on ' if on else 'off'}: "
