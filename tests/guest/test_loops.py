@@ -66,6 +66,21 @@ def test_cyclic_loops_end_as_loops_at_an_exact_jump(box, name):
     assert len(traced["steps"]["event"]) == steps  # the trace up to the proof is kept
 
 
+def test_the_proof_comes_at_an_exact_instruction(box):
+    traced = run(box, ROTATE, "trace")
+    assert (traced["status"], traced["line_steps"], traced["instruction_steps"]) == (
+        "loops", 2912, 14560)
+
+
+def test_a_function_rebound_each_iteration_is_the_same_state(box):
+    """A new function at the address of the one it replaces, with the same code: the
+    program cannot tell them apart (no id, repr or hash of it is taken)."""
+    code = "def f(xs):\n    global len\n    while True:\n        len = lambda x: 0\n"
+    traced = run(box, code, "trace")
+    assert (traced["status"], traced["exception_message"], len(traced["steps"]["event"])) == (
+        "loops", MESSAGE.format(func="f", line=3, jump=1100), 2201)
+
+
 def test_a_script_looping_at_its_top_level(box):
     message = MESSAGE.format(func="<module>", line=2, jump=1040)
     for mode, steps in (("run", None), ("trace", 2082)):
@@ -154,6 +169,16 @@ LOOKS_CYCLIC = {
     "a closure's cell counting": (
         "def f(xs):\n    n = 0\n    def bump():\n        nonlocal n\n        n += 1\n"
         "    while n < 3000:\n        bump()\n    return n\n", "ok", "3000"),
+    "a set of instances hashed by address": (
+        "class A:\n    pass\n\ndef f(xs):\n    i = 0\n    while True:\n"
+        "        s = {A(), A()}\n        i = (i + 1) % 2\n", "step_limit", None),
+    "a finalizer": (
+        "class A:\n    def __repr__(self):\n        return 'A()'\n\n"
+        "    def __del__(self):\n        pass\n\ndef f(xs):\n    while True:\n        a = A()\n",
+        "step_limit", None),
+    "defaults changed through __defaults__": (
+        "def g(x=0):\n    return x\n\ndef f(xs):\n    while g() < 3000:\n"
+        "        g.__defaults__ = (g() + 1,)\n    return g()\n", "ok", "3000"),
     "an address in a repr": (
         "def f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
         "        if str(object())[-3] == 'z':\n            return i\n", "step_limit", None),
