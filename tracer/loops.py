@@ -63,7 +63,8 @@ import builtins
 
 __builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may rebind them
 
-import dis as _dis  # noqa: E402
+import dis as _dis  # noqa: E402  (read when the guest is built, never at job time)
+from _opcode import stack_effect as _stack_effect  # noqa: E402
 from _struct import pack as _pack  # noqa: E402
 from types import (BuiltinFunctionType, CellType, CodeType, FunctionType,  # noqa: E402
                    GetSetDescriptorType, MemberDescriptorType, ModuleType)
@@ -161,6 +162,164 @@ _BUILTIN_METHOD_NAMES = frozenset(
     name for kind in (list, dict, str, bytes, bytearray, tuple, int, float, set, frozenset,
                       range)
     for name in type.__dict__["__dict__"].__get__(kind) if not name.startswith("__"))
+
+# ------------------------------------------------------------------ the bytecode reader
+# dis and opcode are the program's to import and change (a hostile program could make
+# them hide an import from the static check): they are read once, here, when the guest
+# is built, into plain tables; a job reads bytecode with _instructions, which uses only
+# these tables, the code object's C members and _opcode.stack_effect (C).
+def _deopt(op: int) -> int:
+    name = _dis._all_opname[op] if hasattr(_dis, "_all_opname") else _dis.opname[op]
+    deopt = getattr(_dis, "deoptmap", {})
+    return _dis._all_opmap[deopt[name]] if name in deopt else op
+
+
+_OPNAMES = tuple(_dis.opname[_deopt(op)] for op in range(256))
+_DEOPT = tuple(_deopt(op) for op in range(256))
+_CACHES = tuple(_dis._inline_cache_entries.get(_dis.opname[_deopt(op)], 0)
+                for op in range(256))
+_HAS_ARG = frozenset(_dis.hasarg)
+_HAS_NAME = frozenset(_dis.hasname)
+_HAS_JUMP = frozenset(getattr(_dis, "hasjump", ()) or (_dis.hasjrel + _dis.hasjabs))
+_EXTENDED_ARG = _dis.opmap["EXTENDED_ARG"]
+_BACKWARD = frozenset(_dis.opmap[name] for name in ("JUMP_BACKWARD",
+                                                    "JUMP_BACKWARD_NO_INTERRUPT",
+                                                    "END_ASYNC_FOR")
+                      if name in _dis.opmap and _dis.opmap[name] in _HAS_JUMP)
+_NAME_SHIFT = {_dis.opmap["LOAD_GLOBAL"]: 1, _dis.opmap["LOAD_ATTR"]: 1,
+               _dis.opmap["LOAD_SUPER_ATTR"]: 2}
+_PERCENT_OPS = frozenset(index for index, (_, symbol) in enumerate(_dis._nb_ops)
+                         if symbol in ("%", "%="))
+
+
+def _instructions(code) -> list:
+    """``(start offset, offset, opname, arg, name or None, jump target or None)`` of each
+    instruction of ``code`` (EXTENDED_ARG prefixes folded in, inline caches skipped)."""
+    raw = code.co_code
+    names = code.co_names
+    found = []
+    extended = 0
+    start = None
+    caches = 0
+    for offset in range(0, len(raw), 2):
+        if caches:
+            caches -= 1
+            continue
+        op = _DEOPT[raw[offset]]
+        caches = _CACHES[op]
+        if start is None:
+            start = offset
+        if op in _HAS_ARG:
+            arg = raw[offset + 1] | extended
+            extended = (arg << 8) if op == _EXTENDED_ARG else 0
+        else:
+            arg = None
+            extended = 0
+        if op == _EXTENDED_ARG:
+            continue
+        name = None
+        if op in _HAS_NAME:
+            name = names[arg >> _NAME_SHIFT.get(op, 0)]
+        target = None
+        if op in _HAS_JUMP:
+            step = -arg if op in _BACKWARD else arg
+            target = offset + 2 + 2 * _CACHES[op] + 2 * step
+        found.append((start, offset, _OPNAMES[op], op, arg, name, target))
+        start = None
+    return found
+
+
+def _exception_table(code) -> list:
+    """``(target, depth, lasti)`` of each entry of the code's exception table."""
+    table = code.co_exceptiontable
+    entries = []
+    position = 0
+
+    def varint():
+        nonlocal position
+        byte = table[position]
+        position += 1
+        value = byte & 63
+        while byte & 64:
+            value <<= 6
+            byte = table[position]
+            position += 1
+            value |= byte & 63
+        return value
+
+    while position < len(table):
+        varint()  # start
+        varint()  # length
+        target = varint() * 2
+        depth_lasti = varint()
+        entries.append((target, depth_lasti >> 1, depth_lasti & 1))
+    return entries
+
+
+def _check_reader() -> None:
+    """When the guest is built: the reader agrees with dis on a sample of code."""
+    sample = compile(_READER_SAMPLE, FILENAME, "exec")
+    pending = [sample] + [value.__code__ for value in globals().values()
+                          if type(value) is FunctionType]
+    while pending:
+        code = pending.pop()
+        if type(code) is not CodeType:
+            continue
+        pending.extend(code.co_consts)
+        expected = []
+        for instruction in _dis.get_instructions(code):
+            if instruction.opname == "EXTENDED_ARG":
+                continue
+            expected.append((instruction.offset, instruction.opname, instruction.arg,
+                             instruction.argval if instruction.opcode in _HAS_NAME else None,
+                             instruction.jump_target))
+        mine = [(offset, opname, arg, name, target)
+                for _, offset, opname, _, arg, name, target in _instructions(code)]
+        if mine != expected:
+            wrong = [(a, b) for a, b in zip(mine, expected) if a != b][:1] or len(mine)
+            raise RuntimeError(f"loops.py's bytecode reader disagrees with dis on "
+                               f"{code.co_qualname}: {wrong}")
+        table = [(entry.target, entry.depth, int(entry.lasti))
+                 for entry in _dis._parse_exception_table(code)]
+        if _exception_table(code) != table:
+            raise RuntimeError(f"loops.py's exception table reader disagrees with dis on "
+                               f"{code.co_qualname}")
+
+
+_READER_SAMPLE = """
+import os
+class A(object):
+    n = 0
+    def __init__(self, x):
+        super().__init__()
+        self.x = x
+    def m(self):
+        return self.x.y.z, A.n
+def f(xs, k=1):
+    global g
+    total = 0
+    for i, x in enumerate(xs):
+        while x > 0 and total < 10**9:
+            x -= 1
+            total += (x % 3) + len(str(x))
+            if x == 7:
+                break
+        else:
+            continue
+        try:
+            g = {a: b for a, b in zip(xs, xs)}
+        except (KeyError, ValueError) as e:
+            raise RuntimeError("x") from e
+        finally:
+            total += 1
+    with open("x") as handle:
+        pass
+    return [y for y in xs if y] if k else lambda: total
+async def h():
+    async for z in q():
+        await z
+"""
+
 
 # ------------------------------------------------------------------ state (one job)
 enabled = False
@@ -300,22 +459,19 @@ def _static_refusal(code):
                 makes_addresses = True
             is_module = current is code
             loops = [] if not is_module else _loop_ranges(current)
-            for instruction in _dis.get_instructions(current):
-                name = instruction.opname
+            for _, offset, name, _, arg, target, _ in _instructions(current):
                 if name in _TEXT_OPS:
                     makes_text = True
                 if name in ("MAKE_FUNCTION", "LOAD_BUILD_CLASS"):
-                    offset = instruction.offset
                     if not is_module or any(a <= offset <= b for a, b in loops):
                         makes_addresses = True
-                if name == "BINARY_OP" and instruction.arg in (6, 19):  # % and %=
+                if name == "BINARY_OP" and arg in _PERCENT_OPS:  # % and %=
                     if _percent_text(code):
                         makes_text = True
                 if name in ("IMPORT_NAME", "IMPORT_FROM"):
                     return "the program imports modules"
                 if name not in _NAME_OPS:
                     continue
-                target = instruction.argval
                 if type(target) is not str:
                     return "an unreadable name"
                 if target in _REFUSED_NAMES:
@@ -331,7 +487,7 @@ def _static_refusal(code):
                     makes_addresses = True
                 if target in _TEXT_MAKERS:
                     makes_text = True
-                if name == "LOAD_ATTR" and not (instruction.arg & 1) and (
+                if name == "LOAD_ATTR" and not (arg & 1) and (
                         target in _BUILTIN_METHOD_NAMES or target[:2] == "__"):
                     makes_addresses = True  # a bound method object, not a call
             if _class_body(current):
@@ -349,9 +505,8 @@ def _static_refusal(code):
 
 
 def _loop_ranges(code) -> list:
-    return [(instruction.argval, instruction.offset)
-            for instruction in _dis.get_instructions(code)
-            if instruction.opname in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")]
+    return [(target, offset) for _, offset, name, _, _, _, target in _instructions(code)
+            if name in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")]
 
 
 def _class_body(code) -> bool:
@@ -375,12 +530,14 @@ def _depths(code):
     """``{offset: value-stack depth}`` of the code's reachable instructions, or None if
     they cannot be computed consistently."""
     try:
-        instructions = list(_dis.get_instructions(code))
-        at = {instruction.offset: index for index, instruction in enumerate(instructions)}
+        instructions = _instructions(code)
+        at = {}
+        for index, instruction in enumerate(instructions):
+            at[instruction[0]] = at[instruction[1]] = index
         found = {}
-        pending = [(instructions[0].offset, 0)]
-        for entry in _dis._parse_exception_table(code):
-            pending.append((entry.target, entry.depth + 1 + (1 if entry.lasti else 0)))
+        pending = [(instructions[0][0], 0)]
+        for target, depth, lasti in _exception_table(code):
+            pending.append((target, depth + 1 + lasti))
         while pending:
             offset, depth = pending.pop()
             while True:
@@ -391,23 +548,21 @@ def _depths(code):
                     break
                 if depth < 0 or offset not in at:
                     return None
-                found[offset] = depth
                 index = at[offset]
-                instruction = instructions[index]
-                opcode, arg = instruction.opcode, instruction.arg
-                target = instruction.jump_target
+                start, real, opname, opcode, arg, _, target = instructions[index]
+                found[start] = found[real] = depth
                 if target is not None:
-                    jumped = depth + (_dis.stack_effect(opcode, arg, jump=True)
+                    jumped = depth + (_stack_effect(opcode, arg, jump=True)
                                       if arg is not None
-                                      else _dis.stack_effect(opcode, jump=True))
+                                      else _stack_effect(opcode, jump=True))
                     pending.append((target, jumped))
-                if instruction.opname in _STOPS:
+                if opname in _STOPS:
                     break
-                depth += (_dis.stack_effect(opcode, arg, jump=False) if arg is not None
-                          else _dis.stack_effect(opcode, jump=False))
+                depth += (_stack_effect(opcode, arg, jump=False) if arg is not None
+                          else _stack_effect(opcode, jump=False))
                 if index + 1 >= len(instructions):
                     break
-                offset = instructions[index + 1].offset
+                offset = instructions[index + 1][0]
         return found
     except Exception:
         return None
@@ -606,3 +761,6 @@ def _instance_dict(value, kind):
                 return None
             return found if type(found) is dict else None
     return None
+
+
+_check_reader()  # when the guest is built: a disagreement fails the build
