@@ -55,6 +55,9 @@ allocator's state, which no snapshot shows.
 Reading never runs program code: type names, dicts and members are read with C getters
 captured here, containers with the C functions of their exact types, and the snapshot is
 a tuple of plain values this module made, compared with ``==`` on those values only.
+Bytecode is read by ``_instructions`` with tables taken from ``dis`` when the guest is
+built (``dis`` is a module a program can import and change), checked against ``dis``
+then on a sample of code: a disagreement fails the build.
 """
 
 from __future__ import annotations

@@ -74,11 +74,14 @@ def test_the_proof_comes_at_an_exact_instruction(box):
 
 def test_a_function_rebound_each_iteration_is_the_same_state(box):
     """A new function at the address of the one it replaces, with the same code: the
-    program cannot tell them apart (no id, repr or hash of it is taken)."""
+    program cannot tell them apart (no id, repr or hash of it is taken). When the
+    allocator gives the address back depends on the instance's str hash seed: the jump of
+    the proof is not fixed."""
     code = "def f(xs):\n    global len\n    while True:\n        len = lambda x: 0\n"
     traced = run(box, code, "trace")
-    assert (traced["status"], traced["exception_message"], len(traced["steps"]["event"])) == (
-        "loops", MESSAGE.format(func="f", line=3, jump=1100), 2201)
+    assert traced["status"] == "loops"
+    assert traced["exception_message"].startswith(
+        "the program loops forever: the complete state of f at line 3 repeated")
 
 
 def test_a_script_looping_at_its_top_level(box):
@@ -248,6 +251,16 @@ def test_sys_monitoring_and_builtins_cannot_switch_it(box):
     rebound = ("def f(xs):\n    i = 0\n    while len(xs) < 3000:\n        i = (i + 1) % 3\n"
                "        xs.append(i) if i == 5 else None\n        len = None\n")
     assert run(box, rebound, "trace")["status"] == "exception"  # UnboundLocalError: ordinary
+
+
+def test_changing_dis_hides_nothing_from_the_static_check(box):
+    """The guest reads bytecode with tables it took from dis when it was built: a
+    program emptying dis's disassembler still has its import (and its random) seen."""
+    code = ("import dis, random\n\ndis.get_instructions = lambda *a, **k: iter(())\n"
+            "dis._parse_exception_table = lambda code: []\ndis.opname[:] = ['NOP'] * 256\n\n"
+            "def f(xs):\n    i = 0\n    while random.random() < 2:\n        i = (i + 1) % 3\n")
+    traced = run(box, code, "trace")
+    assert traced["status"] == "step_limit"
 
 
 def test_the_next_job_after_a_proof_is_exact(box):
