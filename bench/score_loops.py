@@ -36,7 +36,9 @@ sys.path.insert(0, str(ROOT))
 from steptrace.scoring._cruxeval import (CHECK_TIMEOUT_S, check_program,  # noqa: E402
                                          load_samples, run_checks, score_cruxeval)
 from steptrace.sandbox._limits import Limits  # noqa: E402
+from steptrace.corpus._formats import load_corpus  # noqa: E402
 from steptrace.sandbox._pool import prepare  # noqa: E402
+from steptrace.sandbox._runtime import Sandbox  # noqa: E402
 from steptrace.tracing._trace import TraceOptions, trace_corpus  # noqa: E402
 
 CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
@@ -83,6 +85,22 @@ def cyclic_alone(samples) -> tuple[float, list[str]]:
     started = time.perf_counter()
     outcomes = run_checks(programs, 1, LIMITS)
     return time.perf_counter() - started, outcomes
+
+
+def guest_call_time(rounds: int) -> tuple[int, int]:
+    """Microseconds of the guest's traced calls (``call_us``) summed over the 800 samples,
+    detection on and off, each job run both ways back to back in one process (the order
+    alternating), ``rounds`` times: the tracer's own cost, without workers or the store."""
+    requests = [job.request() for job in load_corpus(CRUXEVAL).jobs]
+    totals = {True: 0, False: 0}
+    with Sandbox(Limits()) as sandbox:
+        for round_ in range(rounds):
+            for index, request in enumerate(requests):
+                order = (True, False) if (index + round_) % 2 == 0 else (False, True)
+                for on in order:
+                    result = sandbox.run({**request, "loops": on}, "job").result
+                    totals[on] += result.get("call_us") or 0
+    return totals[True], totals[False]
 
 
 def trace(workers: int, loop_detection: bool) -> dict:
@@ -153,6 +171,10 @@ def main() -> None:
     ratio = (statistics.median(r["seconds"] for r in traced[True])
              / statistics.median(r["seconds"] for r in traced[False]))
     print(f"tracing overhead of the detection (on / off, same run): {ratio:.3f}x")
+    on_us, off_us = guest_call_time(args.trace_repeat)
+    print(f"guest traced-call time over the 800 samples x {args.trace_repeat}, each job on "
+          f"and off back to back: on {on_us / 1000:.1f} ms, off {off_us / 1000:.1f} ms, "
+          f"on / off {on_us / off_us:.3f}x")
 
 
 if __name__ == "__main__":
