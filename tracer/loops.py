@@ -366,11 +366,6 @@ def finish() -> None:
     depths.clear()
 
 
-def started(code) -> None:
-    """A program activation of ``code`` starts (PY_START)."""
-    starts[code] = starts.get(code, 0) + 1
-
-
 def on_jump(code, destination: int):
     """A backward jump of the program's ``code`` to ``destination``, at or after
     ``next_check`` (the tracer counts ``jumps`` and calls this only then), in the

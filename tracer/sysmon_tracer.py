@@ -769,15 +769,22 @@ def frame_at(depth: int):
 
 # ------------------------------------------------------------------ callbacks
 def _on_start(code, offset):
-    global next_frame, calls
+    global next_frame, calls, own
     if code.co_filename != FILENAME:
         return _DISABLE
     if _loops.enabled:
-        _loops.started(code)
+        # inline, no call of a Python function: a program at its recursion limit must
+        # not get a RecursionError from the loop detection's bookkeeping
+        starts = _loops.starts
+        starts[code] = starts.get(code, 0) + 1
         if code not in loop_codes:
             loop_codes[code] = True
             if code not in code_index:
-                _set_jump_events(code)
+                own = True
+                try:
+                    _set_local_events(TOOL_ID, code, _get_local_events(TOOL_ID, code) | _JUMP)
+                finally:
+                    own = False
     if quiet or not active:
         return None
     if stop is not None:
@@ -825,21 +832,13 @@ def _register(code) -> None:
             own = False
 
 
-def _set_jump_events(code) -> None:
-    global own
-    own = True
-    try:
-        _set_local_events(TOOL_ID, code, _get_local_events(TOOL_ID, code) | _JUMP)
-    finally:
-        own = False
-
-
 def _on_jump(code, offset, destination):
     """A jump in the program's code (JUMP events are on only while a job judges loops):
     a backward one may prove that the program loops forever (loops.py). Until the next
     check is due this costs a counter."""
-    if destination >= offset:
-        return _DISABLE  # forward jumps are never decision points
+    if destination > offset:
+        return _DISABLE  # forward jumps are never decision points (a jump to itself is
+                         # a loop: ``while True: pass`` on one line)
     if quiet or not _loops.enabled:
         return None
     if stop is not None:
@@ -848,7 +847,14 @@ def _on_jump(code, offset, destination):
     loops.jumps += 1
     if loops.jumps < loops.next_check:
         return None
-    verdict = loops.on_jump(code, destination)
+    try:
+        verdict = loops.on_jump(code, destination)
+    except RecursionError:  # the program is near its recursion limit: no check here,
+        return None         # and the program never sees an error of the detection's
+    except MemoryError:
+        loops.refusal = "no memory left for a snapshot"
+        loops.next_check = 0
+        return None
     if verdict is None:
         return None
     if verdict is False:

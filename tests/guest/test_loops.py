@@ -84,6 +84,22 @@ def test_a_function_rebound_each_iteration_is_the_same_state(box):
         "the program loops forever: the complete state of f at line 3 repeated")
 
 
+def test_a_one_line_loop_jumps_to_itself(box):
+    result = run(box, "def f(xs):\n    while True: pass\n", "run")
+    assert (result["status"], result["exception_message"]) == (
+        "loops", MESSAGE.format(func="f", line=2, jump=1076))
+
+
+def test_checks_at_the_recursion_limit_change_nothing(box):
+    """A loop checked at the program's deepest frame: the detection's own calls must not
+    raise the program's RecursionError (it skips the check instead)."""
+    code = ("def g(n):\n    if n:\n        return g(n - 1)\n    i = 0\n"
+            "    while i < 3000:\n        i += 1\n    return i\n\n"
+            "def f(xs):\n    return g(995)\n")
+    result = run(box, code, "run")
+    assert (result["status"], result["output"]) == ("ok", "3000")
+
+
 def test_a_script_looping_at_its_top_level(box):
     message = MESSAGE.format(func="<module>", line=2, jump=1040)
     for mode, steps in (("run", None), ("trace", 2082)):
