@@ -115,7 +115,6 @@ _BUILTINS = builtins
 _BUILTINS_DICT = builtins.__dict__
 _BUILTINS_STATE = dict(builtins.__dict__)
 _OBJECT = object
-_TYPE = type
 _CO_GENERATORS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coro., async gen.
 _SINGLETONS = {id(None): "None", id(True): "True", id(False): "False",
                id(...): "Ellipsis", id(NotImplemented): "NotImplemented"}
