@@ -10,8 +10,8 @@ Code Llama 7B input generations have 3.0 distinct strings per 10 on the samples 
 * 5 × the sample's own call ``f(<input>)`` (passes);
 * 3 × ``f(<output>)``, the output passed as the input (a typical wrong answer);
 * 2 × ``f(<input of the next sample>)`` (another plausible-looking wrong answer; for
-  sample_520 this call loops until the 3 s limit: a third row replaces it to show what
-  that one timeout costs).
+  sample_520 this call loops forever, through a repeated state: the guest proves it and
+  ends it as ``loops``; a third row replaces it to show what that one check costs).
 
 Each steptrace figure is the whole of what ``steptrace score-cruxeval`` does: read the
 generations file, load and validate the data, start the workers, run the checks, write the

@@ -172,7 +172,8 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
           isolation: str = "job", limits: Limits | Mapping[str, float] | None = None,
           force: bool = False, name: str | None = None,
           progress: Progress | None = None,
-          packages: PackageLock | str | os.PathLike | None = None) -> TraceSummary:
+          packages: PackageLock | str | os.PathLike | None = None,
+          loop_detection: bool = True) -> TraceSummary:
     """Trace every job of ``corpus`` not yet in ``store`` (``steptrace trace``); return the
     summary the CLI prints (jobs, skipped, traced, by status, steps, bad records).
 
@@ -194,6 +195,8 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
     packages: a package lock (``steptrace build --with ... --lock FILE``: its path, or a
         ``steptrace.sandbox.PackageLock``): trace in the guest that bundles those
         packages (built now if it is not cached); default the standard guest.
+    loop_detection: end a run the guest proves to loop forever (its complete state
+        repeated: status ``loops``); False: it runs on to its step or time limit.
 
     Bad records do not stop the trace: they are listed in ``summary.corpus_errors``."""
     from steptrace.sandbox._runtime import ISOLATIONS
@@ -204,7 +207,7 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
         raise InputError(f"workers must be 0 or more, not {workers}")
     options = TraceOptions(limits=as_limits(limits), isolation=isolation, force=force,
                            packages=None if packages is None else as_lock(packages),
-                           **_options(workers=workers))
+                           loop_detection=loop_detection, **_options(workers=workers))
     if not isinstance(corpus, (str, os.PathLike, Corpus)):
         corpus = as_corpus_source(corpus, name)
     if isinstance(corpus, Corpus) and name is None:

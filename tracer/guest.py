@@ -22,14 +22,15 @@ import bounded_repr
 import exposed
 import guard
 import job
+import loops
 import shared_state
 import stdlib_preload
 import sysmon_tracer
 import wire
 
 _RUNNER_MODULES = ("guest", "job", "guard", "wire", "sysmon_tracer", "bounded_repr",
-                   "shared_state", "stdlib_preload", "exposed", "analysis", "guest_packages")
-_HIDDEN_MODULES = (job, guard, wire, sysmon_tracer, bounded_repr, shared_state)
+                   "shared_state", "stdlib_preload", "exposed", "analysis", "guest_packages", "loops")
+_HIDDEN_MODULES = (job, guard, wire, sysmon_tracer, bounded_repr, shared_state, loops)
 _AFTER_INIT = ("componentize_py_types", "componentize_py_runtime", "os", "weakref", "random",
                "componentize_py_async_support", "componentize_py_async_support.streams",
                "componentize_py_async_support.futures")
@@ -111,7 +112,7 @@ def _install_event_loop() -> None:
 _install_event_loop()
 guard.runner_globals = frozenset(id(module.__dict__) for module in
                                  (job, guard, wire, sysmon_tracer, bounded_repr, shared_state,
-                                  stdlib_preload, sys.modules["analysis"],
+                                  loops, stdlib_preload, sys.modules["analysis"],
                                   sys.modules[__name__]))
 guard.install()
 sysmon_tracer.install()

@@ -33,6 +33,9 @@ out of ``handle``:
                   (``AVAILABLE_MODULES``); ``exception_message`` is ``No module named
                   'NAME'`` (see ``_missing_module``)
 ``step_limit``    more steps than ``max_steps``
+``loops``         proved to loop forever: its complete state repeated at the same point
+                  (loops.py; ``exception_message`` says where). The request's ``loops``
+                  (default true) false turns the detection off
 ``memory_limit``  ``MemoryError`` (the host caps linear memory; a trap is classified there)
 ``output_limit``  stdout/stderr above ``max_stdout`` characters, or variable states above
                   ``max_trace_chars``
@@ -348,6 +351,8 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
     result["codes"] = [program]
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     namespace_held = namespace
+    _tracer.loops_begin(not analysed and request.get("loops", True) is not False,
+                        namespace, program, mode == "trace")
     recorder = analysis.Recorder(len(conditions))
     if analysed:
         namespace.update(recorder.names())

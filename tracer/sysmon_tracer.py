@@ -76,6 +76,7 @@ from itertools import islice as _islice  # noqa: E402
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType  # noqa: E402
 
 import bounded_repr as _br  # noqa: E402
+import loops as _loops  # noqa: E402
 from bounded_repr import bounded_repr as _bounded_repr  # noqa: E402
 from exposed import StopTracing  # noqa: E402
 
@@ -122,6 +123,7 @@ _EVENTS = _MONITORING.events
 _DISABLE = _MONITORING.DISABLE
 GLOBAL_EVENTS = _EVENTS.PY_START | _EVENTS.PY_THROW | _EVENTS.RAISE | _EVENTS.PY_UNWIND
 _LOCAL_EVENTS = _EVENTS.PY_RESUME | _EVENTS.LINE | _EVENTS.PY_RETURN | _EVENTS.PY_YIELD
+_JUMP = _EVENTS.JUMP  # loop detection (loops.py): local to the program's code objects
 # BaseException.__new__/__init__, not StopTracing(...): the class is the program's to see
 # (and to change), its constructor must not run program code inside the tracer.
 _new_exception = BaseException.__new__
@@ -178,6 +180,9 @@ max_depth = -1
 quiet = 0                 # > 0 while the tracer itself runs program code (a __repr__)
 MAX_NAME = 1000           # characters kept of a function's qualified name or a type's name
 cuts: dict = {}           # field -> [texts cut, longest length]: said in the run's note
+loop_events = False       # this job judges loops (loops.py): program code gets JUMP events
+traced_jumps = False      # ... and so do the traced code objects of the last traced job
+loop_codes: dict = {}     # program code object -> True once its JUMP events are on
 
 
 def begin(steps_limit: int, repr_limit: int, trace_chars: int,
@@ -192,6 +197,8 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
     global calls, max_depth, quiet, active, top_levels
     global object_index, object_types, object_steps, attr_prev, attributes
     global namespace, global_names, watched, watched_size, global_prev, global_rows, walk_cut
+    global traced_jumps
+    traced_jumps = loop_events
     max_steps, max_repr, trace_chars_left = steps_limit, repr_limit, trace_chars
     top_levels = 1
     count_instructions, full_locals = instructions_on, locals_on
@@ -251,6 +258,7 @@ def finish() -> None:
     global active, base_frame, namespace
     active = False
     base_frame = namespace = None
+    _loops.finish()
     frame_ids.clear()
     frame_depths.clear()
     prev.clear()
@@ -282,7 +290,7 @@ def install() -> None:
                                ("PY_THROW", _on_throw), ("LINE", _on_line),
                                ("PY_RETURN", _on_return), ("PY_YIELD", _on_yield),
                                ("RAISE", _on_raise), ("PY_UNWIND", _on_unwind),
-                               ("INSTRUCTION", _on_instruction)):
+                               ("INSTRUCTION", _on_instruction), ("JUMP", _on_jump)):
             event = getattr(_EVENTS, name)
             callbacks[event] = callback
             _register_callback(TOOL_ID, event, callback)
@@ -291,7 +299,18 @@ def install() -> None:
 
 
 def local_events() -> int:
-    return _LOCAL_EVENTS | (_EVENTS.INSTRUCTION if count_instructions else 0)
+    return (_LOCAL_EVENTS | (_EVENTS.INSTRUCTION if count_instructions else 0)
+            | (_JUMP if traced_jumps else 0))
+
+
+def loops_begin(on: bool, program_namespace, program_code, tracing: bool) -> None:
+    """A job starts (any mode): judge loops (``on``) in the program whose namespace and
+    module code these are, from its first line (its top level included); ``tracing``:
+    the job is traced."""
+    global loop_events
+    loop_events = bool(on)
+    loop_codes.clear()
+    _loops.begin(loop_events, program_namespace, program_code, tracing)
 
 
 def tamper_reasons() -> list[str]:
@@ -315,6 +334,10 @@ def tamper_reasons() -> list[str]:
             wanted = local_events()
             for code in code_index:
                 if _get_local_events(TOOL_ID, code) != wanted:
+                    reasons.append("the tracer's local events were changed")
+                    break
+            for code in loop_codes:
+                if code not in code_index and _get_local_events(TOOL_ID, code) != _JUMP:
                     reasons.append("the tracer's local events were changed")
                     break
     finally:
@@ -746,9 +769,22 @@ def frame_at(depth: int):
 
 # ------------------------------------------------------------------ callbacks
 def _on_start(code, offset):
-    global next_frame, calls
+    global next_frame, calls, own
     if code.co_filename != FILENAME:
         return _DISABLE
+    if _loops.enabled:
+        # inline, no call of a Python function: a program at its recursion limit must
+        # not get a RecursionError from the loop detection's bookkeeping
+        starts = _loops.starts
+        starts[code] = starts.get(code, 0) + 1
+        if code not in loop_codes:
+            loop_codes[code] = True
+            if code not in code_index:
+                own = True
+                try:
+                    _set_local_events(TOOL_ID, code, _get_local_events(TOOL_ID, code) | _JUMP)
+                finally:
+                    own = False
     if quiet or not active:
         return None
     if stop is not None:
@@ -794,6 +830,36 @@ def _register(code) -> None:
             _set_local_events(TOOL_ID, code, local_events())
         finally:
             own = False
+
+
+def _on_jump(code, offset, destination):
+    """A jump in the program's code (JUMP events are on only while a job judges loops):
+    a backward one may prove that the program loops forever (loops.py). Until the next
+    check is due this costs a counter."""
+    if destination > offset:
+        return _DISABLE  # forward jumps are never decision points (a jump to itself is
+                         # a loop: ``while True: pass`` on one line)
+    if quiet or not _loops.enabled:
+        return None
+    if stop is not None:
+        raise stop
+    loops = _loops
+    loops.jumps += 1
+    if loops.jumps < loops.next_check:
+        return None
+    try:
+        verdict = loops.on_jump(code, destination)
+    except RecursionError:  # the program is near its recursion limit: no check here,
+        return None         # and the program never sees an error of the detection's
+    except MemoryError:
+        loops.refusal = "no memory left for a snapshot"
+        loops.next_check = 0
+        return None
+    if verdict is None:
+        return None
+    if verdict is False:
+        return _DISABLE
+    halt("loops", verdict)
 
 
 def _enter(kind: int, code, offset: int) -> None:
@@ -950,3 +1016,6 @@ def _on_raise(code, offset, exc):
         return None
     _exception_step(RAISE, code, offset, exc)
     return None
+
+
+_loops.frame_at = frame_at  # loops.py reads the program frame with the tracer's access

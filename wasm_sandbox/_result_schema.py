@@ -50,10 +50,11 @@ MAX_EVALUATIONS = 1_000_000  # condition outcomes the guest keeps (tracer/analys
 # What the guest may report itself. ``timeout`` and ``exited`` are the host's (it sees the
 # trap); a guest claiming them is rejected.
 GUEST_STATUSES = ("ok", "exception", "invalid", "step_limit", "memory_limit", "output_limit",
-                  "unsupported", "missing_module", "tampered", "crashed")
+                  "unsupported", "missing_module", "tampered", "crashed", "loops")
 # Every status a run can have (the host adds ``timeout`` and ``exited``).
 STATUSES = ("ok", "exception", "invalid", "timeout", "step_limit", "memory_limit",
-            "output_limit", "unsupported", "missing_module", "exited", "tampered", "crashed")
+            "output_limit", "unsupported", "missing_module", "exited", "tampered", "crashed",
+            "loops")
 
 
 class ResultRejected(ValueError):

@@ -73,7 +73,7 @@ def wasm_stack_bytes() -> int:
         return WASM_STACK_BYTES
     return max(512 * 1024, min(WASM_STACK_BYTES, soft - 1024 * 1024))
 FRESH_AFTER = frozenset({"tampered", "step_limit", "memory_limit", "output_limit",
-                         "unsupported"})
+                         "unsupported", "loops"})
 
 
 # Result texts from this many characters on are held pickled in their JobOutcome.

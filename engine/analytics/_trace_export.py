@@ -38,7 +38,8 @@ from steptrace.store._store import (FINISHED_STATUSES, StoreError, connect, firs
 DEFAULT_BATCH_RUNS = 256
 DEFAULT_BATCH_STEPS = 200_000
 STATUSES = ("ok", "exception", "invalid", "timeout", "step_limit", "memory_limit",
-            "output_limit", "unsupported", "missing_module", "exited", "tampered", "crashed")
+            "output_limit", "unsupported", "missing_module", "exited", "tampered", "crashed",
+            "loops")
 # Names of a step's event value, not locals (docs/guides/runs.md).
 EVENT_VALUES = ("<return>", "<yield>", "<exception>")
 

@@ -176,7 +176,8 @@ _RULES = (
          lambda o: "coalesce(seq_ops_long > 0, false)", needs_analysis=True),
     Rule("time", DYNAMIC,
          lambda o: f"the traced call finished within {o.max_seconds:g} s",
-         lambda o: f"status = 'timeout' OR coalesce(call_us > {int(o.max_seconds * 1e6)}, false)"),
+         lambda o: f"status IN ('timeout', 'loops') "
+                   f"OR coalesce(call_us > {int(o.max_seconds * 1e6)}, false)"),
     Rule("no_exception", DYNAMIC,
          lambda o: "the call returned (status ok)",
          lambda o: "status <> 'ok'"),

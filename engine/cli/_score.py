@@ -167,12 +167,16 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
 @click.option("--other-mode", "other_mode", type=click.Path(dir_okay=False, path_type=Path),
               help="An official scored file (--out) of the same samples in the other mode: "
                    "adds the input-output difficulty correlation.")
+@click.option("--no-loop-detection", "no_loop_detection", is_flag=True,
+              help="Run checks that provably loop forever to the time limit (status "
+                   "timeout) instead of ending them as loops: the same pass@k, slower.")
 @workers_option
 @quiet_option
 @format_option
 def score_cruxeval_command(generations: Path, mode: str, out: Path | None, data: Path,
                            store: Path | None, other_mode: Path | None,
-                           workers: int | None, quiet: bool, fmt: str) -> None:
+                           no_loop_detection: bool, workers: int | None, quiet: bool,
+                           fmt: str) -> None:
     """Score CRUXEval generations as the official harness does: pass@1 and pass@5.
 
     GENERATIONS is a JSON file in the official format (an object sample_i -> list of
@@ -181,13 +185,14 @@ def score_cruxeval_command(generations: Path, mode: str, out: Path | None, data:
     (ci_low, ci_high): pass@1, pass@5, the share of samples fully solved and unsolved,
     distinct generations per sample, and with --other-mode the input-output correlation."""
     _score_cruxeval(generations, mode, out, data, workers, fmt, title="steptrace score-cruxeval",
-                    other_mode=other_mode, quiet=quiet, store=store)
+                    other_mode=other_mode, quiet=quiet, store=store,
+                    loop_detection=not no_loop_detection)
 
 
 def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: Path,
                     workers: int | None, fmt: str, title: str,
                     other_mode: Path | None = None, quiet: bool = False,
-                    store: Path | None = None) -> None:
+                    store: Path | None = None, loop_detection: bool = True) -> None:
     """score-cruxeval, and the deprecated ``score --cruxeval``: check, score, print."""
     from steptrace.scoring._analyses import load_scored
     from steptrace.scoring._cruxeval import (check_mode, load_generations, score_cruxeval,
@@ -199,7 +204,8 @@ def _score_cruxeval(generations_path: Path, mode: str, out: Path | None, data: P
     generations = load_generations(generations_path)
     with _progress_bar("checks", quiet) as progress:
         result = score_cruxeval(generations, mode, data, workers=workers,
-                                progress=_when_checks_run(progress), store=store)
+                                progress=_when_checks_run(progress), store=store,
+                                loop_detection=loop_detection)
     if out is not None:
         write_official(result, out)
     measures = _cruxeval_measures(result, other)

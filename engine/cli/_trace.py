@@ -137,11 +137,14 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
               help="A package lock (steptrace build --with ... --lock FILE): trace in the "
                    "guest that bundles those packages.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--no-loop-detection", "no_loop_detection", is_flag=True,
+              help="Run programs that provably loop forever on to the step or time limit "
+                   "instead of ending them with status loops (goes with --db).")
 @format_option
 def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engine: str,
           address: str | None, shard_size: int, plan_only: bool, workers: int | None, timeout: float,
           max_steps: int, memory_mb: int, max_repr: int, isolation: str, force: bool,
-          lock: Path | None, quiet: bool, fmt: str) -> None:
+          lock: Path | None, quiet: bool, no_loop_detection: bool, fmt: str) -> None:
     """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
     read once, into a temporary file) into the store; with --out, of every CORPUS into a
     shard directory."""
@@ -164,7 +167,8 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
             summary = api.trace(paths[0], db, workers=workers, isolation=isolation,
                                 limits=limits, force=force,
                                 name="demo" if demo else str(paths[0]),
-                                progress=_progress_callback(progress), packages=lock)
+                                progress=_progress_callback(progress), packages=lock,
+                                loop_detection=not no_loop_detection)
         for error in summary.corpus_errors:
             click.echo(f"warning: {error}", err=True)
         echo_trace_summary(summary, db, fmt)
@@ -174,6 +178,8 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
     if force:
         raise click.UsageError("--force goes with --db (a shard directory is resumed, not "
                                "replaced: give a new --out to trace again)")
+    if no_loop_detection:
+        raise click.UsageError("--no-loop-detection goes with --db")
     if workers == 0:
         raise click.UsageError("a sharded trace needs --workers 1 or more")
     shards = [0, 0]  # done, planned: shown beside the runs' rate

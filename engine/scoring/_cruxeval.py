@@ -18,7 +18,10 @@ that file scored dropped generations as failures instead, see the README):
 
 Each check is one guest request in mode ``run`` (untraced), a fresh instance per check
 (isolation ``job``) with the official 3-second limit; status ``ok`` passes, anything else
-(assertion, exception, syntax error, timeout, memory limit, ...) fails. Identical check
+(assertion, exception, syntax error, timeout, memory limit, ...) fails. A check the guest
+proves to loop forever (status ``loops``: its complete state repeated, see the guest's
+loops.py) ends there instead of at the time limit, a failure as its timeout would have
+been: pass@k are the same with ``loop_detection`` off. Identical check
 programs are run once and their outcome reused (``deduplicate``), which the summary shows
 as checks run against checks needed. Checks whose program has a ``while`` loop run first
 (``run_order``), so that one that times out does not end the run 3 s after the rest.
@@ -169,8 +172,13 @@ def check_program(sample: CruxSample, generation: str) -> str:
             f"assert {sample.output} == {generation}")
 
 
-def check_request(program: str) -> dict:
-    return {"code": program, "entry": CHECK_ENTRY, "input": "", "mode": "run"}
+def check_request(program: str, loop_detection: bool = True) -> dict:
+    """One check's guest request; ``loop_detection`` off: a check that loops forever runs
+    to the time limit even where the guest can prove it loops (status ``loops``)."""
+    request = {"code": program, "entry": CHECK_ENTRY, "input": "", "mode": "run"}
+    if not loop_detection:
+        request["loops"] = False
+    return request
 
 
 def outcome_of(result: dict) -> str:
@@ -327,13 +335,15 @@ def run_order(programs: list[str]) -> list[int]:
 
 
 def run_checks(programs: list[str], workers: int, limits: Limits,
-               progress: Progress | None = None, chunk_size: int = CHUNK_SIZE) -> list[str]:
+               progress: Progress | None = None, chunk_size: int = CHUNK_SIZE,
+               loop_detection: bool = True) -> list[str]:
     """The outcome of each check program, in order, each in a fresh sandbox instance."""
     outcomes: list[str] = ["crashed"] * len(programs)
     if not programs:
         return outcomes
     order = run_order(programs)
-    chunks = [[check_request(programs[i]) for i in order[start:start + chunk_size]]
+    chunks = [[check_request(programs[i], loop_detection)
+               for i in order[start:start + chunk_size]]
               for start in range(0, len(order), chunk_size)]
     done = 0
     if progress:
@@ -384,7 +394,7 @@ def score_samples(samples: list[CruxSample], generations: dict[str, list[str]], 
                   workers: int | None = None, limits: Limits | None = None,
                   deduplicate: bool = True, progress: Progress | None = None,
                   data: str = "", chunk_size: int = CHUNK_SIZE,
-                  store: str | Path | None = None) -> CruxScore:
+                  store: str | Path | None = None, loop_detection: bool = True) -> CruxScore:
     """Score ``generations`` (already validated) for ``samples``; the average runs over
     these samples, so a subset gives the subset's pass@k. With ``store`` the verdicts it
     holds are reused and the new ones kept (engine/scoring/_checks.py)."""
@@ -396,11 +406,11 @@ def score_samples(samples: list[CruxSample], generations: dict[str, list[str]], 
     limits = limits or Limits(timeout_s=CHECK_TIMEOUT_S)
     programs, plan = _plan(samples, generations, mode, deduplicate)
     if store is None:
-        outcomes = run_checks(programs, workers, limits, progress, chunk_size)
+        outcomes = run_checks(programs, workers, limits, progress, chunk_size, loop_detection)
         reused = 0
     else:
         outcomes, reused = _stored_checks(Path(store), programs, workers, limits, progress,
-                                          chunk_size)
+                                          chunk_size, loop_detection)
     scores = [_sample_score(sample, row, outcomes) for sample, row in zip(samples, plan)]
     return CruxScore(mode=mode, data=data, raw_generations=generations, samples=scores,
                      checks_run=len(programs) - reused, deduplicated=deduplicate,
@@ -411,7 +421,8 @@ def score_samples(samples: list[CruxSample], generations: dict[str, list[str]], 
 
 
 def _stored_checks(store: Path, programs: list[str], workers: int, limits: Limits,
-                   progress: Progress | None, chunk_size: int) -> tuple[list[str], int]:
+                   progress: Progress | None, chunk_size: int,
+                   loop_detection: bool = True) -> tuple[list[str], int]:
     """The outcome of each check program, reading those ``store`` holds and running (and
     then keeping) the others; and how many were read. The store is open only to read and
     to write, not while the checks run."""
@@ -421,7 +432,7 @@ def _stored_checks(store: Path, programs: list[str], workers: int, limits: Limit
     from steptrace.store._transaction import transaction
     import duckdb
     guest = guest_key()
-    keys = [check_key("cruxeval", check_request(program), guest, limits)
+    keys = [check_key("cruxeval", check_request(program, loop_detection), guest, limits)
             for program in programs]
     try:
         con = connect(store)
@@ -433,7 +444,8 @@ def _stored_checks(store: Path, programs: list[str], workers: int, limits: Limit
         raise InputError(f"cannot read check verdicts from {store}: {first_line(exc)}") from exc
     outcomes: list[str] = [found[key].status if key in found else "" for key in keys]
     to_run = [i for i, key in enumerate(keys) if key not in found]
-    ran = run_checks([programs[i] for i in to_run], workers, limits, progress, chunk_size)
+    ran = run_checks([programs[i] for i in to_run], workers, limits, progress, chunk_size,
+                     loop_detection)
     new = []
     for index, outcome in zip(to_run, ran):
         outcomes[index] = outcome
@@ -454,7 +466,7 @@ def _stored_checks(store: Path, programs: list[str], workers: int, limits: Limit
 def score_cruxeval(generations: object, mode: str, data_path: str | Path = DEFAULT_DATA,
                    workers: int | None = None, limits: Limits | None = None,
                    deduplicate: bool = True, progress: Progress | None = None,
-                   store: str | Path | None = None) -> CruxScore:
+                   store: str | Path | None = None, loop_detection: bool = True) -> CruxScore:
     """Score official-format CRUXEval ``generations`` (every sample of the data, nothing
     else) in ``mode`` ``input`` or ``output``; ValueError for anything malformed. With
     ``store`` (a store path) check verdicts are kept there and reused."""
@@ -463,7 +475,7 @@ def score_cruxeval(generations: object, mode: str, data_path: str | Path = DEFAU
     samples = load_samples(data_path)
     checked = validate_generations(generations, samples)
     score = score_samples(samples, checked, mode, workers, limits, deduplicate, progress,
-                          data=str(data_path), store=store)
+                          data=str(data_path), store=store, loop_detection=loop_detection)
     return replace(score, seconds=time.perf_counter() - started)
 
 

@@ -132,7 +132,7 @@ class Run:
     ``attributes_frame()``, ``globals_frame()``; empty for a run traced before schema 4).
 
     ``status`` is one of ok, exception, invalid, timeout, step_limit, memory_limit,
-    output_limit, unsupported, missing_module, exited, tampered, crashed; ``output`` is
+    output_limit, unsupported, missing_module, exited, tampered, crashed, loops; ``output`` is
     the return value's repr (for ``ok``), ``output_matches`` whether it equals
     ``expected`` (None without one)."""
 

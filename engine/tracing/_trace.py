@@ -50,6 +50,9 @@ class TraceOptions:
     commit_bytes: int = 32 << 20
     # a guest with these packages (steptrace.sandbox._packages), else the standard guest
     packages: PackageLock | None = None
+    # end a run the guest proves to loop forever (status ``loops``); off: it runs on to
+    # its step or time limit
+    loop_detection: bool = True
 
 
 @dataclass
@@ -137,7 +140,8 @@ def run_jobs(jobs: Iterable[Job], options: TraceOptions, pool: WorkerPool | None
     def requests() -> Iterator[list[dict]]:
         for index, chunk in enumerate(chunks(jobs, options.chunk_size)):
             held[index] = chunk
-            yield [job.request() for job in chunk]
+            yield [job.request() if options.loop_detection else {**job.request(), "loops": False}
+                   for job in chunk]
 
     for index, outcomes in run_chunks(requests(), options.workers, options.limits,
                                       options.isolation, pool=pool, packages=options.packages):

@@ -47,7 +47,8 @@ TRUE_DIV = ("class Half:\n    def __truediv__(self, other):\n        return 2\n\
             "def f(n):\n    return Half() / n + n\n")
 LARGE_INT = "def f(width, height):\n    area = width * height\n    return [area, width, height]\n"
 LONG_SEQ = "def f(word, other):\n    joined = word + other\n    return [joined, word, other]\n"
-SPIN = "def f(limit):\n    steps = 0\n    while limit > 0: pass\n    return steps + limit\n"
+# its state grows (a repeating one is proved to loop: status loops, test_loops_fail_the_time_rule)
+SPIN = "def f(limit):\n    steps = 0\n    while limit > 0: steps += 1\n    return steps\n"
 LOOP = ("def f(n):\n    total = 0\n    for i in range(n):\n        total = total + i % 2\n"
         "    return total\n")
 RAISES = ("def f(values):\n    total = 0\n    for v in values:\n        total = total + 1 // v\n"
@@ -486,3 +487,18 @@ def test_cruxeval_filter_table(cruxeval_db, tmp_path):
     with_assertion = rows(db, "SELECT min(length(p.code || '\nassert f(' || r.input || ') == ' "
                               "|| r.output)) FROM runs r JOIN programs p USING (program_id)")
     assert with_assertion == [(78,)]
+
+
+def test_loops_fail_the_time_rule(tmp_path):
+    """A run proved to loop forever (status loops) did not finish: the time rule removes
+    it, as it removes a timeout."""
+    corpus = tmp_path / "cycle.jsonl"
+    cycle = "def f(limit):\n    steps = 0\n    while limit > 0: steps = 1 - steps\n    return steps\n"
+    corpus.write_text(json.dumps({"id": "cycle", "code": cycle, "input": "1"}) + "\n"
+                      + json.dumps({"id": "done", "code": cycle, "input": "0"}) + "\n")
+    db = tmp_path / "cycle.duckdb"
+    trace_corpus(corpus, db, TraceOptions(workers=0, limits=Limits(timeout_s=10.0)))
+    assert rows(db, "SELECT sample_id, status FROM runs ORDER BY run_id") == [
+        ("cycle", "loops"), ("done", "ok")]
+    timed = filter_runs(db, FilterOptions(rules=("time",)))
+    assert labels(db, timed.removed["time"]) == ["cycle/0"]

@@ -303,11 +303,19 @@ def test_processes(box, baseline, name, isolation):
 
 TIMEOUT = {"status": "timeout", "exception_message": "exceeded the 1 s time limit"}
 RESOURCE_ATTACKS = {
-    "infinite_loop": ("def f():\n    while True: pass\n", "", TIMEOUT),
+    # one line (no line events), its state growing (not proved to loop)
+    "infinite_loop": ("def f():\n    i = 0\n    while True: i += 1\n", "", TIMEOUT),
+    # its state repeats: proved to loop (tracer/loops.py; tests/guest/test_loops.py)
     "infinite_loop_multiline": ("def f():\n    while True:\n        pass\n", "",
-                                {"status": "step_limit",
-                                 "exception_message": "trace exceeds 100000 steps",
-                                 "line_steps": 100000}),
+                                {"status": "loops",
+                                 "exception_message": "the program loops forever: the "
+                                 "complete state of f at line 2 repeated (proved at "
+                                 "backward jump 1060 of the run)",
+                                 "line_steps": 2120}),
+    "infinite_loop_growing": ("def f():\n    n = 0\n    while True:\n        n += 1\n", "",
+                              {"status": "step_limit",
+                               "exception_message": "trace exceeds 100000 steps",
+                               "line_steps": 100000}),
     "allocate_forever": ("def f():\n    a = []\n    while True: a.append(bytearray(10**6))\n", "",
                          {"status": "memory_limit", "exception_type": "MemoryError",
                           "exception_message": "MemoryError: the program ran out of memory"}),
@@ -674,7 +682,7 @@ FORGERIES = {
         "", None, exc("StopTracing", "pwned")),
     # ... and a real stop (the step limit) caught and rewritten: the status stays
     "rewrite_real_stop": (
-        "def f():\n    try:\n        while True:\n            pass\n            pass\n"
+        "def f():\n    n = 0\n    try:\n        while True:\n            n += 1\n            pass\n"
         "    except BaseException as e:\n        e.status = 'ok'\n        e.message = 'fine'\n"
         "        e.args = ('fine',)\n        return 1\n", "", None,
         {"status": "step_limit", "exception_message": "trace exceeds 100000 steps"}),
@@ -742,7 +750,7 @@ CHUNK = [
     ("patch_module", "import math\ndef f():\n    math.pi = 3\n    return math.pi\n", ""),
     ("probe_module", "import math\ndef f():\n    return math.pi\n", ""),
     ("free_tool", "import sys\ndef f():\n    sys.monitoring.free_tool_id(3)\n    return 1\n", ""),
-    ("loop", "def f():\n    while True: pass\n", ""),
+    ("loop", "def f():\n    i = 0\n    while True: i += 1\n", ""),
     ("exit", "import os\ndef f():\n    os._exit(3)\n", ""),
     ("clean_2", "def f(x):\n    y = x * 2\n    return y\n", "4"),
 ]

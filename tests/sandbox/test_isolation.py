@@ -156,7 +156,7 @@ def test_batch_after_a_trap_gets_a_fresh_instance():
     with Sandbox(Limits(timeout_s=0.3, memory_mb=64)) as box:
         start_batch(box)
         assert job(box, LEN_PROBE, isolation="batch") == ("ok", "3", False)
-        outcome = box.run({"code": "def f():\n    while True: pass\n", "input": ""}, "batch")
+        outcome = box.run({"code": "def f():\n    i = 0\n    while True: i += 1\n", "input": ""}, "batch")
         assert outcome.result == {"status": "timeout",
                                   "exception_message": "exceeded the 0.3 s time limit"}
         assert outcome.fresh_instance is False

@@ -82,8 +82,9 @@ TIMEOUT = ("timeout", None, "exceeded the 0.3 s time limit")
 
 
 def test_python_busy_loop_times_out(slow):
-    """`while True: pass` in f: epoch interruption stops it with status timeout."""
-    result = run_in(slow, "def f():\n    while True: pass\n")
+    """`while True: i += 1` in f: epoch interruption stops it with status timeout. (Its
+    state grows: `while True: pass` is proved to loop, status loops: test_loops.py.)"""
+    result = run_in(slow, "def f():\n    i = 0\n    while True: i += 1\n")
     assert status_message(result) == TIMEOUT
     assert_still_works(slow)
 
@@ -104,7 +105,7 @@ def test_c_level_loop_times_out(slow):
 
 def test_timeout_in_module_top_level(slow):
     """A runaway loop at the program's top level (before f exists) also times out."""
-    result = run_in(slow, "while True:\n    pass\n\ndef f():\n    return 1\n")
+    result = run_in(slow, "i = 0\nwhile True:\n    i += 1\n\ndef f():\n    return 1\n")
     assert status_message(result) == TIMEOUT
     assert_still_works(slow)
 
@@ -116,7 +117,7 @@ def test_consecutive_timeouts_do_not_exhaust_instance_slots(slow):
     gc.collect()
     gc.disable()  # as in a worker between collections: no cycle collection happens
     try:
-        statuses = [run_in(slow, "def f():\n    while True: pass\n")["status"]
+        statuses = [run_in(slow, "def f():\n    i = 0\n    while True: i += 1\n")["status"]
                     for _ in range(6)]
         after = run_in(slow, OK_PROGRAM, "3, 4")
     finally:

@@ -103,7 +103,7 @@ def steps_of_length(count: int) -> Forge:
     return make
 
 
-STATUSES_LISTED = "ok, exception, invalid, step_limit, memory_limit, output_limit, unsupported, missing_module, tampered, crashed"
+STATUSES_LISTED = "ok, exception, invalid, step_limit, memory_limit, output_limit, unsupported, missing_module, tampered, crashed, loops"
 # name -> (forged text, the rejection's note after "the guest's result was rejected: ")
 MALFORMED: dict[str, tuple[Forge, str]] = {
     "not_json": (raw('{"status": "ok",'),

@@ -1,0 +1,763 @@
+"""Proved non-termination: a deterministic program whose complete state repeats at the
+same program point loops forever (status ``loops``).
+
+The tracer calls ``on_jump`` at every backward jump of the program's code (a
+sys.monitoring JUMP event, local to the program's code objects; the program never sees
+sys.monitoring). Nothing is checked until ``THRESHOLD`` backward jumps have been taken in
+the job; then, at a backward jump whose target is a *decision point*, the state is
+serialised (``snapshot``) and compared, per frame, with Brent's cycle finding: the
+snapshot kept (the "tortoise") is replaced at backward jumps 1, 2, 4, 8, ... of that
+frame, and a later snapshot equal to it (a full comparison of the two serialisations,
+plain tuples made here, not only a hash) proves the loop. Every refusal below is a
+reason not to decide: the job then runs on as it would without detection.
+
+Why a repeated snapshot is a proof. A decision point is the target of a backward jump
+of a frame that is
+
+* the innermost program frame (the one running the jump), of a code object that is not a
+  generator or coroutine (their frames give control back to their callers) and has no
+  cell or free variables (cells are shared with closures this frame cannot name);
+* at an offset whose static value-stack depth is 0 (``_depths``, an abstract
+  interpretation of the code's stack effects and exception table): nothing of the frame's
+  state is on the value stack (a ``for`` loop's iterator, a ``with``'s ``__exit__``, an
+  ``except``'s exception, a partial expression), so the frame's state is its instruction
+  offset and its locals.
+
+Until this frame returns or raises, its future depends on its locals, its globals (the
+program's namespace), the builtins, every object reachable from them, and nothing of its
+callers (their value stacks and locals are read only through frames, which the program
+is refused, see ``_static_refusal``). The snapshot is all of it: the frame's locals, the
+program's namespace, the builtins checked unchanged from the build, and every object
+reachable from them, serialised structurally with aliasing (objects numbered by first
+visit, a second visit is a back reference: ``is`` answers the same), restricted to types
+whose whole state is read here (``_walk``): None, bool, int, float (its bits), str, bytes,
+bytearray, tuple, list, dict, range, the built-in types and builtins functions, the
+program's functions (defaults, keyword defaults, closure cells, ``__dict__``), classes
+(metaclass ``type``, their dicts) and instances (``__dict__`` only, no slots). Objects
+whose identity a program can observe through an address (its functions, classes and
+instances: a default repr, an identity hash) are also keyed by their ``id``. Anything
+else reachable (iterators, generators, sets, modules, files, C objects, exceptions, ...)
+refuses. The same frame at both snapshots is the same activation: its ``id`` and the count
+of activations of its code started (a new activation at a recycled address counts one
+more). Equal snapshots at the same point of the same activation mean the run from the
+second is the run from the first: the frame never returns.
+
+Determinism is the other half, checked once per job on the program's code
+(``_static_refusal``): no name or attribute that reads hidden or outside state (``id``,
+``hash``, ``print``, ``input``, ``open``, imports, ``eval``/``exec``, ``getattr``/
+``setattr``, frames and most dunder attributes, ``__del__`` finalizers, which run when the
+collector decides); and no program that both can make objects whose repr or hash comes
+from their address (``object()``, iterators, bound methods, closures, generators,
+instances of classes without ``__repr__``) and can turn objects into text or sets (``str``,
+f-strings, ``%``-formatting, ``set``): the address of a new object depends on the memory
+allocator's state, which no snapshot shows.
+
+Reading never runs program code: type names, dicts and members are read with C getters
+captured here, containers with the C functions of their exact types, and the snapshot is
+a tuple of plain values this module made, compared with ``==`` on those values only.
+Bytecode is read by ``_instructions`` with tables taken from ``dis`` when the guest is
+built (``dis`` is a module a program can import and change), checked against ``dis``
+then on a sample of code: a disagreement fails the build.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+__builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may rebind them
+
+import dis as _dis  # noqa: E402  (read when the guest is built, never at job time)
+from _opcode import stack_effect as _stack_effect  # noqa: E402
+from _struct import pack as _pack  # noqa: E402
+from types import (BuiltinFunctionType, CellType, CodeType, FunctionType,  # noqa: E402
+                   GetSetDescriptorType, MemberDescriptorType, ModuleType)
+
+THRESHOLD = 1_000        # backward jumps a job takes before anything is checked
+WINDOW = 30_000          # ... and after which it gives up (every JUMP event disabled)
+MAX_OBJECTS = 20_000     # objects serialised in one snapshot; more refuses (the job gives up)
+MIN_STRIDE = 8           # backward jumps between two snapshots: at least this, and ...
+JUMPS_PER_OBJECT = 4     # ... this many per object the last snapshot read (its cost)
+MAX_FRAMES = 64          # frames followed at once (more: all forgotten, start again)
+FILENAME = "<program>"
+
+# ------------------------------------------------------------------ captured when built
+_TYPE_GET = type.__dict__
+_TYPE_DICT = _TYPE_GET["__dict__"].__get__
+_TYPE_BASES = _TYPE_GET["__bases__"].__get__
+_TYPE_MRO = _TYPE_GET["__mro__"].__get__
+_TYPE_FLAGS = _TYPE_GET["__flags__"].__get__
+_TYPE_MODULE = _TYPE_GET["__module__"].__get__
+_DICTOFFSET = _TYPE_GET["__dictoffset__"].__get__
+_HEAPTYPE = 1 << 9
+_FUNC = FunctionType.__dict__
+_F_CODE = _FUNC["__code__"].__get__
+_F_GLOBALS = _FUNC["__globals__"].__get__
+_F_DEFAULTS = _FUNC["__defaults__"].__get__
+_F_KWDEFAULTS = _FUNC["__kwdefaults__"].__get__
+_F_CLOSURE = _FUNC["__closure__"].__get__
+_F_DICT = _FUNC["__dict__"].__get__
+_CELL_CONTENTS = CellType.__dict__["cell_contents"].__get__
+_BUILTIN_SELF = BuiltinFunctionType.__dict__["__self__"].__get__
+_GETSET_GET = GetSetDescriptorType.__get__
+_GETSET_NAME = GetSetDescriptorType.__dict__["__name__"].__get__
+_RANGE = range.__dict__
+_R_START, _R_STOP, _R_STEP = (_RANGE["start"].__get__, _RANGE["stop"].__get__,
+                              _RANGE["step"].__get__)
+_SM_FUNC = staticmethod.__dict__["__func__"].__get__
+_CM_FUNC = classmethod.__dict__["__func__"].__get__
+_P = property.__dict__
+_P_GET, _P_SET, _P_DEL = _P["fget"].__get__, _P["fset"].__get__, _P["fdel"].__get__
+_DICT_ITEMS = dict.items
+_MAPPING_ITEMS = type(type.__dict__).items  # mappingproxy.items: the class dict's own (C)
+_BYTES = bytes
+_LIST = list
+_BUILTINS = builtins
+_BUILTINS_DICT = builtins.__dict__
+_BUILTINS_STATE = dict(builtins.__dict__)
+_OBJECT = object
+_CO_GENERATORS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coro., async gen.
+_SINGLETONS = {id(None): "None", id(True): "True", id(False): "False",
+               id(...): "Ellipsis", id(NotImplemented): "NotImplemented"}
+_BUILTIN_TYPES = frozenset(id(value) for value in builtins.__dict__.values()
+                           if type(value) is type)
+_BUILTIN_FUNCTIONS = frozenset(id(value) for value in builtins.__dict__.values()
+                               if type(value) is BuiltinFunctionType)
+
+# ------------------------------------------------------------------ static refusal
+# Names (globals, builtins, attributes) a program must not use for its loops to be judged.
+_REFUSED_NAMES = frozenset({
+    "id", "hash", "print", "input", "open", "exec", "eval", "compile", "__import__",
+    "breakpoint", "getattr", "setattr", "delattr", "vars", "memoryview", "help",
+    "globals", "locals", "format_map", "_getframe", "f_locals", "f_back", "tb_frame",
+    "gi_frame", "cr_frame", "ag_frame", "f_globals", "getsizeof", "__builtins__"})
+# Dunder attributes a program may read (any other dunder attribute refuses, and setting
+# or deleting one refuses); dunder *names* (globals, a class body's methods) are its own
+# variables, in the snapshot, but for those in _REFUSED_NAMES.
+_ALLOWED_DUNDERS = frozenset({
+    "__name__", "__module__", "__qualname__", "__doc__", "__firstlineno__",
+    "__static_attributes__", "__classcell__", "__classdictcell__", "__init__", "__new__",
+    "__repr__", "__str__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+    "__hash__", "__len__", "__contains__", "__getitem__", "__setitem__", "__delitem__",
+    "__iter__", "__next__", "__add__", "__sub__", "__mul__", "__bool__", "__call__",
+    "__class__", "__annotations__", "__annotate__", "__conditional_annotations__"})
+# Names that make objects whose repr or hash can come from their address.
+_ADDRESS_MAKERS = frozenset({
+    "object", "iter", "map", "zip", "enumerate", "reversed", "filter", "super", "type",
+    "property", "staticmethod", "classmethod", "aiter", "anext"})
+# Names that turn objects into text, or order objects by their hash.
+# (``keys``/``items``: dict views, whose ``&``, ``|``, ``-``, ``^`` make sets)
+_TEXT_MAKERS = frozenset({"str", "repr", "ascii", "format", "set", "frozenset", "chr",
+                          "union", "intersection", "difference", "symmetric_difference",
+                          "issubset", "issuperset", "isdisjoint", "keys", "items"})
+_TEXT_OPS = frozenset({"FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "BUILD_SET",
+                       "SET_ADD", "SET_UPDATE"})
+_NAME_OPS = frozenset({"LOAD_NAME", "STORE_NAME", "DELETE_NAME", "LOAD_GLOBAL",
+                       "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_ATTR", "STORE_ATTR",
+                       "DELETE_ATTR", "LOAD_SUPER_ATTR", "LOAD_METHOD", "LOAD_FROM_DICT_OR_GLOBALS",
+                       "IMPORT_NAME", "IMPORT_FROM"})
+_ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "STORE_ATTR", "DELETE_ATTR", "LOAD_SUPER_ATTR",
+                            "LOAD_METHOD"})
+_STOPS = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE",
+                    "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP",
+                    "JUMP_NO_INTERRUPT"})
+_BUILTIN_METHOD_NAMES = frozenset(
+    name for kind in (list, dict, str, bytes, bytearray, tuple, int, float, set, frozenset,
+                      range)
+    for name in type.__dict__["__dict__"].__get__(kind) if not name.startswith("__"))
+
+# ------------------------------------------------------------------ the bytecode reader
+# dis and opcode are the program's to import and change (a hostile program could make
+# them hide an import from the static check): they are read once, here, when the guest
+# is built, into plain tables; a job reads bytecode with _instructions, which uses only
+# these tables, the code object's C members and _opcode.stack_effect (C).
+def _deopt(op: int) -> int:
+    name = _dis._all_opname[op] if hasattr(_dis, "_all_opname") else _dis.opname[op]
+    deopt = getattr(_dis, "deoptmap", {})
+    return _dis._all_opmap[deopt[name]] if name in deopt else op
+
+
+_OPNAMES = tuple(_dis.opname[_deopt(op)] for op in range(256))
+_DEOPT = tuple(_deopt(op) for op in range(256))
+_CACHES = tuple(_dis._inline_cache_entries.get(_dis.opname[_deopt(op)], 0)
+                for op in range(256))
+_HAS_ARG = frozenset(_dis.hasarg)
+_HAS_NAME = frozenset(_dis.hasname)
+_HAS_JUMP = frozenset(getattr(_dis, "hasjump", ()) or (_dis.hasjrel + _dis.hasjabs))
+_EXTENDED_ARG = _dis.opmap["EXTENDED_ARG"]
+_BACKWARD = frozenset(_dis.opmap[name] for name in ("JUMP_BACKWARD",
+                                                    "JUMP_BACKWARD_NO_INTERRUPT",
+                                                    "END_ASYNC_FOR")
+                      if name in _dis.opmap and _dis.opmap[name] in _HAS_JUMP)
+_NAME_SHIFT = {_dis.opmap["LOAD_GLOBAL"]: 1, _dis.opmap["LOAD_ATTR"]: 1,
+               _dis.opmap["LOAD_SUPER_ATTR"]: 2}
+_PERCENT_OPS = frozenset(index for index, (_, symbol) in enumerate(_dis._nb_ops)
+                         if symbol in ("%", "%="))
+
+
+def _instructions(code) -> list:
+    """``(start offset, offset, opname, arg, name or None, jump target or None)`` of each
+    instruction of ``code`` (EXTENDED_ARG prefixes folded in, inline caches skipped)."""
+    raw = code.co_code
+    names = code.co_names
+    found = []
+    extended = 0
+    start = None
+    caches = 0
+    for offset in range(0, len(raw), 2):
+        if caches:
+            caches -= 1
+            continue
+        op = _DEOPT[raw[offset]]
+        caches = _CACHES[op]
+        if start is None:
+            start = offset
+        if op in _HAS_ARG:
+            arg = raw[offset + 1] | extended
+            extended = (arg << 8) if op == _EXTENDED_ARG else 0
+        else:
+            arg = None
+            extended = 0
+        if op == _EXTENDED_ARG:
+            continue
+        name = None
+        if op in _HAS_NAME:
+            name = names[arg >> _NAME_SHIFT.get(op, 0)]
+        target = None
+        if op in _HAS_JUMP:
+            step = -arg if op in _BACKWARD else arg
+            target = offset + 2 + 2 * _CACHES[op] + 2 * step
+        found.append((start, offset, _OPNAMES[op], op, arg, name, target))
+        start = None
+    return found
+
+
+def _exception_table(code) -> list:
+    """``(target, depth, lasti)`` of each entry of the code's exception table."""
+    table = code.co_exceptiontable
+    entries = []
+    position = 0
+
+    def varint():
+        nonlocal position
+        byte = table[position]
+        position += 1
+        value = byte & 63
+        while byte & 64:
+            value <<= 6
+            byte = table[position]
+            position += 1
+            value |= byte & 63
+        return value
+
+    while position < len(table):
+        varint()  # start
+        varint()  # length
+        target = varint() * 2
+        depth_lasti = varint()
+        entries.append((target, depth_lasti >> 1, depth_lasti & 1))
+    return entries
+
+
+def _check_reader() -> None:
+    """When the guest is built: the reader agrees with dis on a sample of code."""
+    sample = compile(_READER_SAMPLE, FILENAME, "exec")
+    pending = [sample] + [value.__code__ for value in globals().values()
+                          if type(value) is FunctionType]
+    while pending:
+        code = pending.pop()
+        if type(code) is not CodeType:
+            continue
+        pending.extend(code.co_consts)
+        expected = []
+        for instruction in _dis.get_instructions(code):
+            if instruction.opname == "EXTENDED_ARG":
+                continue
+            expected.append((instruction.offset, instruction.opname, instruction.arg,
+                             instruction.argval if instruction.opcode in _HAS_NAME else None,
+                             instruction.jump_target))
+        mine = [(offset, opname, arg, name, target)
+                for _, offset, opname, _, arg, name, target in _instructions(code)]
+        if mine != expected:
+            wrong = [(a, b) for a, b in zip(mine, expected) if a != b][:1] or len(mine)
+            raise RuntimeError(f"loops.py's bytecode reader disagrees with dis on "
+                               f"{code.co_qualname}: {wrong}")
+        table = [(entry.target, entry.depth, int(entry.lasti))
+                 for entry in _dis._parse_exception_table(code)]
+        if _exception_table(code) != table:
+            raise RuntimeError(f"loops.py's exception table reader disagrees with dis on "
+                               f"{code.co_qualname}")
+
+
+_READER_SAMPLE = """
+import os
+class A(object):
+    n = 0
+    def __init__(self, x):
+        super().__init__()
+        self.x = x
+    def m(self):
+        return self.x.y.z, A.n
+def f(xs, k=1):
+    global g
+    total = 0
+    for i, x in enumerate(xs):
+        while x > 0 and total < 10**9:
+            x -= 1
+            total += (x % 3) + len(str(x))
+            if x == 7:
+                break
+        else:
+            continue
+        try:
+            g = {a: b for a, b in zip(xs, xs)}
+        except (KeyError, ValueError) as e:
+            raise RuntimeError("x") from e
+        finally:
+            total += 1
+    with open("x") as handle:
+        pass
+    return [y for y in xs if y] if k else lambda: total
+async def h():
+    async for z in q():
+        await z
+"""
+
+
+# ------------------------------------------------------------------ state (one job)
+enabled = False
+namespace = None          # the program's module namespace
+program = None            # the program's module code
+traced = False            # the job is traced (the tracer calls the program's __repr__)
+jumps = 0                 # backward jumps taken this job
+refusal = None            # why this job is not judged (a str), once decided
+next_check = THRESHOLD    # the backward jump at which the next snapshot is taken
+frame_at = None           # sysmon_tracer.frame_at (set by the tracer: no import cycle)
+checked = False           # the static check ran
+starts: dict = {}         # code object -> activations started this job
+frames: dict = {}         # id(frame) -> [code, starts, tortoise snapshot, power, lam]
+depths: dict = {}         # code object -> {offset: static stack depth} (None: unknown)
+
+
+def begin(on: bool, program_namespace, program_code, tracing: bool = False) -> None:
+    """A job starts: forget the last one; judge loops if ``on``; ``tracing``: the job is
+    traced."""
+    global enabled, namespace, program, jumps, refusal, checked, next_check, traced
+    next_check = THRESHOLD
+    traced = tracing
+    enabled = on and type(program_namespace) is dict and type(program_code) is CodeType
+    namespace = program_namespace if enabled else None
+    program = program_code if enabled else None
+    jumps = 0
+    refusal = None
+    checked = False
+    starts.clear()
+    frames.clear()
+    depths.clear()
+
+
+def finish() -> None:
+    """Drop every reference to the program's objects."""
+    global enabled, namespace, program
+    enabled = False  # (the tracer keeps the job's JUMP events: sysmon_tracer.loop_events)
+    namespace = program = None
+    starts.clear()
+    frames.clear()
+    depths.clear()
+
+
+def on_jump(code, destination: int):
+    """A backward jump of the program's ``code`` to ``destination``, at or after
+    ``next_check`` (the tracer counts ``jumps`` and calls this only then), in the
+    innermost program frame (``frame_at(2)``). Returns None (go on), ``False`` (never
+    report this jump again), or the ``loops`` message."""
+    global refusal, checked, next_check
+    if refusal is not None or jumps > THRESHOLD + WINDOW:
+        next_check = 0  # every jump comes here once more, to be disabled
+        return False
+    if not checked:
+        checked = True
+        refusal = _static_refusal(program)
+        if refusal is None and _builtins_changed():
+            refusal = "the builtins were changed"
+        if refusal is not None:
+            frames.clear()
+            next_check = 0
+            return False
+    if (code.co_flags & _CO_GENERATORS or code.co_cellvars or code.co_freevars):
+        return False
+    table = depths.get(code, 0)
+    if table == 0:
+        table = depths[code] = _depths(code)
+    if table is None or table.get(destination) != 0:
+        return False
+    frame = frame_at(2)
+    if frame.f_globals is not namespace or frame.f_code is not code:
+        return False
+    snapshot, cost = _snapshot(code, destination, frame)
+    frame = None
+    next_check = jumps + max(MIN_STRIDE, JUMPS_PER_OBJECT * cost)
+    if snapshot is None:
+        if cost >= MAX_OBJECTS:
+            refusal = "the program's state is too large"
+        frames.clear()
+        return None
+    key = snapshot[0]  # the frame's id
+    entry = frames.get(key)
+    count = starts.get(code, 0)
+    if entry is None or entry[0] is not code or entry[1] != count:
+        if len(frames) >= MAX_FRAMES:
+            frames.clear()
+        frames[key] = [code, count, snapshot, 1, 1]
+        return None
+    if entry[2] == snapshot:
+        if _builtins_changed():  # (the static check makes it impossible: defence in depth)
+            refusal = "the builtins were changed"
+            return None
+        line = _line(code, destination)
+        return (f"the program loops forever: the complete state of {code.co_qualname} at "
+                f"line {line} repeated (proved at backward jump {jumps} of the run)")
+    if entry[3] == entry[4]:
+        entry[2] = snapshot
+        entry[3] *= 2
+        entry[4] = 0
+    entry[4] += 1
+    return None
+
+
+def _line(code, offset: int):
+    for start, end, line in code.co_lines():
+        if start <= offset < end:
+            return line
+    return code.co_firstlineno
+
+
+# ------------------------------------------------------------------ the static check
+def _codes(code) -> list:
+    found, pending = [], [code]
+    while pending:
+        current = pending.pop()
+        if type(current) is not CodeType:
+            continue
+        found.append(current)
+        pending.extend(current.co_consts)
+    return found
+
+
+def _static_refusal(code):
+    """Why the program cannot be judged (a str), or None."""
+    if type(code) is not CodeType:
+        return "no program code"
+    makes_addresses = makes_text = False
+    try:
+        for current in _codes(code):
+            if current.co_filename != FILENAME:
+                return "code from elsewhere"
+            if current.co_flags & _CO_GENERATORS:
+                makes_addresses = True
+            is_module = current is code
+            loops = [] if not is_module else _loop_ranges(current)
+            for _, offset, name, _, arg, target, _ in _instructions(current):
+                if name in _TEXT_OPS:
+                    makes_text = True
+                if name in ("MAKE_FUNCTION", "LOAD_BUILD_CLASS"):
+                    if not is_module or any(a <= offset <= b for a, b in loops):
+                        makes_addresses = True
+                if name == "BINARY_OP" and arg in _PERCENT_OPS:  # % and %=
+                    if _percent_text(code):
+                        makes_text = True
+                if name in ("IMPORT_NAME", "IMPORT_FROM"):
+                    return "the program imports modules"
+                if name not in _NAME_OPS:
+                    continue
+                if type(target) is not str:
+                    return "an unreadable name"
+                if target in _REFUSED_NAMES:
+                    return f"the program uses {target!r}"
+                if target == "__del__":
+                    return "the program defines a finalizer"
+                if target[:2] == "__" and target[-2:] == "__" and name in _ATTRIBUTE_OPS:
+                    if target not in _ALLOWED_DUNDERS:
+                        return f"the program uses {target!r}"
+                    if name in ("STORE_ATTR", "DELETE_ATTR"):
+                        return f"the program sets {target!r}"
+                if target in _ADDRESS_MAKERS:
+                    makes_addresses = True
+                if target in _TEXT_MAKERS:
+                    makes_text = True
+                if name == "LOAD_ATTR" and not (arg & 1) and (
+                        target in _BUILTIN_METHOD_NAMES or target[:2] == "__"):
+                    makes_addresses = True  # a bound method object, not a call
+            if _class_body(current):
+                names = current.co_names
+                if "__repr__" not in names or not ("__eq__" in names or "__hash__" in names):
+                    makes_addresses = True  # an address in its repr, or its hash
+                if traced and ("__repr__" in names or "__str__" in names):
+                    # the tracer calls it when its own caches say so: hidden state
+                    return "a traced program's class defines __repr__"
+    except Exception:  # a code object this module cannot read: not judged
+        return "unreadable code"
+    if makes_addresses and makes_text:
+        return "objects with address-based reprs or hashes may become text or set order"
+    return None
+
+
+def _loop_ranges(code) -> list:
+    return [(target, offset) for _, offset, name, _, _, _, target in _instructions(code)
+            if name in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")]
+
+
+def _class_body(code) -> bool:
+    """A class body (it stores ``__module__`` and ``__qualname__``)."""
+    names = code.co_names
+    return "__qualname__" in names and "__module__" in names
+
+
+def _percent_text(code) -> bool:
+    """A ``%`` may format text: some str or bytes constant of the program has a ``%``."""
+    for current in _codes(code):
+        for constant in current.co_consts:
+            kind = type(constant)
+            if kind is str and "%" in constant or kind is bytes and b"%" in constant:
+                return True
+    return False
+
+
+# ------------------------------------------------------------------ stack depths
+def _depths(code):
+    """``{offset: value-stack depth}`` of the code's reachable instructions, or None if
+    they cannot be computed consistently."""
+    try:
+        instructions = _instructions(code)
+        at = {}
+        for index, instruction in enumerate(instructions):
+            at[instruction[0]] = at[instruction[1]] = index
+        found = {}
+        pending = [(instructions[0][0], 0)]
+        for target, depth, lasti in _exception_table(code):
+            pending.append((target, depth + 1 + lasti))
+        while pending:
+            offset, depth = pending.pop()
+            while True:
+                known = found.get(offset)
+                if known is not None:
+                    if known != depth:
+                        return None
+                    break
+                if depth < 0 or offset not in at:
+                    return None
+                index = at[offset]
+                start, real, opname, opcode, arg, _, target = instructions[index]
+                found[start] = found[real] = depth
+                if target is not None:
+                    jumped = depth + (_stack_effect(opcode, arg, jump=True)
+                                      if arg is not None
+                                      else _stack_effect(opcode, jump=True))
+                    pending.append((target, jumped))
+                if opname in _STOPS:
+                    break
+                depth += (_stack_effect(opcode, arg, jump=False) if arg is not None
+                          else _stack_effect(opcode, jump=False))
+                if index + 1 >= len(instructions):
+                    break
+                offset = instructions[index + 1][0]
+        return found
+    except Exception:
+        return None
+
+
+# ------------------------------------------------------------------ the snapshot
+def _builtins_changed() -> bool:
+    if len(_BUILTINS_DICT) != len(_BUILTINS_STATE):
+        return True
+    get = _BUILTINS_DICT.get
+    for name, value in _DICT_ITEMS(_BUILTINS_STATE):
+        if get(name, _BUILTINS_STATE) is not value:
+            return True
+    return False
+
+
+def _snapshot(code, offset: int, frame):
+    """The frame's complete state as a tuple of plain values (the frame's id first), or
+    None (refused); and the number of objects read."""
+    out = [id(frame), id(code), offset]
+    memo: dict = {}
+    if frame.f_locals is namespace:  # a module frame: its locals are the globals
+        roots = [namespace]
+    else:
+        local_vars = frame.f_locals
+        names, values = [], []
+        for name, value in local_vars.items():
+            if type(name) is not str:
+                return None, 1
+            names.append(name)
+            values.append(value)
+        out.append(tuple(names))
+        roots = values + [namespace]
+    keep = []  # the objects serialised, alive until the comparison is made
+    for root in roots:
+        refused = _walk(root, out, memo, keep)
+        if refused:
+            return None, MAX_OBJECTS if refused == _TOO_LARGE else len(out)
+    keep = None
+    return tuple(out), len(out)
+
+
+_REFUSED, _TOO_LARGE = 1, 2
+
+
+def _walk(root, out: list, memo: dict, keep: list) -> int:
+    """Serialise ``root`` and what it reaches onto ``out`` (depth first; ``memo``: id ->
+    number by first visit). 0, or ``_REFUSED`` if anything reached is outside the
+    whitelist, ``_TOO_LARGE`` if ``out`` would grow past ``MAX_OBJECTS`` entries."""
+    stack = [root]
+    append = out.append
+    while stack:
+        if len(out) + len(stack) >= MAX_OBJECTS:
+            return _TOO_LARGE
+        value = stack.pop()
+        key = id(value)
+        single = _SINGLETONS.get(key)
+        if single is not None:
+            append(single)
+            continue
+        number = memo.get(key)
+        if number is not None:
+            append(("@", number))
+            continue
+        memo[key] = len(memo)
+        keep.append(value)
+        kind = type(value)
+        if kind is int or kind is str or kind is bytes:
+            append((kind is int and "i" or kind is str and "s" or "b", value))
+        elif kind is float:
+            append(("f", _pack("<d", value)))
+        elif kind is tuple or kind is list:
+            if len(value) >= MAX_OBJECTS:
+                return _TOO_LARGE
+            append(("t" if kind is tuple else "l", len(value)))
+            stack.extend(_LIST(value)[::-1])
+        elif kind is dict:
+            if len(value) >= MAX_OBJECTS:
+                return _TOO_LARGE
+            pairs = _LIST(_DICT_ITEMS(value))
+            append(("d", len(pairs)))
+            for pair in pairs[::-1]:
+                stack.append(pair[1])
+                stack.append(pair[0])
+        elif kind is bytearray:
+            append(("B", _BYTES(value)))
+        elif kind is range:
+            append(("r",))
+            stack.extend((_R_STEP(value), _R_STOP(value), _R_START(value)))
+        elif kind is ModuleType:
+            if value is not _BUILTINS:
+                return _REFUSED
+            append(("M",))
+        elif kind is BuiltinFunctionType:
+            if key not in _BUILTIN_FUNCTIONS or _BUILTIN_SELF(value) is not _BUILTINS:
+                return _REFUSED
+            append(("F", key))
+        elif kind is type:
+            if key in _BUILTIN_TYPES or value is _OBJECT:
+                append(("T", key))
+            elif not _program_class(value, stack):
+                return _REFUSED
+            else:
+                append(("C", key))
+        elif kind is FunctionType:
+            function_code = _F_CODE(value)
+            if (function_code.co_filename != FILENAME
+                    or _F_GLOBALS(value) is not namespace):
+                return _REFUSED
+            append(("P", key, id(function_code)))
+            closure = _F_CLOSURE(value)
+            cells = []
+            if closure is not None:
+                for cell in closure:
+                    try:
+                        cells.append(_CELL_CONTENTS(cell))
+                    except ValueError:  # an empty cell
+                        cells.append(_EMPTY)
+            stack.append(tuple(cells) if closure is not None else None)
+            stack.append(_F_DICT(value))
+            stack.append(_F_KWDEFAULTS(value))
+            stack.append(_F_DEFAULTS(value))
+        elif kind is staticmethod or kind is classmethod:
+            append(("m", kind is staticmethod))
+            stack.append(_SM_FUNC(value) if kind is staticmethod else _CM_FUNC(value))
+        elif kind is property:
+            append(("p",))
+            stack.extend((_P_DEL(value), _P_SET(value), _P_GET(value)))
+        elif kind is GetSetDescriptorType:
+            if _GETSET_NAME(value) not in ("__dict__", "__weakref__"):
+                return _REFUSED
+            append(("G", key))
+        elif value is _EMPTY:
+            append(("E",))
+        else:
+            instance_dict = _instance_dict(value, kind)
+            if instance_dict is None:
+                return _REFUSED
+            append(("o", key))
+            stack.append(instance_dict)
+            stack.append(kind)
+    return 0
+
+
+_EMPTY = ("<empty cell>",)  # made here: never a program object
+
+
+def _program_class(cls, stack: list) -> bool:
+    """A class the program defined, metaclass ``type``, whose state is its dict and its
+    bases (pushed onto ``stack``); False for any other class."""
+    if not _TYPE_FLAGS(cls) & _HEAPTYPE:
+        return False
+    module = _TYPE_MODULE(cls)
+    if type(module) is not str or module != "__main__":
+        return False
+    items = _LIST(_MAPPING_ITEMS(_TYPE_DICT(cls)))
+    names = []
+    for name, item in items:
+        if type(name) is not str or name == "__del__" or name == "__slots__":
+            return False
+        if type(item) is MemberDescriptorType:
+            return False
+        names.append(name)
+    stack.append(_TYPE_BASES(cls))
+    stack.append(tuple(names))
+    stack.append(tuple([item for _, item in items]))
+    return True
+
+
+def _instance_dict(value, kind):
+    """The ``__dict__`` of an instance of a program class (read by the getset descriptor
+    CPython made), or None: not such an instance, slots, or no dict."""
+    if type(kind) is not type or not _TYPE_FLAGS(kind) & _HEAPTYPE:
+        return None
+    module = _TYPE_MODULE(kind)
+    if type(module) is not str or module != "__main__" or not _DICTOFFSET(kind):
+        return None
+    for klass in _TYPE_MRO(kind):
+        if klass is _OBJECT:
+            continue
+        if not _TYPE_FLAGS(klass) & _HEAPTYPE or type(klass) is not type:
+            return None  # a built-in base (int, list, Exception, ...) holds hidden state
+        descriptor = None
+        for name, item in _MAPPING_ITEMS(_TYPE_DICT(klass)):
+            if type(name) is not str:
+                return None
+            if name == "__dict__":
+                descriptor = item
+        if descriptor is not None:
+            if (type(descriptor) is not GetSetDescriptorType
+                    or _GETSET_NAME(descriptor) != "__dict__"):
+                return None
+            try:
+                found = _GETSET_GET(descriptor, value, kind)
+            except (TypeError, AttributeError):
+                return None
+            return found if type(found) is dict else None
+    return None
+
+
+_check_reader()  # when the guest is built: a disagreement fails the build
