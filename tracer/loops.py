@@ -50,7 +50,10 @@ collector decides); and no program that both can make objects whose repr or hash
 from their address (``object()``, iterators, bound methods, closures, generators,
 instances of classes without ``__repr__``) and can turn objects into text or sets (``str``,
 f-strings, ``%``-formatting, ``set``): the address of a new object depends on the memory
-allocator's state, which no snapshot shows.
+allocator's state, which no snapshot shows; and no handler that could catch a MemoryError
+(``_handlers_miss_memory_error``): whether an allocation fails depends on the allocator's
+and the collector's state too (cyclic garbage freed by a collection ends a loop whose
+visible state repeated).
 
 Reading never runs program code: type names, dicts and members are read with C getters
 captured here, containers with the C functions of their exact types, and the snapshot is
@@ -151,6 +154,17 @@ _TEXT_MAKERS = frozenset({"str", "repr", "ascii", "format", "set", "frozenset", 
                           "issubset", "issuperset", "isdisjoint", "keys", "items"})
 _TEXT_OPS = frozenset({"FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "BUILD_SET",
                        "SET_ADD", "SET_UPDATE"})
+# Exception classes an ``except`` may name and still never catch a MemoryError (every
+# built-in one but MemoryError and its bases, BaseException and Exception): whether an
+# allocation fails depends on the allocator's and the collector's state, which no
+# snapshot shows (a loop that catches MemoryError may end once the collector frees
+# memory). Any other handler (a bare ``except``, ``except Exception``, a ``finally``, a
+# ``with``, a class held in a variable) refuses the program.
+_SAFE_EXCEPTIONS = frozenset(
+    name for name, value in builtins.__dict__.items()
+    if type(value) is type and issubclass(value, BaseException)
+    and value not in MemoryError.__mro__)
+_BINDING_OPS = frozenset({"STORE_NAME", "STORE_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})
 _NAME_OPS = frozenset({"LOAD_NAME", "STORE_NAME", "DELETE_NAME", "LOAD_GLOBAL",
                        "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_ATTR", "STORE_ATTR",
                        "DELETE_ATTR", "LOAD_SUPER_ATTR", "LOAD_METHOD", "LOAD_FROM_DICT_OR_GLOBALS",
@@ -448,6 +462,8 @@ def _static_refusal(code):
     if type(code) is not CodeType:
         return "no program code"
     makes_addresses = makes_text = False
+    handled: set = set()  # the exception names the program's handlers match
+    bound: set = set()    # the names its code binds in a namespace
     try:
         for current in _codes(code):
             if current.co_filename != FILENAME:
@@ -456,7 +472,12 @@ def _static_refusal(code):
                 makes_addresses = True
             is_module = current is code
             loops = [] if not is_module else _loop_ranges(current)
-            for _, offset, name, _, arg, target, _ in _instructions(current):
+            instructions = _instructions(current)
+            if not _handlers_miss_memory_error(instructions, handled):
+                return "the program may catch a MemoryError (a handler that can match it)"
+            for _, offset, name, _, arg, target, _ in instructions:
+                if name in _BINDING_OPS:
+                    bound.add(target)
                 if name in _TEXT_OPS:
                     makes_text = True
                 if name in ("MAKE_FUNCTION", "LOAD_BUILD_CLASS"):
@@ -496,9 +517,40 @@ def _static_refusal(code):
                     return "a traced program's class defines __repr__"
     except Exception:  # a code object this module cannot read: not judged
         return "unreadable code"
+    defined = set(bound)
+    if namespace is not None:  # (the input may bind names too: a walrus)
+        defined.update(key for key in _LIST(namespace) if type(key) is str)
+    shadowed = [n for n in handled if n in defined]
+    if shadowed:
+        return f"the program binds {shadowed[0]!r}, a name its handlers match"
     if makes_addresses and makes_text:
         return "objects with address-based reprs or hashes may become text or set order"
     return None
+
+
+def _handlers_miss_memory_error(instructions: list, handled: set) -> bool:
+    """Whether no handler of this code can catch a MemoryError: each (PUSH_EXC_INFO, a
+    handler's first instruction; only ``try`` and ``with`` make one) goes on to load one
+    or a tuple of ``_SAFE_EXCEPTIONS`` by name and match it (CHECK_EXC_MATCH). The names
+    are added to ``handled`` (they must keep their built-in meaning)."""
+    count = len(instructions)
+    for index in range(count):
+        if instructions[index][2] != "PUSH_EXC_INFO":
+            continue
+        names = []
+        at = index + 1
+        while at < count and instructions[at][2] in ("LOAD_GLOBAL", "LOAD_NAME"):
+            names.append(instructions[at][5])
+            at += 1
+        if names and len(names) > 1 and at < count and instructions[at][2] == "BUILD_TUPLE":
+            at += 1
+        if not names or at >= count or instructions[at][2] != "CHECK_EXC_MATCH":
+            return False
+        for name in names:
+            if type(name) is not str or name not in _SAFE_EXCEPTIONS:
+                return False
+            handled.add(name)
+    return True
 
 
 def _loop_ranges(code) -> list:
