@@ -79,8 +79,10 @@ def load_run(db: str | Path, run_id: int | None = None, sample_id: str | None = 
         con.close()
 
 
-def _read_run(con, run_id: int | None, sample_id: str | None, input_index: int) -> RunView:
-    rid = find_run_id(con, run_id, sample_id, input_index)
+def run_rows(con, rid: int) -> tuple[dict, list, list, list, list, list]:
+    """Run ``rid`` as stored: its runs row with the program's code, entry, source and
+    shape columns, and its steps, states, objects, attributes and global_states rows in
+    step order (``show`` and the viewer read a run through this)."""
     cursor = con.execute(f"SELECT r.*, p.code, p.entry, p.source, {shape_columns(con)} "
                          "FROM runs r JOIN programs p USING (program_id) WHERE run_id = ?",
                          [rid])
@@ -91,14 +93,22 @@ def _read_run(con, run_id: int | None, sample_id: str | None, input_index: int) 
     object_id = "object_id" if _has_column(con, "states", "object_id") else "NULL"
     states = con.execute(f"SELECT step, var, value, type, truncated, {object_id} FROM states "
                          "WHERE run_id = ? ORDER BY step, rowid", [rid]).fetchall()
-    attributes = globals_ = []
-    if has_table(con, "attributes"):  # a version 3 store opened read-only has neither
+    objects = attributes = globals_ = []
+    if has_table(con, "attributes"):  # a store before schema 4 has none of these
+        objects = con.execute("SELECT object_id, type, step FROM objects WHERE run_id = ? "
+                              "ORDER BY object_id", [rid]).fetchall()
         attributes = con.execute("SELECT step, object_id, attr, value, type, truncated, ref_id "
                                  "FROM attributes WHERE run_id = ? ORDER BY step, rowid",
                                  [rid]).fetchall()
         globals_ = con.execute("SELECT step, name, value, type, truncated, object_id "
                                "FROM global_states WHERE run_id = ? ORDER BY step, rowid",
                                [rid]).fetchall()
+    return run, steps, states, objects, attributes, globals_
+
+
+def _read_run(con, run_id: int | None, sample_id: str | None, input_index: int) -> RunView:
+    run, steps, states, _, attributes, globals_ = run_rows(
+        con, find_run_id(con, run_id, sample_id, input_index))
     code = run.pop("code")
     lines = source_lines(code)
     views = {s[0]: StepView(*s, source=lines[s[3] - 1].strip() if 0 < s[3] <= len(lines) else "")

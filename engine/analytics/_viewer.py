@@ -38,12 +38,12 @@ from pathlib import Path
 
 import duckdb
 
-from steptrace.analytics._show import _has_column, find_run_id
+from steptrace.analytics._show import find_run_id, run_rows
 from steptrace.corpus._formats import source_lines
 from steptrace.corpus._text import user_file
 from steptrace.errors import InputError
 from steptrace.store._runs import call_text
-from steptrace.store._store import StoreError, connect, first_line, has_table, shape_columns
+from steptrace.store._store import StoreError, connect, first_line
 
 FORMAT_VERSION = 1
 EVENTS = ("call", "line", "return", "yield", "resume", "throw", "raise", "unwind")
@@ -94,27 +94,7 @@ def view_data(db: str | Path, run_id: int | None = None, sample_id: str | None =
 
 
 def _read(con, run_id, sample_id, input_index):
-    rid = find_run_id(con, run_id, sample_id, input_index)
-    cursor = con.execute(f"SELECT r.*, p.code, p.entry, {shape_columns(con)} "
-                         "FROM runs r JOIN programs p USING (program_id) WHERE run_id = ?",
-                         [rid])
-    run = dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
-    steps = con.execute("SELECT step, event, func, line, depth, frame FROM steps "
-                        "WHERE run_id = ? ORDER BY step", [rid]).fetchall()
-    object_id = "object_id" if _has_column(con, "states", "object_id") else "NULL"
-    states = con.execute(f"SELECT step, var, value, type, truncated, {object_id} FROM states "
-                         "WHERE run_id = ? ORDER BY step, rowid", [rid]).fetchall()
-    objects = attributes = globals_ = []
-    if has_table(con, "attributes"):  # a store before schema 4 has none of these
-        objects = con.execute("SELECT object_id, type, step FROM objects WHERE run_id = ? "
-                              "ORDER BY object_id", [rid]).fetchall()
-        attributes = con.execute("SELECT step, object_id, attr, value, type, truncated, ref_id "
-                                 "FROM attributes WHERE run_id = ? ORDER BY step, rowid",
-                                 [rid]).fetchall()
-        globals_ = con.execute("SELECT step, name, value, type, truncated, object_id "
-                               "FROM global_states WHERE run_id = ? ORDER BY step, rowid",
-                               [rid]).fetchall()
-    return run, steps, states, objects, attributes, globals_
+    return run_rows(con, find_run_id(con, run_id, sample_id, input_index))
 
 
 def _encode(run, steps, states, objects, attributes, globals_) -> dict:
