@@ -21,8 +21,9 @@ another check's: a model's answer cannot reach a verdict it was not judged for, 
 a SHA-256 collision.
 
 A check whose status is ``crashed`` (the host or a worker failed: it may not happen again)
-is not kept; every other verdict is, ``timeout`` included (a program that loops for good
-loops again, and re-running it costs the whole limit). Any status but ``ok`` is a failure.
+or ``timeout`` (wall time: a right answer may time out on a busy machine and pass on an
+idle one) is not kept, so the next scoring runs it again; every other verdict is kept
+(a loop the guest proves endless is ``loops``, kept). Any status but ``ok`` is a failure.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ import pyarrow as pa
 from steptrace.store._tables import CHECKS
 
 SOURCES = ("input", "cruxeval")
-NOT_KEPT = "crashed"  # a host or worker failure, not the program's verdict
+# a host or worker failure, and a wall-time verdict: neither is the program's own
+NOT_KEPT = frozenset({"crashed", "timeout"})
 CHECK_TYPES = CHECKS.arrow_types()
 
 
@@ -112,9 +114,9 @@ class NewCheck:
 
 def store_new(con: duckdb.DuckDBPyConnection, checks: list[NewCheck]) -> int:
     """Insert the verdicts of ``checks`` (in the caller's transaction), but not those with
-    status ``crashed``; a key already stored keeps its row (the same check, judged the same
+    status ``crashed`` or ``timeout``; a key already stored keeps its row (the same check, judged the same
     way). Returns how many rows were offered."""
-    kept = {c.key: c for c in checks if c.verdict.status != NOT_KEPT}
+    kept = {c.key: c for c in checks if c.verdict.status not in NOT_KEPT}
     ensure_table(con)
     if not kept:
         return 0

@@ -204,9 +204,10 @@ def test_a_forged_answer_cannot_reach_another_checks_verdict(store, sandbox_requ
     assert all(len(k) == 64 and int(k, 16) >= 0 for k in keys)
 
 
-def test_a_crashed_check_is_not_kept(tmp_path, monkeypatch):
-    """``crashed`` is the host's or a worker's failure, not the program's verdict: it is
-    reported as a failure but not kept, so the next score runs the check again."""
+def test_a_crashed_or_timed_out_check_is_not_kept(tmp_path, monkeypatch):
+    """``crashed`` is the host's or a worker's failure and ``timeout`` a wall-time verdict
+    (a busy machine's), neither the program's own: reported as failures but not kept, so
+    the next score runs the check again; ``loops`` (proved) is kept."""
     from steptrace.scoring._checks import CheckVerdict, NewCheck, load_verdicts, store_new
     from steptrace.store._store import connect
     con = connect(tmp_path / "c.duckdb")
@@ -214,11 +215,12 @@ def test_a_crashed_check_is_not_kept(tmp_path, monkeypatch):
         new = [NewCheck("a" * 64, "input", CheckVerdict("crashed", False, "worker died"), "g",
                         3.0, 512),
                NewCheck("b" * 64, "cruxeval", CheckVerdict("timeout", False), "g", 3.0, 512),
-               NewCheck("c" * 64, "cruxeval", CheckVerdict("ok", True), "g", 3.0, 512)]
+               NewCheck("c" * 64, "cruxeval", CheckVerdict("ok", True), "g", 3.0, 512),
+               NewCheck("e" * 64, "cruxeval", CheckVerdict("loops", False), "g", 3.0, 512)]
         assert store_new(con, new) == 2
         assert store_new(con, new[1:]) == 2  # the same keys again: kept once
-        assert load_verdicts(con, ["a" * 64, "b" * 64, "c" * 64, "d" * 64]) == {
-            "b" * 64: CheckVerdict("timeout", False), "c" * 64: CheckVerdict("ok", True)}
+        assert load_verdicts(con, ["a" * 64, "b" * 64, "c" * 64, "d" * 64, "e" * 64]) == {
+            "c" * 64: CheckVerdict("ok", True), "e" * 64: CheckVerdict("loops", False)}
         assert con.execute("SELECT count(*) FROM checks").fetchall() == [(2,)]
     finally:
         con.close()
