@@ -16,6 +16,9 @@ label) and one mode:
   ``output`` mode: the predicted literal as stored;
 * an unparseable prediction (no answer found) is the empty string: the harness drops it
   in input mode (no ``f(``) and fails it in output mode, as ``score`` counts it wrong;
+  so is an answer ``score`` refuses without running it (an input that is not "safe
+  arguments", engine/scoring/_inputs.py; an output that is no literal): the harness
+  would run it as code (``f(0) or True``, ``0 or True`` pass its ``assert``);
 * a prediction whose request failed is left out, as ``score`` leaves it out; a sample
   left with no generation is left out (the harness would count an empty list as passed).
 
@@ -33,7 +36,9 @@ import duckdb
 
 from steptrace.corpus._text import user_file
 from steptrace.errors import InputError
-from steptrace.store._store import connect, first_line, StoreError
+from steptrace.scoring._inputs import program_names, safe_arguments
+from steptrace.scoring._judges import NO_LITERAL, literal
+from steptrace.store._store import StoreError, connect, first_line, has_table
 
 MODES = ("input", "output")
 
@@ -49,6 +54,7 @@ class GenerationsExport:
     samples: int          # keys written
     generations: int      # strings written
     unparseable: int      # predictions without an answer, written as ""
+    refused: int          # answers score refuses (unsafe input, non-literal output), as ""
     failed_requests: int  # predictions whose request failed, left out
     samples_left_out: int  # samples whose every request failed
 
@@ -60,6 +66,7 @@ class GenerationsExport:
                 ("mode", self.mode), ("samples", self.samples),
                 ("generations", self.generations),
                 ("unparseable (written as \"\")", self.unparseable),
+                ("refused: unsafe input or no literal (written as \"\")", self.refused),
                 ("failed requests (left out)", self.failed_requests),
                 ("samples left out (no generation)", self.samples_left_out)]
 
@@ -93,14 +100,13 @@ def predictions_as_generations(db: str | Path, model: str, mode: str,
     con = connect(db, read_only=True)
     try:
         for table in ("predictions", "tasks"):
-            if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?",
-                           [table]).fetchall() == [(0,)]:
+            if not has_table(con, table):
                 raise InputError(f"{db} has no {table} table: run steptrace tasks and "
                                  "steptrace predict first")
         label = _experiment_label(con, db, model, label)
         rows = con.execute(
             "SELECT r.sample_id, t.task_id, p.sample_index, p.answer, p.parsed, p.error, "
-            "g.entry FROM predictions p JOIN tasks t USING (task_id) "
+            "g.entry, g.code FROM predictions p JOIN tasks t USING (task_id) "
             "JOIN runs r ON r.run_id = t.run_id JOIN programs g ON g.program_id = r.program_id "
             "WHERE p.model = ? AND p.label = ? AND t.kind = ? "
             "ORDER BY r.run_id, t.task_id, p.sample_index", [model, label, mode]).fetchall()
@@ -113,8 +119,9 @@ def predictions_as_generations(db: str | Path, model: str, mode: str,
                          f"in {db}")
     generations: dict[str, list[str]] = {}
     task_of: dict[str, str] = {}
-    unparseable = failed = 0
-    for sample_id, task_id, _, answer, parsed, error, entry in rows:
+    unparseable = refused = failed = 0
+    names: dict[str, frozenset[str]] = {}
+    for sample_id, task_id, _, answer, parsed, error, entry, code in rows:
         if task_of.setdefault(sample_id, task_id) != task_id:
             raise InputError(f"sample {sample_id} has more than one {mode} task in {db} "
                              "(several runs of one sample id): CRUXEval's generations "
@@ -127,10 +134,21 @@ def predictions_as_generations(db: str | Path, model: str, mode: str,
             unparseable += 1
             listed.append("")
             continue
+        if mode == "input":
+            if code not in names:
+                names[code] = program_names(code)
+            safe = safe_arguments(answer, names[code])
+        else:
+            safe = literal(answer) is not NO_LITERAL
+        if not safe:
+            refused += 1
+            listed.append("")
+            continue
         listed.append(f"{entry}({answer})" if mode == "input" else answer)
     kept = {sample_id: listed for sample_id, listed in generations.items() if listed}
     summary = GenerationsExport("", model, label, mode, len(kept),
-                                sum(len(v) for v in kept.values()), unparseable, failed,
+                                sum(len(v) for v in kept.values()), unparseable, refused,
+                                failed,
                                 len(generations) - len(kept))
     return kept, summary
 

@@ -50,9 +50,11 @@ def loop_replies(task: dict) -> list[Reply]:
     question = json.loads(task["question"])
     if task["kind"] == "input":
         return {"3": [block("[1, 2, 3]"), block("[2]"), NO_ANSWER],       # right, wrong, none
-                "-1": [block("[2]"), FAILED, block("[3]")]}[question["output"]]  # right, -, wrong
+                # right, -, refused (not safe arguments: the harness would pass it)
+                "-1": [block("[2]"), FAILED, block("[3]) or True or ([3]")]}[question["output"]]
     return {"[1, 2, 3]": [block("3"), block("4"), NO_ANSWER],            # right, wrong, none
-            "[2]": [block("-1")] * 3}[question["input"]]                  # right x3
+            # right x2, refused (no literal: `assert f([2]) == 0 or -1` passes)
+            "[2]": [block("-1"), block("-1"), block("0 or -1")]}[question["input"]]
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +68,8 @@ def loop_store(tmp_path_factory) -> tuple[Path, Path]:
 
 
 EXPECTED = {
-    "input": '{"loop3": ["f([1, 2, 3])", "f([2])", ""], "loop2": ["f([2])", "f([3])"]}',
-    "output": '{"loop3": ["3", "4", ""], "loop2": ["-1", "-1", "-1"]}',
+    "input": '{"loop3": ["f([1, 2, 3])", "f([2])", ""], "loop2": ["f([2])", ""]}',
+    "output": '{"loop3": ["3", "4", ""], "loop2": ["-1", "-1", ""]}',
 }
 
 
@@ -81,7 +83,7 @@ def test_the_exported_file_is_the_official_format(loop_store, tmp_path, mode):
     assert out.read_text(encoding="utf-8") == EXPECTED[mode]
     assert json.loads(result.stdout) == {
         "out": str(out), "model": MODEL, "label": LABEL, "mode": mode, "samples": 2,
-        "generations": 5 if mode == "input" else 6, "unparseable": 1,
+        "generations": 5 if mode == "input" else 6, "unparseable": 1, "refused": 1,
         "failed_requests": 1 if mode == "input" else 0, "samples_left_out": 0}
     # the same with the label given, and the item/value table
     again = invoke("export-generations", "--db", db, "--model", MODEL, "--label", LABEL,
