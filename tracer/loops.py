@@ -53,7 +53,9 @@ f-strings, ``%``-formatting, ``set``): the address of a new object depends on th
 allocator's state, which no snapshot shows; and no handler that could catch a MemoryError
 (``_handlers_miss_memory_error``): whether an allocation fails depends on the allocator's
 and the collector's state too (cyclic garbage freed by a collection ends a loop whose
-visible state repeated).
+visible state repeated); and no identity test but against None, True, False or ``...``
+(``_identity_tests_safe``: a snapshot shows ints, strs and tuples by value, the code's
+constants included, which ``is`` tells from equal values made at run time).
 
 Reading never runs program code: type names, dicts and members are read with C getters
 captured here, containers with the C functions of their exact types, and the snapshot is
@@ -384,10 +386,10 @@ def on_jump(code, destination: int):
     ``next_check`` (the tracer counts ``jumps`` and calls this only then), in the
     innermost program frame (``frame_at(2)``). Returns None (go on), ``False`` (never
     report this jump again), or the ``loops`` message."""
-    global refusal, checked, next_check
+    global refusal, checked, next_check, enabled
     if refusal is not None or jumps > THRESHOLD + WINDOW:
-        next_check = 0  # every jump comes here once more, to be disabled
-        return False
+        enabled = False  # given up: no more bookkeeping at calls; each jump comes to
+        return False     # the tracer once more, to be disabled
     if not checked:
         checked = True
         refusal = _static_refusal(program)
@@ -395,7 +397,7 @@ def on_jump(code, destination: int):
             refusal = "the builtins were changed"
         if refusal is not None:
             frames.clear()
-            next_check = 0
+            enabled = False
             return False
     if (code.co_flags & _CO_GENERATORS or code.co_cellvars or code.co_freevars):
         return False
@@ -462,6 +464,7 @@ def _static_refusal(code):
     if type(code) is not CodeType:
         return "no program code"
     makes_addresses = makes_text = False
+    percent = None        # whether a % may format text (read at the first %)
     handled: set = set()  # the exception names the program's handlers match
     bound: set = set()    # the names its code binds in a namespace
     try:
@@ -471,10 +474,12 @@ def _static_refusal(code):
             if current.co_flags & _CO_GENERATORS:
                 makes_addresses = True
             is_module = current is code
-            loops = [] if not is_module else _loop_ranges(current)
             instructions = _instructions(current)
+            loops = [] if not is_module else _loop_ranges(instructions)
             if not _handlers_miss_memory_error(instructions, handled):
                 return "the program may catch a MemoryError (a handler that can match it)"
+            if not _identity_tests_safe(instructions, current.co_consts):
+                return "the program compares identities (is) of values a snapshot shows by value"
             for _, offset, name, _, arg, target, _ in instructions:
                 if name in _BINDING_OPS:
                     bound.add(target)
@@ -484,8 +489,9 @@ def _static_refusal(code):
                     if not is_module or any(a <= offset <= b for a, b in loops):
                         makes_addresses = True
                 if name == "BINARY_OP" and arg in _PERCENT_OPS:  # % and %=
-                    if _percent_text(code):
-                        makes_text = True
+                    if percent is None:  # (once: it reads every code object's constants)
+                        percent = _percent_text(code)
+                    makes_text = makes_text or percent
                 if name in ("IMPORT_NAME", "IMPORT_FROM"):
                     return "the program imports modules"
                 if name not in _NAME_OPS:
@@ -553,9 +559,37 @@ def _handlers_miss_memory_error(instructions: list, handled: set) -> bool:
     return True
 
 
-def _loop_ranges(code) -> list:
-    return [(target, offset) for _, offset, name, _, _, _, target in _instructions(code)
+def _loop_ranges(instructions: list) -> list:
+    return [(target, offset) for _, offset, name, _, _, _, target in instructions
             if name in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")]
+
+
+_SIMPLE_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_CHECK", "LOAD_NAME",
+                           "LOAD_GLOBAL", "LOAD_DEREF"})
+
+
+def _identity_tests_safe(instructions: list, consts: tuple) -> bool:
+    """Whether every ``is``/``is not`` (IS_OP) of this code tests against None, True,
+    False or ``...`` loaded as a constant just before it (``x is None``, ``None is x``).
+    Any other identity test refuses: a snapshot shows an int, str or tuple by value, yet
+    ``x is 1000001`` tells the code's constant from an equal value computed at run time."""
+    for index, instruction in enumerate(instructions):
+        if instruction[2] != "IS_OP":
+            continue
+        previous = instructions[index - 1] if index >= 1 else None
+        before = instructions[index - 2] if index >= 2 else None
+        if not (_singleton_const(previous, consts) or (
+                previous is not None and previous[2] in _SIMPLE_LOADS
+                and _singleton_const(before, consts))):
+            return False
+    return True
+
+
+def _singleton_const(instruction, consts: tuple) -> bool:
+    if instruction is None or instruction[2] != "LOAD_CONST":
+        return False
+    arg = instruction[4]
+    return type(arg) is int and 0 <= arg < len(consts) and id(consts[arg]) in _SINGLETONS
 
 
 def _class_body(code) -> bool:

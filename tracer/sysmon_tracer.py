@@ -839,8 +839,10 @@ def _on_jump(code, offset, destination):
     if destination > offset:
         return _DISABLE  # forward jumps are never decision points (a jump to itself is
                          # a loop: ``while True: pass`` on one line)
-    if quiet or not _loops.enabled:
+    if quiet:
         return None
+    if not _loops.enabled:
+        return _DISABLE  # judging ended (or never began): this jump never comes again
     if stop is not None:
         raise stop
     loops = _loops

@@ -327,3 +327,30 @@ def test_the_next_job_after_a_proof_is_exact(box):
     assert run(box, PASS, "run")["status"] == "loops"
     result = box.run({"code": "def f(n):\n    return n + 1\n", "input": "1"}, "batch").result
     assert (result["status"], result["output"]) == ("ok", "2")
+
+
+def _identity_counter(bits: int) -> str:
+    """A binary counter kept in the identities of equal ints: each variable holds the
+    code's constant or an equal int computed at run time (``-(-v)``), which only ``is``
+    tells apart; it returns after 2**bits rounds of a loop whose visible state (by value)
+    repeats every round."""
+    lines = ["def f(xs):"] + [f"    v{k} = {1000001 + k}" for k in range(bits)]
+    lines += ["    i = 0", "    while True:", "        i = (i + 1) % 3", "        if i == 0:"]
+    indent = "            "
+    for k in range(bits):
+        lines += [f"{indent}if v{k} is {1000001 + k}:", f"{indent}    v{k} = -(-v{k})",
+                  f"{indent}else:", f"{indent}    v{k} = {1000001 + k}"]
+        indent += "    "
+    return "\n".join(lines + [f"{indent}return 'ends'"]) + "\n"
+
+
+def test_identity_tests_of_values_are_never_judged(box):
+    """A snapshot shows an int by value, so ``x is CONSTANT`` is state it does not see:
+    such a program is never judged (it ends); ``is None`` is judged."""
+    result = run(box, _identity_counter(10), "run")
+    assert (result["status"], result["output"]) == ("ok", "'ends'")
+    none_test = "def f(xs):\n    i = 0\n    while i is not None:\n        i = (i + 1) % 3\n"
+    proved = run(box, none_test, "run")
+    assert proved["status"] == "loops"
+    assert proved["exception_message"].startswith(
+        "the program loops forever: the complete state of f at line 3 repeated")
