@@ -38,6 +38,7 @@ from typing import Iterable
 import duckdb
 import pyarrow as pa
 
+from steptrace.store._store import has_table
 from steptrace.store._tables import CHECKS
 
 SOURCES = ("input", "cruxeval")
@@ -87,9 +88,7 @@ def load_verdicts(con: duckdb.DuckDBPyConnection, keys: Iterable[str]
     wanted = sorted(set(keys))
     if not wanted:
         return {}
-    present = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'checks' "
-                          "AND schema_name = 'main'").fetchall()[0][0]
-    if not present:
+    if not has_table(con, "checks"):
         return {}
     con.register("wanted_checks", pa.table({"check_key": wanted}))
     try:

@@ -25,11 +25,13 @@ from steptrace.scoring._buckets import step_bucket
 from steptrace.scoring._stats import (bootstrap_interval, confusion, incremental_consistency,
                                       pass_at_k, pearson, probability_a_beats_b)
 from steptrace.scoring._verdicts import ExperimentKey, Verdict
+from steptrace.scoring._judges import _boolean
+from steptrace.tasks._names import CHAIN_KINDS
 
 # REval's chain of questions about one line of one run, easiest first: coverage → state →
 # path (steptrace's next_line) → output (evaluation.py, class Consistency, of
-# github.com/r-eval/REval).
-CONSISTENCY_KINDS = ("coverage", "state", "next_line", "output")
+# github.com/r-eval/REval); tasks --chains makes them.
+CONSISTENCY_KINDS = CHAIN_KINDS
 CHAIN_SCORES = (1.0, 0.5, 0.25, 0.125, 0.0)  # the scores a four-question chain can have
 
 
@@ -150,7 +152,7 @@ class ScoreSummary:
         for v in self.verdicts:
             if v.kind != "coverage":
                 continue
-            truth = str(self.tasks[v.task_id]["answer"]).strip().lower() == "true"
+            truth = _boolean(str(self.tasks[v.task_id]["answer"])) is True
             predicted, actual = pairs[v.experiment]
             predicted.append(v.parsed and v.correct == truth)
             actual.append(truth)

@@ -10,3 +10,6 @@ KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", 
          "line_count", "branch", "steps", "trace", "exception", "error", "type",
          "alias", "output_type", "stdout", "instruction_steps")
 STYLES = ("direct", "cot", "cruxeval")
+# REval's question chain (coverage, state, path, output about one line of one run), in
+# order: what `tasks --chains` makes and incremental consistency scores.
+CHAIN_KINDS = ("coverage", "state", "next_line", "output")

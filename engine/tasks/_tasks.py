@@ -41,6 +41,7 @@ from steptrace.store._store import StoreError, connect, first_line
 from steptrace.store._tables import TASKS
 from steptrace.tasks._candidates import Candidate, RunFacts, run_facts, select
 from steptrace.tasks._kinds import KINDS, TASK_KINDS, parse_kinds, tables_read
+from steptrace.tasks._names import CHAIN_KINDS
 from steptrace.tasks._program import ProgramInfo, program_info
 from steptrace.tasks._runs import RunData, load_runs
 from steptrace.tasks._templates import load_templates, render
@@ -151,8 +152,6 @@ def tasks_for_run(run: RunData, info: ProgramInfo | None, options: TaskOptions,
             options.prompt_style, render(templates[kind], facts, c), options.seed, now))
     return tasks
 
-
-CHAIN_KINDS = ("coverage", "state", "next_line", "output")
 
 
 def chain_candidates(facts: RunFacts, options: TaskOptions, run_key: str,

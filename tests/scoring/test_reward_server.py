@@ -48,7 +48,8 @@ def h(xs):
 KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", "coverage",
          "line_count", "branch", "steps", "trace", "exception", "error", "type", "alias")
 FORGE_EQ = "type('F', (), {'__eq__': lambda s, o: True, '__hash__': lambda s: 0})()"
-TIMEOUT_S = 1.0  # score's --timeout and the service's: the same limits, the same verdicts
+TIMEOUT_S = 3.0  # score's --timeout and the service's (the default): the same limits, the
+# same verdicts; a short limit could time out a right check on a busy machine
 LIMITS = RewardLimits(max_items=40, max_text_chars=4_000, max_body_bytes=100_000,
                       sandbox=Limits(timeout_s=TIMEOUT_S))
 
@@ -254,20 +255,17 @@ def test_code_checks_compare_as_the_output_judge(server):
     assert results[4]["detail"].startswith("exception: TypeError")
 
 
-def test_a_check_that_never_ends_times_out_without_holding_up_others(store, server):
-    """``g(-1)`` counts down forever: its check ends as ``timeout`` while other requests
-    are served by the other worker (two workers; the looping batch is sent first and
-    answered last, the others answered while it runs)."""
+def test_a_check_that_never_ends_times_out_beside_other_requests(store, server):
+    """``g(-1)`` counts down forever (its state grows: never ``loops``): its checks end
+    as ``timeout``, and batches sent while they run are judged right."""
     _, tasks = store
     countdown = next(t for t in tasks if t["kind"] == "input" and t["sample_id"] == "count")
     looping = [{"task_id": countdown["task_id"], "answer": "-1"},
                {"code": COUNTDOWN, "entry": "g", "input": "-1", "expected_output": "0"}]
-    order: list[str] = []
     found: dict[str, list[dict]] = {}
 
     def send(name: str, items: list[dict]) -> None:
         found[name] = judge_items(server, items)
-        order.append(name)
 
     loop_thread = threading.Thread(target=send, args=("loop", looping))
     loop_thread.start()
@@ -324,7 +322,7 @@ def test_other_paths_methods_and_health(server):
     status, text = raw(server, "GET", "/v1/health")
     assert status == 200 and json.loads(text) == {
         "ok": True, "workers": 2, "limits": {"max_items": 40, "max_text_chars": 4_000,
-                                             "max_body_bytes": 100_000, "timeout_s": 1.0,
+                                             "max_body_bytes": 100_000, "timeout_s": TIMEOUT_S,
                                              "memory_mb": 512}}
     conn = http.client.HTTPConnection(*server.server_address[:2], timeout=60)
     try:  # no Content-Length
