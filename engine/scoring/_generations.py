@@ -120,7 +120,6 @@ def predictions_as_generations(db: str | Path, model: str, mode: str,
     generations: dict[str, list[str]] = {}
     task_of: dict[str, str] = {}
     unparseable = refused = failed = 0
-    names: dict[str, frozenset[str]] = {}
     for sample_id, task_id, _, answer, parsed, error, entry, code in rows:
         if task_of.setdefault(sample_id, task_id) != task_id:
             raise InputError(f"sample {sample_id} has more than one {mode} task in {db} "
@@ -134,12 +133,8 @@ def predictions_as_generations(db: str | Path, model: str, mode: str,
             unparseable += 1
             listed.append("")
             continue
-        if mode == "input":
-            if code not in names:
-                names[code] = program_names(code)
-            safe = safe_arguments(answer, names[code])
-        else:
-            safe = literal(answer) is not NO_LITERAL
+        safe = (safe_arguments(answer, program_names(code)) if mode == "input"  # (cached)
+                else literal(answer) is not NO_LITERAL)
         if not safe:
             refused += 1
             listed.append("")
