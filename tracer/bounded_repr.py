@@ -33,6 +33,12 @@ from sys import getsizeof  # noqa: E402
 from types import (FunctionType, GetSetDescriptorType, MemberDescriptorType,  # noqa: E402
                    MethodType)
 
+# An object's address as a number, what ``id`` gives without its audit event
+# ("builtins.id", Python 3.13+), which would run the runner's audit hook (a Python function)
+# at every call: object's own hash is CPython's pointer hash, the address rotated, so one
+# number per live object, and no program code runs (a class's __hash__ is not asked).
+address = object.__hash__
+
 _SCALARS = frozenset({int, float, complex, bool, type(None), bytes, range, type(...)})
 _SEQUENCES = {list: ("[", "]"), tuple: ("(", ")")}
 
@@ -71,7 +77,7 @@ _ODICT_ITEMS = OrderedDict.items
 _ADDRESS = _compile(r" at 0x[0-9a-fA-F]+")
 _SCRUB = _ADDRESS.sub
 _JOIN = "".join
-# per job: id(type) -> (weak reference to the type, its layout or None)
+# per job: address(type) -> (weak reference to the type, its layout or None)
 _layouts: dict = {}
 
 
@@ -90,7 +96,7 @@ def layout(kind):
     in the MRO, key in that class's dict). Decided once per class and job (a ``__repr__``
     added to the class later is not seen); only type's own C getters run, but the type
     dicts' lookups may meet a program's str subclass keys: the caller is quiet."""
-    entry = _layouts.get(id(kind))
+    entry = _layouts.get(address(kind))
     if entry is not None and entry[0]() is kind:
         return entry[1]
     found = None
@@ -100,7 +106,7 @@ def layout(kind):
             found = _program_layout(kind)
         except BaseException:  # a program's key in a class dict raised in a lookup:
             found = None       # the class is shown by its own repr, not read
-    _layouts[id(kind)] = (_weakref(kind), found)
+    _layouts[address(kind)] = (_weakref(kind), found)
     return found
 
 
@@ -298,23 +304,23 @@ def _emit(value, parts: list[str], budget: list[int], active: set, nesting: int)
         return
     if kind in _SEQUENCES:
         open_, close = _SEQUENCES[kind]
-        if id(value) in active:
+        if address(value) in active:
             _add(parts, budget, open_ + "..." + close)
             return
-        active.add(id(value))
+        active.add(address(value))
         _add(parts, budget, open_)
         for index, item in enumerate(value):
             if index:
                 _add(parts, budget, ", ")
             _emit(item, parts, budget, active, nesting)
         _add(parts, budget, ",)" if kind is tuple and len(value) == 1 else close)
-        active.discard(id(value))
+        active.discard(address(value))
         return
     if kind is dict:
-        if id(value) in active:
+        if address(value) in active:
             _add(parts, budget, "{...}")
             return
-        active.add(id(value))
+        active.add(address(value))
         _add(parts, budget, "{")
         for index, (key, item) in enumerate(value.items()):
             if index:
@@ -323,7 +329,7 @@ def _emit(value, parts: list[str], budget: list[int], active: set, nesting: int)
             _add(parts, budget, ": ")
             _emit(item, parts, budget, active, nesting)
         _add(parts, budget, "}")
-        active.discard(id(value))
+        active.discard(address(value))
         return
     if kind is set or kind is frozenset:
         if not value:
@@ -365,25 +371,25 @@ def foreign_repr(value, kind) -> str:
 
 def _emit_instance(value, kind, shape, parts, budget, active, nesting) -> None:
     name = shape[1]
-    if id(value) in active or nesting >= MAX_NESTING:
+    if address(value) in active or nesting >= MAX_NESTING:
         _add(parts, budget, name + "(...)")
         return
-    active.add(id(value))
+    active.add(address(value))
     _add(parts, budget, name + "(")
     for index, (attr, item) in enumerate(attributes(value, kind, shape)):
         _add(parts, budget, f", {attr}=" if index else f"{attr}=")
         _emit(item, parts, budget, active, nesting + 1)
     _add(parts, budget, ")")
-    active.discard(id(value))
+    active.discard(address(value))
 
 
 def _emit_collection(value, kind, parts, budget, active, nesting) -> None:
     """deque, defaultdict, OrderedDict as CPython 3.12+ prints them, elements rendered
     here (a program instance in them is rendered as everywhere else)."""
-    if id(value) in active:
+    if address(value) in active:
         _add(parts, budget, "[...]" if kind is deque else "...")
         return
-    active.add(id(value))
+    active.add(address(value))
     if kind is deque:
         _add(parts, budget, "deque([")
         for index, item in enumerate(value):
@@ -399,7 +405,7 @@ def _emit_collection(value, kind, parts, budget, active, nesting) -> None:
             _add(parts, budget, ", {")
         elif not value:
             _add(parts, budget, "OrderedDict()")
-            active.discard(id(value))
+            active.discard(address(value))
             return
         else:
             _add(parts, budget, "OrderedDict({")
@@ -410,4 +416,4 @@ def _emit_collection(value, kind, parts, budget, active, nesting) -> None:
             _add(parts, budget, ": ")
             _emit(item, parts, budget, active, nesting)
         _add(parts, budget, "})")
-    active.discard(id(value))
+    active.discard(address(value))

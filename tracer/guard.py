@@ -33,6 +33,7 @@ import random  # noqa: E402
 import sys  # noqa: E402
 
 import exposed  # noqa: E402
+from bounded_repr import address as _address  # noqa: E402
 import shared_state  # noqa: E402
 import sysmon_tracer as _tracer  # noqa: E402
 import wire  # noqa: E402
@@ -70,8 +71,8 @@ _VIEW = exposed.FrameView
 _VIEW_SLOTS = {name: _VIEW.__dict__[name].__set__ for name in _VIEW.__slots__}
 _NEW_OBJECT = object.__new__
 _CO_OPTIMIZED = 1  # a function's frame (its f_locals is not its globals)
-# ids of the runner's module namespaces (guest.py fills it when the guest is built): a
-# frame running their code is below every frame a program may see
+# addresses (bounded_repr.address) of the runner's module namespaces (guest.py fills it
+# when the guest is built): a frame running their code is below every frame a program may see
 runner_globals: frozenset = frozenset()
 _JOB_STDOUT, _JOB_STDERR = exposed.StdStream(), exposed.StdErr()  # they hold nothing
 _TYPE_NAME = _tracer.type_name
@@ -192,7 +193,7 @@ def _on_getframe(args: tuple) -> None:
         _tracer.own = False
     depth = args[0]
     frames = []
-    while frame is not None and id(frame.f_globals) not in runner_globals:
+    while frame is not None and _address(frame.f_globals) not in runner_globals:
         frames.append(frame)
         frame = frame.f_back
     if depth >= len(frames):

@@ -110,7 +110,7 @@ def _install_event_loop() -> None:
 
 
 _install_event_loop()
-guard.runner_globals = frozenset(id(module.__dict__) for module in
+guard.runner_globals = frozenset(bounded_repr.address(module.__dict__) for module in
                                  (job, guard, wire, sysmon_tracer, bounded_repr, shared_state,
                                   loops, stdlib_preload, sys.modules["analysis"],
                                   sys.modules[__name__]))

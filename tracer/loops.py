@@ -74,6 +74,8 @@ __builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may r
 import dis as _dis  # noqa: E402  (read when the guest is built, never at job time)
 from _opcode import stack_effect as _stack_effect  # noqa: E402
 from _struct import pack as _pack  # noqa: E402
+
+from bounded_repr import address as _address  # noqa: E402
 from types import (BuiltinFunctionType, CellType, CodeType, FunctionType,  # noqa: E402
                    GetSetDescriptorType, MemberDescriptorType, ModuleType)
 
@@ -121,11 +123,12 @@ _BUILTINS_DICT = builtins.__dict__
 _BUILTINS_STATE = dict(builtins.__dict__)
 _OBJECT = object
 _CO_GENERATORS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coro., async gen.
-_SINGLETONS = {id(None): "None", id(True): "True", id(False): "False",
-               id(...): "Ellipsis", id(NotImplemented): "NotImplemented"}
-_BUILTIN_TYPES = frozenset(id(value) for value in builtins.__dict__.values()
+_SINGLETONS = {_address(None): "None", _address(True): "True",
+               _address(False): "False", _address(...): "Ellipsis",
+               _address(NotImplemented): "NotImplemented"}
+_BUILTIN_TYPES = frozenset(_address(value) for value in builtins.__dict__.values()
                            if type(value) is type)
-_BUILTIN_FUNCTIONS = frozenset(id(value) for value in builtins.__dict__.values()
+_BUILTIN_FUNCTIONS = frozenset(_address(value) for value in builtins.__dict__.values()
                                if type(value) is BuiltinFunctionType)
 
 # ------------------------------------------------------------------ static refusal
@@ -350,7 +353,7 @@ next_check = THRESHOLD    # the backward jump at which the next snapshot is take
 frame_at = None           # sysmon_tracer.frame_at (set by the tracer: no import cycle)
 checked = False           # the static check ran
 starts: dict = {}         # code object -> activations started this job
-frames: dict = {}         # id(frame) -> [code, starts, tortoise snapshot, power, lam]
+frames: dict = {}         # address of a frame -> [code, starts, tortoise snapshot, power, lam]
 depths: dict = {}         # code object -> {offset: static stack depth} (None: unknown)
 
 
@@ -589,7 +592,7 @@ def _singleton_const(instruction, consts: tuple) -> bool:
     if instruction is None or instruction[2] != "LOAD_CONST":
         return False
     arg = instruction[4]
-    return type(arg) is int and 0 <= arg < len(consts) and id(consts[arg]) in _SINGLETONS
+    return type(arg) is int and 0 <= arg < len(consts) and _address(consts[arg]) in _SINGLETONS
 
 
 def _class_body(code) -> bool:
@@ -665,7 +668,7 @@ def _builtins_changed() -> bool:
 def _snapshot(code, offset: int, frame):
     """The frame's complete state as a tuple of plain values (the frame's id first), or
     None (refused); and the number of objects read."""
-    out = [id(frame), id(code), offset]
+    out = [_address(frame), _address(code), offset]
     memo: dict = {}
     if frame.f_locals is namespace:  # a module frame: its locals are the globals
         roots = [namespace]
@@ -692,7 +695,7 @@ _REFUSED, _TOO_LARGE = 1, 2
 
 
 def _walk(root, out: list, memo: dict, keep: list) -> int:
-    """Serialise ``root`` and what it reaches onto ``out`` (depth first; ``memo``: id ->
+    """Serialise ``root`` and what it reaches onto ``out`` (depth first; ``memo``: address ->
     number by first visit). 0, or ``_REFUSED`` if anything reached is outside the
     whitelist, ``_TOO_LARGE`` if ``out`` would grow past ``MAX_OBJECTS`` entries."""
     stack = [root]
@@ -701,7 +704,7 @@ def _walk(root, out: list, memo: dict, keep: list) -> int:
         if len(out) + len(stack) >= MAX_OBJECTS:
             return _TOO_LARGE
         value = stack.pop()
-        key = id(value)
+        key = _address(value)
         single = _SINGLETONS.get(key)
         if single is not None:
             append(single)
@@ -755,7 +758,7 @@ def _walk(root, out: list, memo: dict, keep: list) -> int:
             if (function_code.co_filename != FILENAME
                     or _F_GLOBALS(value) is not namespace):
                 return _REFUSED
-            append(("P", key, id(function_code)))
+            append(("P", key, _address(function_code)))
             closure = _F_CLOSURE(value)
             cells = []
             if closure is not None:

@@ -47,9 +47,9 @@ order the tracer first sees them (``objects``); a state row carries its value's 
 every step the objects reachable from the frame's locals (through containers and
 instance attributes, within ``MAX_WALK_DEPTH``/``MAX_WALK_OBJECTS``) are visited, and the
 attributes of program instances that changed since the object was last seen are recorded
-(``attributes``). The tracer keeps no program object beyond a step: ``id(obj)`` maps to the
-object id, checked by a weak reference where the type allows one (a dead referent at the
-address means a new object). The program's globals that its code names are recorded at
+(``attributes``). The tracer keeps no program object beyond a step: the object's address
+(``bounded_repr.address``, not ``id``: see there) maps to the object id, checked by a weak
+reference where the type allows one (a dead referent at the address means a new object). The program's globals that its code names are recorded at
 the first step and whenever they change (``global_states``).
 
 Trust: the tracer shares its interpreter with the program, so it keeps no state where the
@@ -77,6 +77,7 @@ from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType  # noq
 
 import bounded_repr as _br  # noqa: E402
 import loops as _loops  # noqa: E402
+from bounded_repr import address as _address  # noqa: E402
 from bounded_repr import bounded_repr as _bounded_repr  # noqa: E402
 from exposed import StopTracing  # noqa: E402
 
@@ -154,10 +155,11 @@ step_frames: list = []
 step_funcs: list = []
 states: list = []         # (step, name, repr or None, type name or None, truncated,
                           #  object id or None)
-object_index: dict = {}   # id(object) -> (object id, weak reference or None, id(type))
+object_index: dict = {}   # address -> (object id, weak reference or None, address of its type)
 object_types: list = []   # per object id (from 1): its type name ...
 object_steps: list = []   # ... and the step it was first seen at
-attr_prev: dict = {}      # object id -> {attribute: (atomic value, repr, id(type), ref id)}
+attr_prev: dict = {}      # object id -> {attribute: (atomic value, repr, type's address,
+                          #                 ref id)}
 attributes: list = []     # (step, object id, attribute, repr or None, type, truncated, ref id)
 namespace = None          # the program's module namespace (its globals)
 global_names: tuple = ()  # names the program's code uses (co_names), sorted
@@ -393,8 +395,8 @@ def _delta(frame, fid: int, index: int) -> None:
             kept = None
             flat = _br.flat
             if kind in _TRACKED:
-                entry = object_index.get(id(value))
-                if entry is not None and entry[1] is None and entry[2] == id(kind):
+                entry = object_index.get(_address(value))
+                if entry is not None and entry[1] is None and entry[2] == _address(kind):
                     oid = entry[0]  # a list or dict seen before (no weak reference to check)
                 else:
                     oid = _object_id(value, kind, index)
@@ -451,7 +453,7 @@ def _shape(kind):
     a class's dicts may meet a program's str subclass keys: quiet, and a failure is
     remembered as "not a program class"."""
     global quiet
-    entry = _br._layouts.get(id(kind))
+    entry = _br._layouts.get(_address(kind))
     if entry is not None and entry[0]() is kind:
         return entry[1]
     quiet += 1
@@ -460,7 +462,7 @@ def _shape(kind):
     except BaseException as exc:
         if exc is stop and stop is not None:
             raise
-        _br._layouts[id(kind)] = (_weakref(kind), None)
+        _br._layouts[_address(kind)] = (_weakref(kind), None)
         return None
     finally:
         quiet -= 1
@@ -469,9 +471,9 @@ def _shape(kind):
 def _object_id(value, kind, index: int) -> int:
     """The object's id; an object not seen before (or at the address of a dead one) gets
     the next id and an ``objects`` row."""
-    key = id(value)
+    key = _address(value)
     entry = object_index.get(key)
-    if entry is not None and entry[2] == id(kind):
+    if entry is not None and entry[2] == _address(kind):
         ref = entry[1]
         if ref is None or ref() is value:
             return entry[0]
@@ -486,7 +488,7 @@ def _object_id(value, kind, index: int) -> int:
     object_types.append(name)
     object_steps.append(index)
     oid = len(object_types)
-    object_index[key] = (oid, ref, id(kind))
+    object_index[key] = (oid, ref, _address(kind))
     return oid
 
 
@@ -514,7 +516,7 @@ def _visit(level: list, index: int) -> None:
     for _ in range(MAX_WALK_DEPTH + 1):
         following: list = []
         for value in level:
-            key = id(value)
+            key = _address(value)
             if key in seen:
                 continue
             seen.add(key)
@@ -522,7 +524,7 @@ def _visit(level: list, index: int) -> None:
             if kind in _TRACKED:
                 shape = None
             else:
-                entry = layouts_get(id(kind))
+                entry = layouts_get(_address(kind))
                 shape = entry[1] if entry is not None and entry[0]() is kind else _shape(kind)
             if shape is not None or kind in _TRACKED:
                 count += 1
@@ -530,7 +532,7 @@ def _visit(level: list, index: int) -> None:
                     walk_cut = True
                     return
                 entry = index_get(key)
-                if entry is not None and entry[2] == id(kind) and (
+                if entry is not None and entry[2] == _address(kind) and (
                         entry[1] is None or entry[1]() is value):
                     oid = entry[0]  # seen before (what _object_id checks first)
                 else:
@@ -573,14 +575,14 @@ def _attributes(value, kind, shape, oid: int, index: int, following: list) -> No
         old = old_attrs.get(name)
         ref = None
         if item_kind in _ATOMIC_TYPES:
-            if old is not None and old[0] is item and old[2] == id(item_kind):
+            if old is not None and old[0] is item and old[2] == _address(item_kind):
                 continue
             kept = item
         else:
             kept = None
             following.append(item)
-            entry = object_index.get(id(item))
-            if entry is not None and entry[2] == id(item_kind) and (
+            entry = object_index.get(_address(item))
+            if entry is not None and entry[2] == _address(item_kind) and (
                     entry[1]() is item if entry[1] is not None else item_kind in _TRACKED):
                 ref = entry[0]  # an object seen before (what _object_id checks first)
                 if old is not None and old[3] == ref and item_kind not in _TRACKED:
@@ -594,10 +596,10 @@ def _attributes(value, kind, shape, oid: int, index: int, following: list) -> No
                     # again at every step would repeat them up the graph, and cost the most)
                     continue
         text, truncated = value_repr(item)
-        if old is not None and old[1] == text and old[2] == id(item_kind) and old[3] == ref:
-            old_attrs[name] = (kept, text, id(item_kind), ref)
+        if old is not None and old[1] == text and old[2] == _address(item_kind) and old[3] == ref:
+            old_attrs[name] = (kept, text, _address(item_kind), ref)
             continue
-        old_attrs[name] = (kept, text, id(item_kind), ref)
+        old_attrs[name] = (kept, text, _address(item_kind), ref)
         kind_name = type_name(item_kind, "attributes.type")
         _spend(len(text) + len(name) + 8, "attributes")
         attributes.append((index, oid, name, text, kind_name, truncated, ref))
@@ -772,6 +774,7 @@ def _on_start(code, offset):
     global next_frame, calls, own
     if code.co_filename != FILENAME:
         return _DISABLE
+    recording = active and not quiet
     if _loops.enabled:
         # inline, no call of a Python function: a program at its recursion limit must
         # not get a RecursionError from the loop detection's bookkeeping
@@ -779,19 +782,22 @@ def _on_start(code, offset):
         starts[code] = starts.get(code, 0) + 1
         if code not in loop_codes:
             loop_codes[code] = True
-            if code not in code_index:
+            # code about to be recorded gets its JUMP events with the others (_register):
+            # switching them on twice would instrument the code twice
+            if code not in code_index and not (recording and stop is None):
                 own = True
                 try:
                     _set_local_events(TOOL_ID, code, _get_local_events(TOOL_ID, code) | _JUMP)
                 finally:
                     own = False
-    if quiet or not active:
+    if not recording:
         return None
     if stop is not None:
         raise stop
     if not stack and code.co_name == "__del__":
         # a finalizer run while no program activation is running (an object freed as the
         # call's frames are torn down) is not part of the call
+        _unrecorded(code)
         return None
     frame = frame_at(1)
     caller = frame.f_back
@@ -799,6 +805,7 @@ def _on_start(code, offset):
             and caller not in frame_ids):
         # called from a program frame that is not traced: the clean-up of a generator
         # abandoned by a finished activation (see _on_throw) is not part of the call
+        _unrecorded(code)
         return None
     _register(code)
     _check_depth(frame)
@@ -810,6 +817,19 @@ def _on_start(code, offset):
     calls += 1
     _record(CALL, code, code.co_firstlineno, frame, fid)
     return None
+
+
+def _unrecorded(code) -> None:
+    """Program code that starts while recording but is not recorded: the JUMP events the
+    loop detection gave up on switching on above (``_register`` does it for recorded
+    code) are switched on now."""
+    global own
+    if code in loop_codes and code not in code_index and _loops.enabled:
+        own = True
+        try:
+            _set_local_events(TOOL_ID, code, _get_local_events(TOOL_ID, code) | _JUMP)
+        finally:
+            own = False
 
 
 def _register(code) -> None:
