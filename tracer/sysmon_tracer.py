@@ -49,8 +49,9 @@ instance attributes, within ``MAX_WALK_DEPTH``/``MAX_WALK_OBJECTS``) are visited
 attributes of program instances that changed since the object was last seen are recorded
 (``attributes``). The tracer keeps no program object beyond a step: the object's address
 (``bounded_repr.address``, not ``id``: see there) maps to the object id, checked by a weak
-reference where the type allows one (a dead referent at the address means a new object). The program's globals that its code names are recorded at
-the first step and whenever they change (``global_states``).
+reference where the type allows one (a dead referent at the address means a new object).
+The program's globals that its code names are recorded at the first step and whenever
+they change (``global_states``).
 
 Trust: the tracer shares its interpreter with the program, so it keeps no state where the
 program can reach it. It is a module (no classes: a class is reachable through

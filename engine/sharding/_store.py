@@ -129,7 +129,7 @@ def open_shard_store(directory: str | Path, read_only: bool = False,
                     con.execute(table.ddl())
         else:
             try:
-                con = _open_waiting(companion, False)
+                con, _ = _open_waiting(companion, False)
             except duckdb.Error as exc:
                 raise _open_error(companion, exc) from exc
             for table in others:

@@ -122,15 +122,20 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     check_database_file(path)
     existed = path.exists()
     try:
-        con = _open_waiting(path, read_only)
+        con, waited = _open_waiting(path, read_only)
     except duckdb.Error as exc:
         if not existed and path.exists() and path.stat().st_size == 0:
             path.unlink()  # a failed create (full disk) must not leave an unusable file
         raise _open_error(path, exc) from exc
     try:
         if not read_only:
-            found = _check_schema(con, path, allow_missing=True)
-            con.execute(SCHEMA)  # creates what is missing: a new file, or versions 1-3's upgrade
+            # a file this call created holds nothing to check (reading the catalogue costs
+            # ~12 ms); one another process held while this one waited may hold anything
+            fresh = not existed and not waited
+            found = {} if fresh else _check_schema(con, path, allow_missing=True)
+            # what is missing (a new file, or versions 1-3's upgrade), in one commit
+            with transaction(con):
+                con.execute(SCHEMA)
             if found:  # an older store's tables (a new file's are made as declared)
                 upgrade_experiment_tables(con)  # version 2's predictions and scores
                 upgrade_columns(con, found)  # versions 4 to 6's columns
@@ -209,22 +214,25 @@ def _is_lock_error(exc: duckdb.Error) -> bool:
     return isinstance(exc, duckdb.IOException) and "Could not set lock on file" in str(exc)
 
 
-def _open_waiting(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+def _open_waiting(path: Path, read_only: bool) -> tuple[duckdb.DuckDBPyConnection, bool]:
     """``duckdb.connect``, trying again for up to ``lock_wait_s()`` while another process
-    holds the file's lock. DuckDB lets one process open a file for writing, or any number
-    for reading only, and a connection keeps its lock until it is closed; steptrace's
-    writers (predict, score) hold theirs only for short transactions, so a wait of a few
-    seconds lets commands take turns instead of failing."""
+    holds the file's lock; the connection, and whether it had to wait. DuckDB lets one
+    process open a file for writing, or any number for reading only, and a connection
+    keeps its lock until it is closed; steptrace's writers (predict, score) hold theirs
+    only for short transactions, so a wait of a few seconds lets commands take turns
+    instead of failing."""
     deadline = time.monotonic() + lock_wait_s()
     pause = 0.01
+    waited = False
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            return duckdb.connect(str(path), read_only=read_only), waited
         except duckdb.Error as exc:
             left = deadline - time.monotonic()
             if not _is_lock_error(exc) or left <= 0:
                 raise
             time.sleep(min(pause, left))
+            waited = True
             pause = min(pause * 2, 0.2)
 
 
