@@ -7,8 +7,10 @@ objects a program may use for the ones in exposed.py when a job starts
 (``enter``), and puts the interpreter back when it ends (``leave``).
 
 A job's ``sys.stdin`` is a fresh text stream over its stdin text (a C ``TextIOWrapper``
-over a ``BytesIO``: it holds the text and nothing of the runner), made per job and
-replaced by the interpreter's own when the job ends. The running asyncio loop of the
+over a ``BytesIO``: it holds the text and nothing of the runner), replaced by the
+interpreter's own when the job ends. Jobs without stdin text (most) share one empty
+stream, made again only when a job left it other than as made (``_pristine``): making
+one and tearing it down cost ~20 µs a job in the guest. The running asyncio loop of the
 interpreter (componentize-py keeps one for its async exports) and asyncio's event loop
 policy (which holds that loop as the current one) are taken away while a job runs, so
 that ``asyncio.run`` starts the program's own loop (exposed.SandboxEventLoop) and
@@ -25,7 +27,9 @@ import builtins
 __builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may rebind them
 
 import _asyncio  # noqa: E402
+import _io  # noqa: E402
 import _random  # noqa: E402
+import _weakref  # noqa: E402
 import asyncio.events  # noqa: E402
 import gc  # noqa: E402
 import io  # noqa: E402
@@ -46,6 +50,14 @@ _SYS = sys.__dict__            # sys's namespace: stores here cannot run a progr
 _GC = gc.__dict__
 _STDOUT, _STDERR, _STDIN = sys.stdout, sys.stderr, sys.stdin
 _TEXT_STREAM, _BYTES_STREAM = io.TextIOWrapper, io.BytesIO  # C classes: nothing to rebind
+# their own getters and methods: an instance attribute cannot answer for them
+_STREAM_GET = {name: _TEXT_STREAM.__dict__[name].__get__
+               for name in ("buffer", "encoding", "errors", "line_buffering",
+                            "write_through", "_CHUNK_SIZE")}
+_INSTANCE_DICT = _io._IOBase.__dict__["__dict__"].__get__  # both streams' attributes
+_RAW_CLOSED = _BYTES_STREAM.__dict__["closed"].__get__
+_RAW_TELL, _RAW_GETVALUE = _BYTES_STREAM.tell, _BYTES_STREAM.getvalue
+_weakref_count = _weakref.getweakrefcount
 _get_running_loop, _set_running_loop = _asyncio._get_running_loop, _asyncio._set_running_loop
 _ASYNCIO_EVENTS = asyncio.events.__dict__  # holds the event loop policy (and its loop)
 _POLICY = "_event_loop_policy"
@@ -247,10 +259,53 @@ def new_stdin(text: str):
     """A job's ``sys.stdin``: a text stream over ``text`` as a real one reads it (UTF-8,
     universal newlines, ``.buffer`` the bytes), named ``<stdin>``."""
     raw = _BYTES_STREAM(text.encode("utf-8", "surrogatepass"))
-    raw.name = "<stdin>"
+    raw.name = _STDIN_NAME
     stream = _TEXT_STREAM(raw, encoding="utf-8", errors="surrogatepass", newline=None)
-    stream.mode = "r"
+    stream.mode = _STDIN_MODE
     return stream
+
+
+_STDIN_NAME, _STDIN_MODE = "<stdin>", "r"
+_CHUNK_SIZE = _STREAM_GET["_CHUNK_SIZE"](new_stdin(""))
+empty_stdin = new_stdin("")  # the stdin of jobs without stdin text, while _pristine
+
+
+def _pristine(stream) -> bool:
+    """Whether an empty stdin is as ``new_stdin`` made it: attached and open, nothing
+    written to its bytes, configured as made, no attribute but its name and mode (the
+    very objects set), and no weak reference (a program's finalizer on it would run in a
+    later job). Read with the C types' own getters: no program code runs. Reading an
+    empty stream changes nothing a program can see."""
+    get = _STREAM_GET
+    raw = get["buffer"](stream)
+    if type(raw) is not _BYTES_STREAM or _RAW_CLOSED(raw) or _RAW_TELL(raw) != 0:
+        return False
+    if _RAW_GETVALUE(raw) or _weakref_count(stream) or _weakref_count(raw):
+        return False
+    if get["line_buffering"](stream) or get["write_through"](stream):
+        return False
+    encoding, errors = get["encoding"](stream), get["errors"](stream)
+    if type(encoding) is not str or encoding != "utf-8" or type(errors) is not str \
+            or errors != "surrogatepass" or get["_CHUNK_SIZE"](stream) != _CHUNK_SIZE:
+        return False
+    return _only(_INSTANCE_DICT(stream), "mode", _STDIN_MODE) and \
+        _only(_INSTANCE_DICT(raw), "name", _STDIN_NAME)
+
+
+def _only(namespace, key: str, value) -> bool:
+    """``namespace`` is ``{key: value}``, the very key and value objects (compared by
+    identity: a program's str subclass key would answer ``==``)."""
+    if type(namespace) is not dict or len(namespace) != 1:
+        return False
+    for found, item in namespace.items():
+        return found is key and item is value
+    return False
+
+
+def stdin_for(text: str):
+    """The ``sys.stdin`` of a job with this stdin text (``leave`` keeps the empty one
+    pristine)."""
+    return new_stdin(text) if text else empty_stdin
 
 
 def enter(limits: dict, seed: object, stdin: str = "") -> None:
@@ -276,7 +331,7 @@ def enter(limits: dict, seed: object, stdin: str = "") -> None:
     _seed(_RANDOM, seed if type(seed) is int else RANDOM_SEED)
     _RANDOM.gauss_next = None
     _SYS["stdout"], _SYS["stderr"] = _JOB_STDOUT, _JOB_STDERR
-    _SYS["stdin"] = new_stdin(stdin)
+    _SYS["stdin"] = stdin_for(stdin)
     outer_loop = _get_running_loop()
     _set_running_loop(None)
     outer_policy = _ASYNCIO_EVENTS.get(_POLICY)
@@ -310,8 +365,13 @@ def leave() -> None:
     """What every job gets back (both isolation modes): sys's streams, recursion
     functions and real limit, sys.monitoring, gc.set_debug, the builtins, the running
     asyncio loop."""
-    global outer_loop, outer_policy
-    _SYS["stdout"], _SYS["stderr"], _SYS["stdin"] = _STDOUT, _STDERR, _STDIN
+    global outer_loop, outer_policy, empty_stdin
+    # the job's stdin goes first, while its stdout is still the job's (whose writes go
+    # nowhere now): a finalizer the program put on it runs here, not in a later job
+    _SYS["stdin"] = _STDIN
+    if not _pristine(empty_stdin):
+        empty_stdin = new_stdin("")
+    _SYS["stdout"], _SYS["stderr"] = _STDOUT, _STDERR
     _set_running_loop(outer_loop)
     _ASYNCIO_EVENTS[_POLICY] = outer_policy
     outer_loop = outer_policy = None

@@ -154,6 +154,50 @@ def test_a_script_that_replaces_stdin_and_input_leaves_the_next_job_its_own(sand
     assert_next_job_exact(sandbox, isolation)
 
 
+# What a job can do to the empty stdin that jobs without stdin text share (guard.py), and
+# what the next job must not see of it.
+STDIN_CHANGES = [
+    "sys.stdin.write('x'); sys.stdin.seek(0)",
+    "sys.stdin.buffer.write(b'x'); sys.stdin.buffer.seek(0)",
+    "sys.stdin.buffer.truncate(0); sys.stdin.buffer.write(b'ab'); sys.stdin.buffer.seek(0)",
+    "sys.stdin.close()",
+    "sys.stdin.buffer.close()",
+    "sys.stdin.detach()",
+    "sys.stdin.foo = 1",
+    "sys.stdin.mode = 'w'",
+    "sys.stdin.buffer.name = 'other'",
+    "sys.stdin.buffer.__setstate__((b'ab', 0, None))",
+    "sys.stdin.reconfigure(encoding='latin-1')",
+    "sys.stdin.reconfigure(errors='strict')",
+    "sys.stdin.reconfigure(line_buffering=True)",
+    "sys.stdin.reconfigure(write_through=True)",
+    "sys.stdin._CHUNK_SIZE = 1",
+    "weakref.finalize(sys.stdin, sys.stdout.write, 'late')",
+    "weakref.finalize(sys.stdin.buffer, print, 'late')",
+    "sys.stdin.read(); sys.stdin.readline(); list(sys.stdin)",
+]
+STDIN_PROBE = ("import sys\ndef f():\n    s = sys.stdin\n"
+               "    return (s.read(), s.closed, s.encoding, s.errors, s.line_buffering,\n"
+               "            s.write_through, s._CHUNK_SIZE, vars(s), vars(s.buffer),\n"
+               "            s.buffer.tell(), s.buffer.getvalue(), s.writable())\n")
+STDIN_AS_MADE = ("('', False, 'utf-8', 'surrogatepass', False, False, 8192, {'mode': 'r'}, "
+                 "{'name': '<stdin>'}, 0, b'', True)")
+
+
+@pytest.mark.parametrize("change", STDIN_CHANGES)
+def test_the_shared_empty_stdin_is_as_made_for_the_next_job(sandbox, change):
+    """Jobs without stdin text share one empty stream (made again when a job changed
+    it): whatever a job did to it, the next job's stdin is the one a fresh instance has,
+    and a finalizer the program put on it writes into no job's output."""
+    assert outcome(job(sandbox, "batch", code=STDIN_PROBE)) == ("ok", None, None,
+                                                                 STDIN_AS_MADE, "")
+    code = f"import sys, weakref\ndef f():\n    {change}\n"
+    assert outcome(job(sandbox, "batch", code=code))[:2] == ("ok", None)
+    assert outcome(job(sandbox, "batch", code=STDIN_PROBE)) == ("ok", None, None,
+                                                                 STDIN_AS_MADE, "")
+    assert_next_job_exact(sandbox, "batch")
+
+
 # ====================================================================== entries
 STACK = """\
 class Stack:
