@@ -687,9 +687,12 @@ def _fill_trace(result: dict) -> None:
                        "depth": tracer.step_depths, "frame": tracer.step_frames,
                        "func": tracer.step_funcs}
     result["states"] = _columns(tracer.states, wire.STATE_COLUMNS)
-    result["objects"] = {"type": tracer.object_types, "step": tracer.object_steps}
-    result["attributes"] = _columns(tracer.attributes, wire.ATTRIBUTE_COLUMNS)
-    result["global_states"] = _columns(tracer.global_rows, wire.GLOBAL_COLUMNS)
+    if tracer.object_types:  # tables without rows are left out (wire.new_result)
+        result["objects"] = {"type": tracer.object_types, "step": tracer.object_steps}
+    if tracer.attributes:
+        result["attributes"] = _columns(tracer.attributes, wire.ATTRIBUTE_COLUMNS)
+    if tracer.global_rows:
+        result["global_states"] = _columns(tracer.global_rows, wire.GLOBAL_COLUMNS)
     if tracer.walk_cut or _tracer._br.attributes_cut:
         wire.add_note(result, "objects beyond the tracer's bounds (depth "
                       f"{tracer.MAX_WALK_DEPTH}, {tracer.MAX_WALK_OBJECTS} objects a step, "

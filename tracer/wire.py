@@ -67,10 +67,9 @@ def new_result() -> dict:
         "line_steps": 0, "instruction_steps": 0, "calls": 0, "max_depth": -1,
         "call_us": 0, "events": list(_tracer.EVENT_NAMES), "funcs": [],
         "steps": {"event": [], "line": [], "depth": [], "frame": [], "func": []},
-        "objects": {"type": [], "step": []},
         "states": {name: [] for name in STATE_COLUMNS},
-        "attributes": {name: [] for name in ATTRIBUTE_COLUMNS},
-        "global_states": {name: [] for name in GLOBAL_COLUMNS},
+        # objects, attributes and global_states: left out while they have no rows (the
+        # host reads a missing one as empty; most runs have none of the last two)
     }
 
 
@@ -110,7 +109,8 @@ def cut_note(result: dict) -> str | None:
         cap = MAX_MESSAGE if field == "exception_message" else _tracer.MAX_NAME
         if field == "funcs" or field.endswith(".type"):
             table = field.split(".")[0]
-            total = len(result["funcs"]) if field == "funcs" else len(result[table]["step"])
+            total = (len(result["funcs"]) if field == "funcs"
+                     else len(result.get(table, {}).get("step", ())))
             parts.append(f"{field} ({count} of {total}, the longest {longest:,} characters) "
                          f"to {cap:,}")
         else:

@@ -140,10 +140,13 @@ class Columns:
 
 @dataclass(frozen=True)
 class Record:
-    """An object with exactly the ``fields`` keys, plus any of the ``optional`` ones."""
+    """An object with exactly the ``fields`` keys, plus any of the ``optional`` ones. A
+    ``fields`` key named in ``empty_when_missing`` (a Columns) may be left out: it is then
+    the table with no rows (the guest leaves out the tables a run has no rows of)."""
 
     fields: dict[str, "Spec"]
     optional: dict[str, "Spec"] = field(default_factory=dict)
+    empty_when_missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,7 @@ RESULT = Record(
         "snapshots": Snapshots(NAME, Text("max_repr")),  # option full_locals
         "shared_state_changed": Names("max_name", most=100_000),  # batch isolation
     },
+    empty_when_missing=("objects", "attributes", "global_states"),
 )
 
 # Statuses whose trace the host does not keep: the guest itself says it cannot be
@@ -354,6 +358,9 @@ class _Checker:
     def record(self, spec: Record, value: object, path: str) -> None:
         if type(value) is not dict:
             raise ResultRejected(f"{path or 'the result'} is {_kind(value)}, not an object")
+        for key in spec.empty_when_missing:
+            if key not in value:
+                value[key] = {name: [] for name in spec.fields[key].columns}
         for key in spec.fields:
             if key not in value:
                 raise ResultRejected(f"{_join(path, key)} is missing")
@@ -451,6 +458,14 @@ class _Checker:
         path = _join(where, key) if where else key
         if type(table) is not dict:
             raise ResultRejected(f"{path} is {_kind(table)}, not an object")
+        if len(table) == len(spec.columns) and all(
+                type(column) is list and not column for column in table.values()):
+            for name in spec.columns:
+                if name not in table:
+                    break
+            else:  # the table with no rows: nothing more to check
+                self.lengths[key] = 0
+                return
         for name in spec.columns:
             if name not in table:
                 raise ResultRejected(f"{path}.{name} is missing")

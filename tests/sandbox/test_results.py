@@ -184,6 +184,18 @@ MALFORMED: dict[str, tuple[Forge, str]] = {
                               "snapshots[0][0] = 9 is outside [0, 6]"),
     "shared_state_not_names": (setting("shared_state_changed", [1]),
                                "shared_state_changed[0] is an integer, not a string"),
+    # the guest leaves out tables without rows; an object id then has no row to name
+    "object_id_without_objects": (setting("states.object_id.0", 1),
+                                  "states.object_id[0] = 1 is outside [1, 0]"),
+    "empty_table_with_an_extra_column": (
+        setting("attributes", {name: [] for name in ("step", "object_id", "attr", "value",
+                                                     "type", "truncated", "ref_id", "x")}),
+        "attributes.x is not a column of attributes"),
+    "empty_table_with_a_column_renamed": (
+        setting("global_states", {name: [] for name in ("step", "name", "value", "type",
+                                                        "truncated", "object")}),
+        "global_states.object_id is missing"),
+    "empty_table_not_an_object": (setting("objects", []), "objects is an array, not an object"),
 }
 
 # name -> (forged text, the run's exception_message): results larger than the host parses
@@ -400,6 +412,21 @@ def test_the_value_count_is_exact_when_strings_hold_punctuation():
 def test_a_deeply_nested_result_small_enough_to_count_is_rejected_not_raised():
     with pytest.raises(ResultRejected, match="nested too deeply"):
         parse_result("[" * 50_000 + "]" * 50_000, LIMITS)
+
+
+def test_tables_without_rows_are_left_out_and_read_as_empty(base_result):
+    """The guest sends no objects, attributes or global_states table a run has no rows of
+    (BASE_CODE has none); the host reads each as the empty table, exactly as if sent."""
+    assert {"objects", "attributes", "global_states"}.isdisjoint(base_result)
+    sent = copy.deepcopy(base_result)
+    sent["objects"] = {"type": [], "step": []}
+    sent["attributes"] = {name: [] for name in ("step", "object_id", "attr", "value", "type",
+                                                "truncated", "ref_id")}
+    sent["global_states"] = {name: [] for name in ("step", "name", "value", "type",
+                                                   "truncated", "object_id")}
+    left_out = validate(copy.deepcopy(base_result), LIMITS)
+    assert left_out == validate(sent, LIMITS)
+    assert left_out["objects"] == {"type": [], "step": []}
 
 
 def test_the_guest_key_order_does_not_matter(base_result):
