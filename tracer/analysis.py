@@ -142,7 +142,7 @@ def instrument(source: str, filename: str) -> tuple[object, list[tuple[int, int,
     tree = ast.parse(source, filename)
     rewriter = Instrument(source)
     tree = ast.fix_missing_locations(rewriter.visit(tree))
-    return compile(tree, filename, "exec"), rewriter.conditions
+    return compile(tree, filename, "exec", dont_inherit=True), rewriter.conditions
 
 
 class Recorder:

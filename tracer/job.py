@@ -308,13 +308,13 @@ def compile_call_arguments(input_text: str) -> CodeType:
     inputs with a ``)`` pay it."""
     source = f"{ARGS_HELPER}({input_text}\n)"
     if ")" not in input_text:
-        return compile(source, INPUT_FILE, "eval")
-    tree = compile(source, INPUT_FILE, "eval", _AST_ONLY)
+        return compile(source, INPUT_FILE, "eval", dont_inherit=True)
+    tree = compile(source, INPUT_FILE, "eval", _AST_ONLY, dont_inherit=True)
     call = tree.body
     if not (type(call) is _AST_CALL and type(call.func) is _AST_NAME
             and call.func.id == ARGS_HELPER):
         raise ValueError("input is not a plain argument list")
-    return compile(tree, INPUT_FILE, "eval")
+    return compile(tree, INPUT_FILE, "eval", dont_inherit=True)
 
 
 def _compile_error(result: dict, exc, what: str) -> None:
@@ -341,7 +341,7 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
         if analysed:
             program, conditions = analysis.instrument(code_text, PROGRAM_FILE)
         else:
-            program = compile(code_text, PROGRAM_FILE, "exec")
+            program = compile(code_text, PROGRAM_FILE, "exec", dont_inherit=True)
     except MemoryError:
         _out_of_memory(result, "MemoryError while compiling the program")
         return
@@ -364,7 +364,7 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
     test_code = None
     if test_text is not None:
         try:
-            test_code = compile(test_text, TEST_FILE, "exec")
+            test_code = compile(test_text, TEST_FILE, "exec", dont_inherit=True)
             result["codes"].append(test_code)
         except MemoryError:
             _out_of_memory(result, "MemoryError while compiling the test code")
@@ -719,7 +719,7 @@ def _compare(result: dict, value, expected_text, namespace: dict) -> None:
         result["note"] = "expected output is not a string"
         return
     try:
-        expected_code = compile(expected_text, EXPECTED_FILE, "eval")
+        expected_code = compile(expected_text, EXPECTED_FILE, "eval", dont_inherit=True)
         result["codes"].append(expected_code)
         expected = eval(expected_code, namespace)
     except BaseException as exc:

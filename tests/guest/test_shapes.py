@@ -154,6 +154,31 @@ def test_a_script_that_replaces_stdin_and_input_leaves_the_next_job_its_own(sand
     assert_next_job_exact(sandbox, isolation)
 
 
+ANNOTATED = "def f(x: int, y: 'str' = '') -> list:\n    return f.__annotations__\n"
+ANNOTATIONS = "{'x': <class 'int'>, 'y': 'str', 'return': <class 'list'>}"
+
+
+@pytest.mark.parametrize("mode", ["trace", "analyse", "run"])
+def test_annotations_are_the_programs_own_not_the_runners_future_import(sandbox, mode):
+    """A program is compiled with only its own future imports: the runner's modules use
+    ``from __future__ import annotations``, which compile() would otherwise pass on (the
+    annotations of a plain 3.14 program would read back as strings)."""
+    result = job(sandbox, code=ANNOTATED, input="1", mode=mode)
+    assert outcome(result) == ("ok", None, None, ANNOTATIONS, "")
+    script = ANNOTATED + "print(f(1))\n"
+    result = job(sandbox, code=script, shape="script", mode=mode)
+    assert outcome(result) == ("ok", None, None, None, ANNOTATIONS + "\n")
+    test = ("import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+            "        def g(z: float): pass\n"
+            "        self.assertEqual(g.__annotations__, {'z': float})\n")
+    result = job(sandbox, code=ANNOTATED, entry="T.test_a", test=test, mode=mode)
+    assert outcome(result)[:2] == ("ok", None)
+    own = "from __future__ import annotations\n" + ANNOTATED
+    result = job(sandbox, code=own, input="1", mode=mode)
+    assert outcome(result) == ("ok", None, None,
+                               "{'x': 'int', 'y': \"'str'\", 'return': 'list'}", "")
+
+
 # What a job can do to the empty stdin that jobs without stdin text share (guard.py), and
 # what the next job must not see of it.
 STDIN_CHANGES = [
