@@ -358,9 +358,11 @@ class _Checker:
     def record(self, spec: Record, value: object, path: str) -> None:
         if type(value) is not dict:
             raise ResultRejected(f"{path or 'the result'} is {_kind(value)}, not an object")
+        filled = ()
         for key in spec.empty_when_missing:
             if key not in value:
                 value[key] = {name: [] for name in spec.fields[key].columns}
+                filled += (key,)
         for key in spec.fields:
             if key not in value:
                 raise ResultRejected(f"{_join(path, key)} is missing")
@@ -372,6 +374,9 @@ class _Checker:
         lengths, self.lengths = self.lengths, {}
         check = _CHECKS
         for key, item in _in_order(spec, value):
+            if filled and key in filled:
+                self.lengths[key] = 0  # made empty above: nothing to check
+                continue
             check[type(item)](self, item, value, key, path)
         self.lengths = lengths
 
