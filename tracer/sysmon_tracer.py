@@ -71,6 +71,7 @@ __builtins__ = dict(builtins.__dict__)  # the builtins as built: see the docstri
 import sys  # noqa: E402
 
 from _collections import OrderedDict, defaultdict, deque  # noqa: E402
+from _operator import is_ as _is  # noqa: E402
 from _weakref import ref as _weakref  # noqa: E402
 from collections import Counter  # noqa: E402
 from itertools import islice as _islice  # noqa: E402
@@ -107,6 +108,11 @@ MAX_WALK_DEPTH = 6        # containers/attributes followed from a local
 MAX_WALK_OBJECTS = 200    # tracked objects visited per step
 MAX_WALK_ITEMS = 1000     # items looked at in one container
 _DICT_KEYS, _DICT_VALUES = dict.keys, dict.values
+# _FLAT_SAME. A list or dict local whose repr was flat (its items ints, strings and the
+# like: bounded_repr.flat) is not rendered again while it is the object at the same
+# address holding the very same items (compared by identity, in order, at C speed): its
+# repr cannot have changed. The tracer keeps those items (they have no finalizers), never
+# the container; a flat tuple is kept itself (immutable).
 _issubclass = issubclass
 _MISSING = object()  # not a program object: made by the runner, never handed out
 
@@ -175,7 +181,8 @@ code_index: dict = {}     # traced code object -> index into funcs
 offset_lines: dict = {}   # code object -> {offset: line}
 frame_ids: dict = {}      # live frame object -> frame id
 frame_depths: dict = {}   # running program frame -> Python depth above base
-prev: dict = {}           # frame id -> {name: (obj, repr, type)}
+prev: dict = {}           # frame id -> {name: (kept value, repr, type, object id,
+                          #                  flat items, _FLAT_SAME)}
 stack: list = []          # (frame id, frame) of active program frames
 next_frame = 0
 line_steps = instructions = calls = 0
@@ -384,17 +391,32 @@ def _delta(frame, fid: int, index: int) -> None:
         seen += 1
         old = old_values.get(name)
         kind = type(value)
-        if old is not None and old[0] is value and old[2] is kind and kind in _ATOMIC_TYPES:
-            continue
+        if old is not None and old[2] is kind:
+            if old[0] is value:
+                continue  # the very atomic value (or flat tuple) it held: unchanged
+            same = old[4]
+            if same is not None and same[0] == _address(value) and len(value) == len(
+                    same[1]) and all(map(_is, value, same[1])) and (
+                    kind is list or all(map(_is, _DICT_VALUES(value), same[2]))):
+                continue  # the same flat list or dict, holding the very same items
         text, truncated = value_repr(value)
-        oid = None
+        oid = same = None
         if kind in _ATOMIC_TYPES:
             kept = value
         else:
-            # only immutable atomic values are kept (for the identity shortcut above):
-            # holding any other object would delay its __del__ past the line that drops it
+            # Only values without finalizers are kept: immutable atomic ones, and tuples
+            # and the items of lists and dicts that hold nothing else (a repr ``flat``, see
+            # _FLAT_SAME). Holding any other object would delay its __del__ past the line
+            # that drops it.
             kept = None
             flat = _br.flat
+            if flat:
+                if kind is tuple:
+                    kept = value
+                elif kind is list:
+                    same = (_address(value), tuple(value))
+                elif kind is dict:
+                    same = (_address(value), tuple(value), tuple(_DICT_VALUES(value)))
             if kind in _TRACKED:
                 entry = object_index.get(_address(value))
                 if entry is not None and entry[1] is None and entry[2] == _address(kind):
@@ -410,9 +432,9 @@ def _delta(frame, fid: int, index: int) -> None:
                 oid = _object_id(value, kind, index)
                 roots = [value] if roots is None else roots + [value]
         if old is not None and old[1] == text and old[2] is kind and old[3] == oid:
-            old_values[name] = (kept, text, kind, oid)
+            old_values[name] = (kept, text, kind, oid, same)
             continue
-        old_values[name] = (kept, text, kind, oid)
+        old_values[name] = (kept, text, kind, oid, same)
         _state(index, name, text, type_name(kind), truncated, oid)
     if seen != len(old_values):
         names = local_vars if not module else dict(items)

@@ -470,6 +470,54 @@ def test_aliasing_and_rebinding_to_an_equal_object(run):
     assert objects_of(result) == [(1, "list", 2), (2, "list", 5)]
 
 
+FLAT = """\
+def f():
+    a = [1, 2]
+    a[0] = 1
+    a[0] = 3
+    b = list(a)
+    a.append([0])
+    d = {'k': 1}
+    d['k'] = 'v'
+    del d['k']; d['j'] = 'v'
+    t = (1, 'x')
+    t = t[:]
+    return len(a)
+"""
+CALLEE_APPENDS = "def g(x):\n    x.append(5)\n\ndef f():\n    a = [1]\n    g(a)\n    return a\n"
+
+
+def test_flat_containers_are_followed_by_their_items(run):
+    """A list or dict of ints and strings is not rendered again while it holds the very
+    same items (sysmon_tracer._FLAT_SAME): storing the same object again (``a[0] = 1``)
+    and taking a tuple whole (``t[:]``) leave no row; a changed item, a changed key of
+    the same length, an equal list that is another object (``list(a)``: its own id), an
+    item that is not flat, and a change made by a callee through an alias all do."""
+    result = run(FLAT, "")
+    assert states_of(result) == [
+        (2, "a", "[1, 2]", "list", False, 1),
+        (4, "a", "[3, 2]", "list", False, 1),
+        (5, "b", "[3, 2]", "list", False, 2),
+        (6, "a", "[3, 2, [0]]", "list", False, 1),
+        (7, "d", "{'k': 1}", "dict", False, 4),
+        (8, "d", "{'k': 'v'}", "dict", False, 4),
+        (9, "d", "{'j': 'v'}", "dict", False, 4),
+        (10, "t", "(1, 'x')", "tuple", False, None),
+        (12, "<return>", "3", "int", False, None),
+    ]
+    assert objects_of(result) == [(1, "list", 2), (2, "list", 5), (3, "list", 6),
+                                  (4, "dict", 7)]
+    result = run(CALLEE_APPENDS, "")
+    assert states_of(result) == [
+        (2, "a", "[1]", "list", False, 1),
+        (3, "x", "[1]", "list", False, 1),
+        (5, "x", "[1, 5]", "list", False, 1),
+        (5, "<return>", "None", "NoneType", False, None),
+        (6, "a", "[1, 5]", "list", False, 1),
+        (7, "<return>", "[1, 5]", "list", False, 1),
+    ]
+
+
 def test_no_memory_address_anywhere_in_a_trace(run):
     """Functions, lambdas, bound methods, generators, iterators and ``object()`` are
     shown without their address, in states and in the output."""
