@@ -194,7 +194,7 @@ def WitWorld():  # noqa: N802 (the name componentize-py looks for)
     if found:
         raise RuntimeError("the guest exposes its runner to programs through: "
                            + ", ".join(found))
-    shared_state.take()
+    shared_state.take(classes=(exposed.NoSelector,))  # asyncio's, reached through its loop
     # Objects of the snapshot are never garbage: keep the collector off them, so a fresh
     # instance does not touch (and copy-on-write fault) the whole heap on its first
     # collection.

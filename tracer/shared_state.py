@@ -85,8 +85,10 @@ _del_type_attr = type.__delattr__
 _type_qualname = type.__dict__["__qualname__"].__get__
 
 
-def take() -> None:
-    """Record the state as built (called once, when the guest is built)."""
+def take(classes: tuple = ()) -> None:
+    """Record the state as built (called once, when the guest is built); ``classes``:
+    classes a program can reach that no module's namespace holds (compared as the
+    modules' classes are)."""
     global _snapshot
     snap = SimpleNamespace()
     snap.modules = dict(_modules)
@@ -98,12 +100,12 @@ def take() -> None:
                        and type(_module_dict(module)) is dict]
     seen: set[int] = set()
     snap.classes = []
-    for _name, _module, _kind, _namespace, state in snap.namespaces:
-        for value in state.values():
-            if (issubclass(type(value), type) and not _type_flags(value) & _IMMUTABLE_TYPE
-                    and id(value) not in seen):
-                seen.add(id(value))
-                snap.classes.append((value, dict(_type_dict(value))))
+    held = [value for *_, state in snap.namespaces for value in state.values()]
+    for value in held + list(classes):
+        if (issubclass(type(value), type) and not _type_flags(value) & _IMMUTABLE_TYPE
+                and id(value) not in seen):
+            seen.add(id(value))
+            snap.classes.append((value, dict(_type_dict(value))))
     # per module name: the containers its namespace (and its classes') hold, as built
     snap.containers = {}
     for name, _module, _kind, _namespace, state in snap.namespaces:

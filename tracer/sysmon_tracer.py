@@ -75,6 +75,7 @@ from _operator import is_ as _is  # noqa: E402
 from _weakref import ref as _weakref  # noqa: E402
 from collections import Counter  # noqa: E402
 from itertools import islice as _islice  # noqa: E402
+from opcode import opmap as _opmap  # noqa: E402
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType  # noqa: E402
 
 import bounded_repr as _br  # noqa: E402
@@ -132,6 +133,8 @@ _DISABLE = _MONITORING.DISABLE
 GLOBAL_EVENTS = _EVENTS.PY_START | _EVENTS.PY_THROW | _EVENTS.RAISE | _EVENTS.PY_UNWIND
 _LOCAL_EVENTS = _EVENTS.PY_RESUME | _EVENTS.LINE | _EVENTS.PY_RETURN | _EVENTS.PY_YIELD
 _JUMP = _EVENTS.JUMP  # loop detection (loops.py): local to the program's code objects
+# the opcodes of a backward jump (a loop's): code without any gets no JUMP events
+_BACKWARD = frozenset(op for name, op in _opmap.items() if name.startswith("JUMP_BACKWARD"))
 # BaseException.__new__/__init__, not StopTracing(...): the class is the program's to see
 # (and to change), its constructor must not run program code inside the tracer.
 _new_exception = BaseException.__new__
@@ -169,7 +172,7 @@ attr_prev: dict = {}      # object id -> {attribute: (atomic value, repr, type's
                           #                 ref id)}
 attributes: list = []     # (step, object id, attribute, repr or None, type, truncated, ref id)
 namespace = None          # the program's module namespace (its globals)
-global_names: tuple = ()  # names the program's code uses (co_names), sorted
+global_names: frozenset = frozenset()  # names the program's functions use (co_names)
 watched: list = []        # those in the namespace (recomputed when its size changes)
 watched_size = -1
 global_prev: dict = {}    # name -> (atomic value, repr, type, object id, weak reference)
@@ -192,7 +195,8 @@ MAX_NAME = 1000           # characters kept of a function's qualified name or a 
 cuts: dict = {}           # field -> [texts cut, longest length]: said in the run's note
 loop_events = False       # this job judges loops (loops.py): program code gets JUMP events
 traced_jumps = False      # ... and so do the traced code objects of the last traced job
-loop_codes: dict = {}     # program code object -> True once its JUMP events are on
+loop_codes: dict = {}     # program code object seen by the loop detection -> the JUMP
+                          # events it was given (0: it has no backward jump)
 
 
 def begin(steps_limit: int, repr_limit: int, trace_chars: int,
@@ -222,30 +226,26 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
     global_prev, global_rows, watched, watched_size, walk_cut = {}, [], [], -1, False
     _br.reset()
     namespace = program_namespace if type(program_namespace) is dict else None
-    global_names = _code_names(program_code) if namespace is not None else ()
+    global_names = _code_names(program_code) if namespace is not None else frozenset()
     active = True
 
 
 _CO_OPTIMIZED = 1  # a function's code (not a module's or a class body's)
 
 
-def _code_names(code) -> tuple:
+def _code_names(code) -> frozenset:
     """The global names the program's functions use (the ``co_names`` of every function
     code object in the module, nested ones included; the module's and class bodies' own
-    code ran before the call), dunders left out, sorted (a set's order would follow the
-    hash secret)."""
+    code ran before the call). Dunders are left out where they are watched
+    (``_check_globals``)."""
     names: set = set()
-    pending = [code] if code is not None else []
+    pending = [code] if type(code) is CodeType else []
     while pending:
         current = pending.pop()
-        if type(current) is not CodeType:
-            continue
         if current.co_flags & _CO_OPTIMIZED:
-            for name in current.co_names:
-                if type(name) is str and not (name[:2] == "__" and name[-2:] == "__"):
-                    names.add(name)
-        pending.extend(current.co_consts)
-    return tuple(sorted(names))
+            names.update(current.co_names)
+        pending.extend([const for const in current.co_consts if type(const) is CodeType])
+    return frozenset(names)
 
 
 def reset_stop() -> None:
@@ -308,9 +308,14 @@ def install() -> None:
         own = False
 
 
-def local_events() -> int:
-    return (_LOCAL_EVENTS | (_EVENTS.INSTRUCTION if count_instructions else 0)
-            | (_JUMP if traced_jumps else 0))
+def local_events(code) -> int:
+    """The local events of a recorded code object: JUMP only while the loop detection
+    is on, and only for code with a backward jump (other code would pay a callback for
+    each of its forward jumps, and be instrumented for nothing)."""
+    events = _LOCAL_EVENTS | (_EVENTS.INSTRUCTION if count_instructions else 0)
+    if traced_jumps and not _BACKWARD.isdisjoint(code.co_code[::2]):
+        events |= _JUMP
+    return events
 
 
 def loops_begin(on: bool, program_namespace, program_code, tracing: bool) -> None:
@@ -341,13 +346,12 @@ def tamper_reasons() -> list[str]:
                     replaced = True
             if replaced:
                 reasons.append("the tracer's sys.monitoring callbacks were replaced")
-            wanted = local_events()
             for code in code_index:
-                if _get_local_events(TOOL_ID, code) != wanted:
+                if _get_local_events(TOOL_ID, code) != local_events(code):
                     reasons.append("the tracer's local events were changed")
                     break
-            for code in loop_codes:
-                if code not in code_index and _get_local_events(TOOL_ID, code) != _JUMP:
+            for code, events in loop_codes.items():
+                if code not in code_index and _get_local_events(TOOL_ID, code) != events:
                     reasons.append("the tracer's local events were changed")
                     break
     finally:
@@ -656,7 +660,9 @@ def _check_globals(index: int) -> None:
     ns = namespace
     if len(ns) != watched_size:
         watched_size = len(ns)
-        watched = [name for name in global_names if name in ns]
+        # sorted: the order of a set of names would follow the hash secret
+        watched = sorted([name for name in ns if type(name) is str and name in global_names
+                          and not (name[:2] == "__" and name[-2:] == "__")])
     first = not global_prev and index == 0
     for name in watched:
         value = ns.get(name, _MISSING)
@@ -804,10 +810,11 @@ def _on_start(code, offset):
         starts = _loops.starts
         starts[code] = starts.get(code, 0) + 1
         if code not in loop_codes:
-            loop_codes[code] = True
+            # code without a backward jump cannot loop: no JUMP events (local_events)
+            jumps = loop_codes[code] = 0 if _BACKWARD.isdisjoint(code.co_code[::2]) else _JUMP
             # code about to be recorded gets its JUMP events with the others (_register):
             # switching them on twice would instrument the code twice
-            if code not in code_index and not (recording and stop is None):
+            if jumps and code not in code_index and not (recording and stop is None):
                 own = True
                 try:
                     _set_local_events(TOOL_ID, code, _get_local_events(TOOL_ID, code) | _JUMP)
@@ -847,7 +854,7 @@ def _unrecorded(code) -> None:
     loop detection gave up on switching on above (``_register`` does it for recorded
     code) are switched on now."""
     global own
-    if code in loop_codes and code not in code_index and _loops.enabled:
+    if loop_codes.get(code) and code not in code_index and _loops.enabled:
         own = True
         try:
             _set_local_events(TOOL_ID, code, _get_local_events(TOOL_ID, code) | _JUMP)
@@ -870,7 +877,7 @@ def _register(code) -> None:
         funcs.append(name)
         own = True
         try:
-            _set_local_events(TOOL_ID, code, local_events())
+            _set_local_events(TOOL_ID, code, local_events(code))
         finally:
             own = False
 

@@ -452,6 +452,32 @@ def f():
 """
 
 
+USES_ASYNCIO = "import asyncio\nasync def g():\n    return 2\ndef f():\n    return asyncio.run(g())\n"
+CHANGES_THE_LOOP_CLASS = ("import asyncio\ndef f():\n    asyncio.SelectorEventLoop.x = 1\n"
+                          "    return asyncio.SelectorEventLoop.x\n")
+CHANGES_THE_SELECTOR_CLASS = ("import asyncio\ndef f():\n    loop = asyncio.new_event_loop()\n"
+                              "    type(loop._selector).select = lambda self, t=None: 1 / 0\n"
+                              "    loop.close()\n    return 1\n")
+
+
+@pytest.mark.parametrize("code, changed", [(CHANGES_THE_LOOP_CLASS, "SandboxEventLoop"),
+                                           (CHANGES_THE_SELECTOR_CLASS, "NoSelector")])
+def test_a_program_may_change_asyncios_loop_classes(sandbox, code, changed):
+    """The sandbox's event loop is asyncio's as a program sees it: changing its class
+    (or its selector's) is the program's business, as changing any standard library
+    class is (not ``tampered``); batch isolation puts it back and gives the next job a
+    fresh instance, whose asyncio works as built."""
+    result = job(sandbox, code=code)
+    assert outcome(result) == ("ok", None, None, "1", "")
+    assert result["note"] is None
+    result = job(sandbox, "batch", code=code)
+    assert outcome(result) == ("ok", None, None, "1", "")
+    assert result["note"] == (f"changed shared interpreter state (exposed.{changed}); later "
+                              "jobs ran in a fresh instance")
+    assert outcome(job(sandbox, "batch", code=USES_ASYNCIO)) == ("ok", None, None, "2", "")
+    assert_next_job_exact(sandbox, "batch")
+
+
 def test_asyncio_two_coroutines(sandbox):
     """asyncio.run runs on the sandbox's event loop; coroutines are traced across their
     awaits (``yield``/``resume``), each at depth 1 (run by the loop, below f). Awaiting
