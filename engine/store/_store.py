@@ -664,9 +664,20 @@ class _Rows:
         self.start()
 
     def table(self) -> pa.Table:
-        if self.rows or not self.pieces:
+        if not self.rows and not self.pieces:
+            # no rows (most batches have no attributes or globals): one empty table per
+            # kind of rows, made once (Arrow tables are immutable)
+            empty = _EMPTY_TABLES.get(type(self))
+            if empty is None:
+                self.flush()
+                empty = _EMPTY_TABLES[type(self)] = self.pieces.pop()
+            return empty
+        if self.rows:
             self.flush()
         return self.pieces[0] if len(self.pieces) == 1 else pa.concat_tables(self.pieces)
+
+
+_EMPTY_TABLES: dict[type, pa.Table] = {}
 
 
 class _StepRows(_Rows):
