@@ -4,9 +4,10 @@ Run: ``.venv/bin/python bench/trace_identity.py write DIR`` traces the 800 CRUXE
 samples and the class-heavy corpus (oop_corpus.py) in job and batch isolation, one fresh
 store each, into DIR (with this checkout's guest); ``... compare DIR_A DIR_B`` compares
 two such directories table by table with SQL ``EXCEPT ALL`` both ways (every column but
-the timings ``duration_us``, ``call_us`` and ``traced_at``; ``run_id`` and ``program_id``,
-which follow the order the workers finish in, are replaced by the run's ``run_key`` and the
-program's ``program_key``) and exits 1 on any difference.
+the timings ``duration_us``, ``call_us`` and ``traced_at``, and ``guest``, the build's
+key; ``run_id`` and ``program_id``, which follow the order the workers finish in, are
+replaced by the run's ``run_key`` and the program's ``program_key``) and exits 1 on any
+difference.
 Two builds of the guest differ in their string-hash secret (docs/guides/sandbox.md), so a
 set of strings may list in another order after any change to tracer/: such rows (one in
 CRUXEval, ``whitespaces`` of sample 66deba1c...) are the build's, not the change's.
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
 TABLES = ("programs", "runs", "steps", "states", "objects", "attributes", "global_states")
-SKIPPED = {"duration_us", "call_us", "traced_at", "run_id", "program_id"}
+SKIPPED = {"duration_us", "call_us", "traced_at", "run_id", "program_id", "guest"}
 STORES = [(corpus, isolation) for corpus in ("cruxeval", "oop") for isolation in ("job", "batch")]
 
 

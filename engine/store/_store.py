@@ -384,6 +384,19 @@ class TraceWriter:
         except duckdb.Error as exc:
             raise StoreError(f"cannot read database {path}: {first_line(exc)}") from exc
 
+    def register_guest(self) -> None:
+        """Record the guest build now, in a transaction of its own, instead of with the
+        first commit: a trace does it while its workers start, so that its last commit,
+        which it waits for, only inserts runs."""
+        if self._guest is None:
+            return
+        try:
+            with transaction(self.con):
+                register_guest(self.con, *self._guest)
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot write to database {self.path}: {first_line(exc)}") from exc
+        self._guest = None
+
     def stored_keys(self, keys: Iterable[str]) -> set[str]:
         """The subset of ``keys`` already stored as runs."""
         table = pa.table({"run_key": pa.array(list(keys), pa.string())})

@@ -193,6 +193,8 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
                              guest=(guest, options.packages))
         if not options.force:
             todo -= writer.stored_keys(todo)
+        if todo:
+            writer.register_guest()  # now, while the workers start: not in the last commit
         summary.skipped = summary.jobs - summary.duplicates - len(todo)
         total = len(todo)
         if progress:
