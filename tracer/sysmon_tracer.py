@@ -75,7 +75,6 @@ from _operator import is_ as _is  # noqa: E402
 from _weakref import ref as _weakref  # noqa: E402
 from collections import Counter  # noqa: E402
 from itertools import islice as _islice  # noqa: E402
-from opcode import opmap as _opmap  # noqa: E402
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType  # noqa: E402
 
 import bounded_repr as _br  # noqa: E402
@@ -133,8 +132,6 @@ _DISABLE = _MONITORING.DISABLE
 GLOBAL_EVENTS = _EVENTS.PY_START | _EVENTS.PY_THROW | _EVENTS.RAISE | _EVENTS.PY_UNWIND
 _LOCAL_EVENTS = _EVENTS.PY_RESUME | _EVENTS.LINE | _EVENTS.PY_RETURN | _EVENTS.PY_YIELD
 _JUMP = _EVENTS.JUMP  # loop detection (loops.py): local to the program's code objects
-# the opcodes of a backward jump (a loop's): code without any gets no JUMP events
-_BACKWARD = frozenset(op for name, op in _opmap.items() if name.startswith("JUMP_BACKWARD"))
 # BaseException.__new__/__init__, not StopTracing(...): the class is the program's to see
 # (and to change), its constructor must not run program code inside the tracer.
 _new_exception = BaseException.__new__
@@ -195,8 +192,7 @@ MAX_NAME = 1000           # characters kept of a function's qualified name or a 
 cuts: dict = {}           # field -> [texts cut, longest length]: said in the run's note
 loop_events = False       # this job judges loops (loops.py): program code gets JUMP events
 traced_jumps = False      # ... and so do the traced code objects of the last traced job
-loop_codes: dict = {}     # program code object seen by the loop detection -> the JUMP
-                          # events it was given (0: it has no backward jump)
+loop_codes: dict = {}     # program code object -> True once its JUMP events are on
 
 
 def begin(steps_limit: int, repr_limit: int, trace_chars: int,
@@ -308,14 +304,9 @@ def install() -> None:
         own = False
 
 
-def local_events(code) -> int:
-    """The local events of a recorded code object: JUMP only while the loop detection
-    is on, and only for code with a backward jump (other code would pay a callback for
-    each of its forward jumps, and be instrumented for nothing)."""
-    events = _LOCAL_EVENTS | (_EVENTS.INSTRUCTION if count_instructions else 0)
-    if traced_jumps and not _BACKWARD.isdisjoint(code.co_code[::2]):
-        events |= _JUMP
-    return events
+def local_events() -> int:
+    return (_LOCAL_EVENTS | (_EVENTS.INSTRUCTION if count_instructions else 0)
+            | (_JUMP if traced_jumps else 0))
 
 
 def loops_begin(on: bool, program_namespace, program_code, tracing: bool) -> None:
@@ -346,12 +337,13 @@ def tamper_reasons() -> list[str]:
                     replaced = True
             if replaced:
                 reasons.append("the tracer's sys.monitoring callbacks were replaced")
+            wanted = local_events()
             for code in code_index:
-                if _get_local_events(TOOL_ID, code) != local_events(code):
+                if _get_local_events(TOOL_ID, code) != wanted:
                     reasons.append("the tracer's local events were changed")
                     break
-            for code, events in loop_codes.items():
-                if code not in code_index and _get_local_events(TOOL_ID, code) != events:
+            for code in loop_codes:
+                if code not in code_index and _get_local_events(TOOL_ID, code) != _JUMP:
                     reasons.append("the tracer's local events were changed")
                     break
     finally:
@@ -810,11 +802,10 @@ def _on_start(code, offset):
         starts = _loops.starts
         starts[code] = starts.get(code, 0) + 1
         if code not in loop_codes:
-            # code without a backward jump cannot loop: no JUMP events (local_events)
-            jumps = loop_codes[code] = 0 if _BACKWARD.isdisjoint(code.co_code[::2]) else _JUMP
+            loop_codes[code] = True
             # code about to be recorded gets its JUMP events with the others (_register):
             # switching them on twice would instrument the code twice
-            if jumps and code not in code_index and not (recording and stop is None):
+            if code not in code_index and not (recording and stop is None):
                 own = True
                 try:
                     _set_local_events(TOOL_ID, code, _get_local_events(TOOL_ID, code) | _JUMP)
@@ -854,7 +845,7 @@ def _unrecorded(code) -> None:
     loop detection gave up on switching on above (``_register`` does it for recorded
     code) are switched on now."""
     global own
-    if loop_codes.get(code) and code not in code_index and _loops.enabled:
+    if code in loop_codes and code not in code_index and _loops.enabled:
         own = True
         try:
             _set_local_events(TOOL_ID, code, _get_local_events(TOOL_ID, code) | _JUMP)
@@ -877,7 +868,7 @@ def _register(code) -> None:
         funcs.append(name)
         own = True
         try:
-            _set_local_events(TOOL_ID, code, local_events(code))
+            _set_local_events(TOOL_ID, code, local_events())
         finally:
             own = False
 
