@@ -37,6 +37,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import partial
+from operator import is_not
 from typing import Callable, Union
 
 from steptrace.sandbox._limits import Limits
@@ -463,14 +465,12 @@ class _Checker:
         path = _join(where, key) if where else key
         if type(table) is not dict:
             raise ResultRejected(f"{path} is {_kind(table)}, not an object")
-        if len(table) == len(spec.columns) and all(
-                type(column) is list and not column for column in table.values()):
-            for name in spec.columns:
-                if name not in table:
-                    break
-            else:  # the table with no rows: nothing more to check
-                self.lengths[key] = 0
-                return
+        order = _orders(spec)[1]
+        first = order[0][0]
+        if table.get(first) == [] and len(table) == len(spec.columns) and all(
+                type(table.get(name)) is list and not table[name] for name in spec.columns):
+            self.lengths[key] = 0  # the table with no rows: nothing more to check
+            return
         for name in spec.columns:
             if name not in table:
                 raise ResultRejected(f"{path}.{name} is missing")
@@ -479,8 +479,7 @@ class _Checker:
                 if name not in spec.columns:
                     raise ResultRejected(f"{_join(path, name)} is not a column of {path}")
         most = self.cap(spec.most)
-        order = _orders(spec)[1]
-        first, rows = order[0][0], None
+        rows = None
         for name, _ in order:
             values = _list(table[name], most, path, name, "rows")
             if rows is None:
@@ -554,6 +553,7 @@ def _caps(limits: Limits) -> dict:
 
 
 _TEXT = frozenset({str})
+_NOT_NONE = partial(is_not, None)
 _NULLABLE_TEXT = frozenset({str, type(None)})
 
 
@@ -573,7 +573,7 @@ def _int_column(low: int, high: int, values: list, where: str, key: str,
     kinds = set(map(type, values))
     if nullable and type(None) in kinds:
         kinds.discard(type(None))
-        numbers = [v for v in values if v is not None]
+        numbers = list(filter(_NOT_NONE, values))
     else:
         numbers = values
     if kinds - {int}:
