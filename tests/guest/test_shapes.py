@@ -209,6 +209,16 @@ STDIN_AS_MADE = ("('', False, 'utf-8', 'surrogatepass', False, False, 8192, {'mo
                  "{'name': '<stdin>'}, 0, b'', True)")
 
 
+def test_jobs_without_stdin_text_share_one_stream(sandbox):
+    """Jobs that leave it as made (reading it to its end included) get the very same
+    stream: a new one would be made while the old still exists, at another address."""
+    code = "import sys\ndef f():\n    sys.stdin.read()\n    return id(sys.stdin)\n"
+    first = job(sandbox, "batch", code=code)
+    second = job(sandbox, "batch", code=code)
+    assert outcome(first)[:2] == ("ok", None)
+    assert outcome(second) == outcome(first)
+
+
 @pytest.mark.parametrize("change", STDIN_CHANGES)
 def test_the_shared_empty_stdin_is_as_made_for_the_next_job(sandbox, change):
     """Jobs without stdin text share one empty stream (made again when a job changed
