@@ -74,10 +74,10 @@ __builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may r
 import dis as _dis  # noqa: E402  (read when the guest is built, never at job time)
 from _opcode import stack_effect as _stack_effect  # noqa: E402
 from _struct import pack as _pack  # noqa: E402
-
-from bounded_repr import address as _address  # noqa: E402
 from types import (BuiltinFunctionType, CellType, CodeType, FunctionType,  # noqa: E402
                    GetSetDescriptorType, MemberDescriptorType, ModuleType)
+
+from bounded_repr import address as _address  # noqa: E402
 
 THRESHOLD = 1_000        # backward jumps a job takes before anything is checked
 WINDOW = 30_000          # ... and after which it gives up (every JUMP event disabled)
@@ -666,7 +666,7 @@ def _builtins_changed() -> bool:
 
 
 def _snapshot(code, offset: int, frame):
-    """The frame's complete state as a tuple of plain values (the frame's id first), or
+    """The frame's complete state as a tuple of plain values (the frame's address first), or
     None (refused); and the number of objects read."""
     out = [_address(frame), _address(code), offset]
     memo: dict = {}
