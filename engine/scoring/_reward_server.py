@@ -7,8 +7,9 @@ own, and their sandboxed checks share the judge's sandbox workers (engine/scorin
 per item in order; ``GET /v1/health`` answers ``200 {"ok": true, "workers": N, "limits":
 {...}}``. A request the service refuses as a whole (a body that is not JSON, not an
 object with ``items``, larger than ``max_body_bytes``, more than ``max_items`` items) is
-``400 {"error": "one line"}``; an unknown path is 404, another method 405, both with the
-same one-line JSON error.
+``400 {"error": "one line"}``; a body that does not arrive whole within ``body_seconds``
+(30) is 408; an unknown path is 404, another method 405, all with the same one-line JSON
+error.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from steptrace.scoring._reward import RewardError, RewardJudge
@@ -23,6 +25,10 @@ from steptrace.scoring._reward import RewardError, RewardJudge
 JUDGE_PATH = "/v1/judge"
 HEALTH_PATH = "/v1/health"
 SOCKET_TIMEOUT_S = 120.0
+# A body must arrive whole within this many seconds of its turn: a client trickling its
+# body (a byte now and then) would otherwise keep one of the turns for SOCKET_TIMEOUT_S a
+# read, and MAX_CONCURRENT_REQUESTS such clients would keep every other request out.
+BODY_SECONDS = 30.0
 # Requests read and judged at once; more wait for a turn before their bodies are read, so
 # memory stays bounded by about this many bodies (max_body_bytes each).
 MAX_CONCURRENT_REQUESTS = 32
@@ -35,9 +41,11 @@ class RewardServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, judge: RewardJudge, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, judge: RewardJudge, host: str = "127.0.0.1", port: int = 0,
+                 body_seconds: float = BODY_SECONDS) -> None:
         self.judge = judge
         self.turns = threading.BoundedSemaphore(MAX_CONCURRENT_REQUESTS)
+        self.body_seconds = body_seconds
         super().__init__((host, port), _Handler)
 
     def handle_error(self, request, client_address) -> None:
@@ -109,7 +117,35 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, f"the body has {length} bytes (at most {limits.max_body_bytes})")
             return
         with self.server.turns:
-            self._judge(self.rfile.read(length))
+            body = self._body(length)
+            if body is None:
+                self.close_connection = True  # what is left of it is not read
+                self._error(408, f"the body did not arrive within "
+                                 f"{self.server.body_seconds:g} s")
+                return
+            self._judge(body)
+
+    def _body(self, length: int) -> bytes | None:
+        """The request's body, read within ``body_seconds`` in all; None if it does not
+        arrive (too slowly, or the client stopped)."""
+        deadline = time.monotonic() + self.server.body_seconds
+        parts, left = [], length
+        try:
+            while left:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self.connection.settimeout(min(remaining, SOCKET_TIMEOUT_S))
+                part = self.rfile.read1(min(left, 1 << 16))
+                if not part:
+                    return None
+                parts.append(part)
+                left -= len(part)
+        except TimeoutError:
+            return None
+        finally:
+            self.connection.settimeout(SOCKET_TIMEOUT_S)
+        return b"".join(parts)
 
     def _judge(self, body: bytes) -> None:
         try:
@@ -136,7 +172,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, {"results": results})
 
 
-def serve_rewards(judge: RewardJudge, host: str = "127.0.0.1", port: int = 0) -> RewardServer:
+def serve_rewards(judge: RewardJudge, host: str = "127.0.0.1", port: int = 0,
+                  body_seconds: float = BODY_SECONDS) -> RewardServer:
     """A :class:`RewardServer` for ``judge``, bound (not yet serving: call
-    ``serve_forever()`` or ``serve_in_thread()``)."""
-    return RewardServer(judge, host, port)
+    ``serve_forever()`` or ``serve_in_thread()``); a request's body must arrive within
+    ``body_seconds`` (408 otherwise)."""
+    return RewardServer(judge, host, port, body_seconds)

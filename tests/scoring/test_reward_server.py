@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -21,6 +22,7 @@ from click.testing import CliRunner
 from steptrace.cli._main import main
 from steptrace.sandbox._limits import Limits
 from steptrace.scoring._reward import RewardJudge, RewardLimits, judge_answers
+from steptrace.scoring import _reward_server as reward_server
 from steptrace.scoring._reward_server import serve_rewards
 from helpers.openai_stub import answer
 from helpers.predict import predict_with_stub
@@ -313,6 +315,37 @@ def test_malformed_requests_are_one_line_400s(server, body, message):
         assert status == 400 and json.loads(text)["error"].startswith("the body is not JSON")
         return
     assert (status, json.loads(text)) == (400, {"error": message})
+
+
+def test_a_body_that_trickles_in_is_cut_off_and_frees_its_turn(store, monkeypatch):
+    """A client that sends part of its body and stalls gets 408 once the body deadline
+    passes (not the socket timeout), and its turn goes to the next request: with one
+    turn, a stalled client and then a well-formed request, the request is judged."""
+    monkeypatch.setattr(reward_server, "MAX_CONCURRENT_REQUESTS", 1)
+    db, tasks = store
+    task = next(t for t in tasks if t["kind"] == "output" and t["sample_id"] == "loop")
+    with RewardJudge(db, workers=1, limits=LIMITS) as judge:
+        httpd = serve_rewards(judge, body_seconds=0.5)
+        httpd.serve_in_thread()
+        try:
+            stalled = socket.create_connection(httpd.server_address[:2], timeout=60)
+            stalled.sendall(b"POST /v1/judge HTTP/1.1\r\nHost: x\r\nContent-Length: 100"
+                            b"\r\n\r\n{\"items\": [")
+            reply = b""
+            while b"\r\n\r\n" not in reply or not reply.endswith(b"}"):
+                part = stalled.recv(4096)
+                if not part:
+                    break
+                reply += part
+            stalled.close()
+            head, _, body = reply.partition(b"\r\n\r\n")
+            assert head.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout"
+            assert json.loads(body) == {"error": "the body did not arrive within 0.5 s"}
+            results = judge_items(httpd, [{"task_id": task["task_id"], "answer": "3"}])
+            assert [(r["correct"], r["status"]) for r in results] == [(True, "judged")]
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
 
 
 def test_other_paths_methods_and_health(server):
