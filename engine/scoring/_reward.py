@@ -194,9 +194,13 @@ class TaskLookup:
             found = {t: self._cache[t] for t in wanted if t in self._cache}
             for task_id in found:
                 self._cache.move_to_end(task_id)
-            missing = [t for t in wanted if t not in found]
-            if missing:
-                for task_id, entry in self._read(missing).items():
+        missing = [t for t in wanted if t not in found]
+        if missing:
+            # read without the lock: other batches keep using the cache meanwhile (two
+            # batches missing the same task may both read it: the same rows)
+            read = self._read(missing)
+            with self._lock:
+                for task_id, entry in read.items():
                     found[task_id] = self._cache[task_id] = entry
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
