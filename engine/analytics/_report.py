@@ -221,14 +221,16 @@ def _accuracy_method(result: QueryResult) -> Figure | None:
 # incremental consistency, paired comparisons. Every share is a fraction; every interval
 # two numbers, ci_low and ci_high (docs/guides/predictions-and-scoring.md, "Numbers").
 MIN_TASKS = 10  # a difficulty bucket with fewer tasks is merged into its neighbour
-_SUMMARIES: dict[int, ScoreSummary] = {}
+# id(result) -> (result, its summary): the result is kept, so its id is not another's
+# while the entry lives (the report clears it when it starts and ends)
+_SUMMARIES: dict[int, tuple[QueryResult, ScoreSummary]] = {}
 
 
 def _summary(result: QueryResult) -> ScoreSummary:
     """The scored_samples rows as steptrace score's summary (computed once per result)."""
     found = _SUMMARIES.get(id(result))
-    if found is not None:
-        return found
+    if found is not None and found[0] is result:
+        return found[1]
     tasks: dict[str, dict] = {}
     verdicts: list[Verdict] = []
     for row in _dicts(result):
@@ -241,7 +243,7 @@ def _summary(result: QueryResult) -> ScoreSummary:
                                 row["sample_index"], row["kind"], bool(row["parsed"]),
                                 bool(row["correct"])))
     summary = ScoreSummary((1,), tasks, verdicts)
-    _SUMMARIES[id(result)] = summary
+    _SUMMARIES[id(result)] = (result, summary)
     return summary
 
 
