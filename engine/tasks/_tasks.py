@@ -39,7 +39,7 @@ from steptrace.corpus._text import user_file
 from steptrace.errors import InputError
 from steptrace.store._store import StoreError, connect, first_line
 from steptrace.store._tables import TASKS
-from steptrace.tasks._candidates import Candidate, RunFacts, run_facts, select
+from steptrace.tasks._candidates import Candidate, run_facts, select
 from steptrace.tasks._kinds import KINDS, TASK_KINDS, parse_kinds, tables_read
 from steptrace.tasks._names import CHAIN_KINDS
 from steptrace.tasks._program import ProgramInfo, program_info
@@ -136,11 +136,12 @@ def task_id(run_key: str, kind: str, candidate: Candidate) -> str:
 def tasks_for_run(run: RunData, info: ProgramInfo | None, options: TaskOptions,
                   templates: dict[str, string.Template], now: dt.datetime) -> list[Task]:
     facts = run_facts(run, info, options)
+    found = {kind: list(TASK_KINDS[kind].candidates(facts)) for kind in options.kinds}
     chosen = [(kind, c) for kind in options.kinds
-              for c in select(TASK_KINDS[kind].candidates(facts), options.per_run,
+              for c in select(found[kind], options.per_run,
                               random.Random(f"{options.seed}:{run.run_key}:{kind}"))]
     if options.chains:
-        chosen += chain_candidates(facts, options, run.run_key, chosen)
+        chosen += chain_candidates(found, options, run.run_key, chosen)
     tasks = []
     for kind, c in chosen:
         tasks.append(Task(
@@ -154,7 +155,7 @@ def tasks_for_run(run: RunData, info: ProgramInfo | None, options: TaskOptions,
 
 
 
-def chain_candidates(facts: RunFacts, options: TaskOptions, run_key: str,
+def chain_candidates(found: dict[str, list[Candidate]], options: TaskOptions, run_key: str,
                      chosen: list[tuple[str, Candidate]]) -> list[tuple[str, Candidate]]:
     """REval's question chains (``--chains N``): up to ``N`` lines of the run that have a
     coverage, a state and a next-line question, the last two not trivial (the line ran),
@@ -164,15 +165,14 @@ def chain_candidates(facts: RunFacts, options: TaskOptions, run_key: str,
     there; the run's output question is the chain's last. Scoring's incremental
     consistency (engine/scoring/_summary.py) reads a chain as these four questions about
     one line. Needs every kind of the chain among the kinds asked, and a run with an
-    output question (one that returned)."""
+    output question (one that returned). ``found``: each asked kind's candidates."""
     if (not all(kind in options.kinds for kind in CHAIN_KINDS)
             or not any(kind == "output" for kind, _ in chosen)):
         return []
     by_line: dict[str, dict[int, Candidate]] = {}
     for kind in CHAIN_KINDS[:3]:
         best: dict[int, Candidate] = {}
-        for c in sorted(TASK_KINDS[kind].candidates(facts),
-                        key=lambda c: (-c.score, c.occurrence or 0, c.var or "")):
+        for c in sorted(found[kind], key=lambda c: (-c.score, c.occurrence or 0, c.var or "")):
             # a trivial state or next-line question gives its answer away (select never
             # asks one); a coverage question is asked whatever its score, as REval asks
             # about every line of the chain
