@@ -77,6 +77,7 @@ from _struct import pack as _pack  # noqa: E402
 from types import (BuiltinFunctionType, CellType, CodeType, FunctionType,  # noqa: E402
                    GetSetDescriptorType, MemberDescriptorType, ModuleType)
 
+import bounded_repr as _br  # noqa: E402
 from bounded_repr import address as _address  # noqa: E402
 
 THRESHOLD = 1_000        # backward jumps a job takes before anything is checked
@@ -88,13 +89,11 @@ MAX_FRAMES = 64          # frames followed at once (more: all forgotten, start a
 FILENAME = "<program>"
 
 # ------------------------------------------------------------------ captured when built
-_TYPE_GET = type.__dict__
-_TYPE_DICT = _TYPE_GET["__dict__"].__get__
-_TYPE_BASES = _TYPE_GET["__bases__"].__get__
-_TYPE_MRO = _TYPE_GET["__mro__"].__get__
-_TYPE_FLAGS = _TYPE_GET["__flags__"].__get__
-_TYPE_MODULE = _TYPE_GET["__module__"].__get__
-_DICTOFFSET = _TYPE_GET["__dictoffset__"].__get__
+# type's own getters (bounded_repr captures the ones both modules read) and two more
+_TYPE_DICT, _TYPE_MRO, _TYPE_MODULE, _DICTOFFSET = _br._TYPE_DICT, _br._MRO, _br._MODULE, \
+    _br._DICTOFFSET
+_TYPE_BASES = type.__dict__["__bases__"].__get__
+_TYPE_FLAGS = type.__dict__["__flags__"].__get__
 _HEAPTYPE = 1 << 9
 _FUNC = FunctionType.__dict__
 _F_CODE = _FUNC["__code__"].__get__
@@ -105,8 +104,7 @@ _F_CLOSURE = _FUNC["__closure__"].__get__
 _F_DICT = _FUNC["__dict__"].__get__
 _CELL_CONTENTS = CellType.__dict__["cell_contents"].__get__
 _BUILTIN_SELF = BuiltinFunctionType.__dict__["__self__"].__get__
-_GETSET_GET = GetSetDescriptorType.__get__
-_GETSET_NAME = GetSetDescriptorType.__dict__["__name__"].__get__
+_GETSET_GET, _GETSET_NAME = _br._GETSET_GET, _br._GETSET_NAME
 _RANGE = range.__dict__
 _R_START, _R_STOP, _R_STEP = (_RANGE["start"].__get__, _RANGE["stop"].__get__,
                               _RANGE["step"].__get__)
