@@ -113,8 +113,8 @@ class NewCheck:
 
 def store_new(con: duckdb.DuckDBPyConnection, checks: list[NewCheck]) -> int:
     """Insert the verdicts of ``checks`` (in the caller's transaction), but not those with
-    status ``crashed`` or ``timeout``; a key already stored keeps its row (the same check, judged the same
-    way). Returns how many rows were offered."""
+    status ``crashed`` or ``timeout``; a key already stored keeps its row (the same check,
+    judged the same way). Returns how many rows were offered."""
     kept = {c.key: c for c in checks if c.verdict.status not in NOT_KEPT}
     ensure_table(con)
     if not kept:
