@@ -213,7 +213,8 @@ def test_determinism_compares_object_state(tmp_path):
     agree on. The class program agrees, and what it was compared on is its exact object
     state; each set-order program differs only there, and the note names the first
     difference: the global, the attribute (``#2.items``: of the bag, object 2) or the
-    object (object 3: the first one made from the set)."""
+    object (the first instance the two builds' set orders made of another class: which
+    one follows their hash secrets)."""
     from steptrace.tracing._analysis import _stored_digests
 
     db = trace(tmp_path, [
@@ -236,14 +237,20 @@ def test_determinism_compares_object_state(tmp_path):
         (18, "a", "Acc(total=3)", "Acc", 2), (18, "b", "Acc(total=3)", "Acc", 2)]
     summary = analyse_store(db, AnalysisOptions(workers=0, determinism=True))
     assert (summary.determinism_checked, summary.nondeterministic) == (4, 3)
-    assert rows(db, "SELECT r.sample_id, r.output, a.agrees, a.deterministic, "
-                    "a.determinism_note FROM analyses a JOIN runs r USING (run_id) "
-                    "ORDER BY r.sample_id") == [
+    *found, (name, output, agrees, deterministic, note) = rows(
+        db, "SELECT r.sample_id, r.output, a.agrees, a.deterministic, a.determinism_note "
+            "FROM analyses a JOIN runs r USING (run_id) ORDER BY r.sample_id")
+    assert found == [
         ("account", "3", True, True, None),
         ("attribute", "7", True, False, "attributes differ (step 3, #2.items)"),
         ("global", "7", True, False, "globals differ (step 2, seen)"),
-        ("object", "7", True, False, "objects differ (object 3)"),
     ]
+    assert (name, output, agrees, deterministic) == ("object", "7", True, False)
+    kinds = dict(rows(db, "SELECT o.object_id, o.type FROM objects o JOIN runs r "
+                          "USING (run_id) WHERE r.sample_id = 'object'"))
+    assert sorted(kinds.values()) == sorted(["list", "list", *"abcdefg"])
+    first = int(note.removeprefix("objects differ (object ").removesuffix(")"))
+    assert note == f"objects differ (object {first})" and kinds[first] in "abcdefg"
 
 
 @pytest.mark.slow  # builds the determinism variant of the guest when it is not cached
