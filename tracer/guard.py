@@ -63,9 +63,9 @@ _ASYNCIO_EVENTS = asyncio.events.__dict__  # holds the event loop policy (and it
 _POLICY = "_event_loop_policy"
 _MONITORING = sys.monitoring
 _REFUSED_MONITORING = exposed.RefusedNamespace("sys.monitoring")
-_GC_SET_DEBUG = gc.set_debug
 _GC_GARBAGE = gc.garbage
-_GET_RECURSION, _SET_RECURSION = sys.getrecursionlimit, sys.setrecursionlimit
+_gc_enable, _gc_disable = gc.enable, gc.disable
+_SET_RECURSION = sys.setrecursionlimit
 _BUILD_RECURSION = sys.getrecursionlimit()
 _BUILTINS = builtins.__dict__
 _BUILTINS_STATE = dict(_BUILTINS)
@@ -80,7 +80,7 @@ _EXPOSED_STATE = dict(_EXPOSED)
 # sees it (``asyncio.SelectorEventLoop``), which a program may change as it may change
 # any of the standard library's classes; batch isolation puts them back as it does those
 # (shared_state.take).
-_EXPOSED_CLASSES = [(cls, dict(cls.__dict__)) for cls in
+_EXPOSED_CLASSES = [(shared_state.settle(cls) or cls, dict(cls.__dict__)) for cls in
                     (exposed.StopTracing, exposed.StdStream, exposed.StdErr,
                      exposed.RefusedNamespace, exposed.FrameView)]
 _VIEW = exposed.FrameView
@@ -103,6 +103,7 @@ base_depth = 0        # Python frames below the program's top level
 tracing = False       # the tracer enforces the program's recursion limit itself
 outer_loop = None     # the interpreter's running asyncio loop, put back after the job
 outer_policy = None   # ... and its event loop policy (which holds its current loop)
+# (both kept after the job too: leave() checks that they are what is in place)
 THREADS_MESSAGE = "the program starts a thread; the sandbox (WASI) has no threads"
 
 # ------------------------------------------------------------------ the audit hook
@@ -340,13 +341,9 @@ def enter(limits: dict, seed: object, stdin: str = "") -> None:
     _set_running_loop(None)
     outer_policy = _ASYNCIO_EVENTS.get(_POLICY)
     _ASYNCIO_EVENTS[_POLICY] = None  # the job's policy is made afresh when first asked for
-    _SYS["getrecursionlimit"] = exposed.getrecursionlimit
-    _SYS["_getframe"] = exposed.getframe
-    _SYS["setrecursionlimit"] = exposed.setrecursionlimit
-    _SYS["monitoring"] = _REFUSED_MONITORING
-    _GC["set_debug"] = exposed.refused_set_debug
     if _GC_GARBAGE:  # nothing can have put the runner's garbage there; never keep any
         _GC_GARBAGE.clear()
+    _gc_enable()  # off between jobs (leave)
 
 
 def set_tracing(on: bool) -> None:
@@ -365,37 +362,89 @@ def stdout_text() -> str:
     return _JOIN(streams[1][0])
 
 
-def leave() -> None:
-    """What every job gets back (both isolation modes): sys's streams, recursion
-    functions and real limit, sys.monitoring, gc.set_debug, the builtins, the running
-    asyncio loop."""
-    global outer_loop, outer_policy, empty_stdin
-    # the job's stdin goes first, while its stdout is still the job's (whose writes go
-    # nowhere now): a finalizer the program put on it runs here, not in a later job
-    _SYS["stdin"] = _STDIN
+def wind_down() -> None:
+    """The job's end, still guarded (its stdout taken, its writes going nowhere): what
+    the program may have left in the interpreter's shared objects is taken back now — its
+    stdin, its asyncio loop and policy, the builtins as built — so that whatever that
+    frees (a finalizer, a weak reference's callback) runs here, under the job's guard,
+    and not in the middle of the runner's checks or of a later job. A namespace whose
+    keys are not all plain strings is left alone (a lookup would run the program's
+    ``__eq__``): ``leave`` reports it."""
+    global empty_stdin
+    if shared_state.plain(_SYS):
+        _SYS["stdin"] = _STDIN
     if not _pristine(empty_stdin):
         empty_stdin = new_stdin("")
-    _SYS["stdout"], _SYS["stderr"] = _STDOUT, _STDERR
     _set_running_loop(outer_loop)
-    _ASYNCIO_EVENTS[_POLICY] = outer_policy
-    outer_loop = outer_policy = None
-    _SYS["getrecursionlimit"], _SYS["setrecursionlimit"] = _GET_RECURSION, _SET_RECURSION
-    _SYS["_getframe"] = _getframe
-    _SYS["monitoring"] = _MONITORING
-    _GC["set_debug"] = _GC_SET_DEBUG
-    _SET_RECURSION(_BUILD_RECURSION)
-    if shared_state._differs(_BUILTINS, _BUILTINS_STATE):
+    if shared_state.plain(_ASYNCIO_EVENTS):
+        _ASYNCIO_EVENTS[_POLICY] = outer_policy
+    if shared_state.differs(_BUILTINS, _BUILTINS_STATE):
         _BUILTINS.clear()
         _BUILTINS.update(_BUILTINS_STATE)
 
 
-def exposed_changed() -> list[str]:
-    """exposed.py's module and classes as built (put back if not)."""
+def leave() -> list[str]:
+    """After ``wind_down`` (or in its place, when the job did not end normally): sys's
+    streams and real recursion limit back. From here until the next job's ``enter`` no
+    program code runs: the garbage collector is off (a collection would run the
+    program's finalizers and ``gc.callbacks``), namespaces are looked into only when
+    their keys are plain strings, and what ``wind_down`` put back is compared by
+    identity — a finalizer that changed it again is reported, and what is put back now is
+    kept alive (shared_state.bury), never freed. Returns what was not as ``wind_down``
+    left it (the host then gives the next job a fresh instance)."""
+    global empty_stdin
+    _gc_disable()
+    _SET_RECURSION(_BUILD_RECURSION)
     found = []
-    if shared_state._differs(_EXPOSED, _EXPOSED_STATE):
+    if not shared_state.plain(_SYS):
+        found.append("sys (a key that is not a str)")
+    else:
+        _SYS["stdout"], _SYS["stderr"] = _STDOUT, _STDERR
+        if _SYS.get("stdin") is not _STDIN:
+            found.append("sys.stdin")
+            shared_state.bury(_SYS.get("stdin"))
+            _SYS["stdin"] = _STDIN
+    if not _pristine(empty_stdin):
+        found.append("the empty stdin")
+        shared_state.bury(empty_stdin)
+        empty_stdin = new_stdin("")
+    if not shared_state.plain(_ASYNCIO_EVENTS):
+        found.append("asyncio.events (a key that is not a str)")
+    elif _get_running_loop() is not outer_loop or _ASYNCIO_EVENTS.get(_POLICY) is not outer_policy:
+        found.append("asyncio's event loop")
+        shared_state.bury((_get_running_loop(), _ASYNCIO_EVENTS.get(_POLICY)))
+        _set_running_loop(outer_loop)
+        _ASYNCIO_EVENTS[_POLICY] = outer_policy
+    if shared_state.differs(_BUILTINS, _BUILTINS_STATE):
+        found.append("builtins")
+        shared_state.put_back(_BUILTINS, _BUILTINS_STATE)
+    return found
+
+
+def exposed_changed() -> list[str]:
+    """exposed.py's module and classes as built (put back if not: no program code runs,
+    and what is taken out is kept alive, shared_state.bury)."""
+    found = []
+    if shared_state.differs(_EXPOSED, _EXPOSED_STATE):
         found.append("the program changed the runner's exposed module")
-        shared_state._put_back(_EXPOSED, _EXPOSED_STATE)
+        shared_state.put_back(_EXPOSED, _EXPOSED_STATE)
     for cls, state in _EXPOSED_CLASSES:
         if shared_state.put_back_class(cls, state):
             found.append(f"the program changed the runner's class {_TYPE_NAME(cls, None)}")
     return found
+
+
+def seal() -> None:
+    """Hand programs, for good, the stand-ins of what would lead them to the runner:
+    ``sys.monitoring`` (a program that could switch the tracer's events off and on would
+    hide steps), ``sys._getframe`` (frames lead to the runner's), the recursion-limit
+    functions (the program's own limit) and ``gc.set_debug`` (``DEBUG_SAVEALL`` would hand
+    over the runner's garbage). Called once, when the guest is built: they are never the
+    real ones again, so no program code that runs at any time — a finalizer, a hook,
+    a ``__eq__`` met by a check — can reach the real ones. The runner holds its own
+    references, taken when its modules were imported."""
+    _SYS["getrecursionlimit"] = exposed.getrecursionlimit
+    _SYS["_getframe"] = exposed.getframe
+    _SYS["setrecursionlimit"] = exposed.setrecursionlimit
+    _SYS["monitoring"] = _REFUSED_MONITORING
+    _GC["set_debug"] = exposed.refused_set_debug

@@ -115,6 +115,7 @@ guard.runner_globals = frozenset(bounded_repr.address(module.__dict__) for modul
                                   loops, stdlib_preload, sys.modules["analysis"],
                                   sys.modules[__name__]))
 guard.install()
+guard.seal()
 sysmon_tracer.install()
 job.PRELOADED = {"imported": list(stdlib_preload.imported),
                  "failed": dict(stdlib_preload.failed),
@@ -128,7 +129,7 @@ _THIS = sys.modules[__name__]
 def _hidden_ids() -> set[int]:
     """Objects no program may reach: the runner's module namespaces and functions, the
     entry object, sys.monitoring's namespace."""
-    found = {id(_ENTRY), id(sys.monitoring)}  # (its ``events``, plain numbers, are not)
+    found = {id(_ENTRY), id(guard._MONITORING)}  # (its ``events``, plain numbers, are not)
     for module in _HIDDEN_MODULES + (_THIS,):
         found.add(id(module))
         found.add(id(module.__dict__))
@@ -146,13 +147,13 @@ _TYPE_DICT = type.__dict__["__dict__"].__get__
 def _monitoring_function(value) -> bool:
     """A function of sys.monitoring (read with C getters: a package's lazy objects, such
     as six's moved modules, run code on any other attribute read)."""
-    return type(value) is BuiltinFunctionType and _BUILTIN_SELF(value) is sys.monitoring
+    return type(value) is BuiltinFunctionType and _BUILTIN_SELF(value) is guard._MONITORING
 
 
 def exposure() -> list[str]:
     """Where a module a program can reach (anything in ``sys.modules``), or a class it
-    exposes, holds one of the hidden objects (or a sys.monitoring function), but for
-    ``sys.monitoring`` itself, which a job replaces. Run when the guest is built: the build
+    exposes, holds one of the hidden objects (or a sys.monitoring function; ``sys``
+    itself holds the stand-in, guard.seal). Run when the guest is built: the build
     fails if anything is found. Only C getters read the modules and classes: no
     package's code runs (and imports what it would otherwise import lazily)."""
     hidden = _hidden_ids()
@@ -164,8 +165,6 @@ def exposure() -> list[str]:
         if type(namespace) is not dict:
             continue
         for key, value in list(namespace.items()):
-            if module is sys and key == "monitoring":
-                continue  # replaced for every job (guard.py)
             if id(value) in hidden or _monitoring_function(value):
                 found.append(f"{name}.{key}")
             elif issubclass(type(value), type):
@@ -194,6 +193,7 @@ def WitWorld():  # noqa: N802 (the name componentize-py looks for)
     if found:
         raise RuntimeError("the guest exposes its runner to programs through: "
                            + ", ".join(found))
+    gc.enable()  # as a program finds it (jobs leave it off between them: guard.leave)
     shared_state.take(classes=(exposed.NoSelector,))  # asyncio's, reached through its loop
     # Objects of the snapshot are never garbage: keep the collector off them, so a fresh
     # instance does not touch (and copy-on-write fault) the whole heap on its first

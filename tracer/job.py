@@ -198,6 +198,7 @@ def run_job(request: dict) -> dict:
     if type(shape) is str:
         return _invalid(result, shape)
     guard.enter(limits, request.get("seed", guard.RANDOM_SEED), shape[1])
+    ended = False
     try:
         try:
             _run(request, result, limits, code_text, input_text, entry, shape[0])
@@ -207,27 +208,31 @@ def run_job(request: dict) -> dict:
         _tracer.reset_stop()  # its traceback holds the program's frames
         namespace, namespace_held = namespace_held, None
         if batch and namespace is not None:
-            # What the program left behind goes now, while the job is guarded and
-            # sys.monitoring and gc.set_debug are still refused (its finalizers write
-            # nowhere): not in the middle of a later job. In job isolation the instance
-            # goes instead.
             namespace.clear()
-            namespace = None
-            _collect()
         namespace = None
+        # What the program left behind goes now, while the job is guarded (its
+        # finalizers write nowhere): not in the runner's checks below, nor in a later
+        # job. In job isolation the instance goes instead, uncollected.
+        guard.wind_down()
+        if batch:
+            shared_state.restore_cheap()
+            _collect()
+        ended = True
     finally:
         namespace_held = None
-        guard.leave()
+        left = guard.leave()
+    # From here on no program code runs (guard.leave): every check reads by identity and
+    # exact type, and what is put back is kept alive, never freed.
     codes = result.pop("codes", None) or []
-    if batch:
-        shared_state.restore_cheap()
     reasons = _tracer.tamper_reasons() + guard.exposed_changed()
     if reasons and result["status"] != "tampered":
         result["status"] = "tampered"
         result["exception_type"] = None
         result["exception_message"] = wire.text("; ".join(reasons))
     if batch:
-        changed = shared_state.changed(codes)
+        changed = left + shared_state.cheap_changed() + shared_state.changed(codes)
+        if not ended:
+            changed.append("the job did not end normally")
         if changed:
             result["shared_state_changed"] = [wire.text(name, 200) for name in changed]
     if guard.refused:
@@ -353,9 +358,11 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
     namespace_held = namespace
     _tracer.loops_begin(not analysed and request.get("loops", True) is not False,
                         namespace, program, mode == "trace")
-    recorder = analysis.Recorder(len(conditions))
+    recorder = None  # analyse: (active, counts, outcomes), the lists the runner reads
     if analysed:
-        namespace.update(recorder.names())
+        helpers, *recorder = analysis.recorder(len(conditions))
+        namespace.update(helpers)
+        helpers = None
     if plan is None:
         _script(request, result, limits, mode, program, namespace, recorder,
                 conditions if analysed else None)
@@ -519,8 +526,8 @@ def _call(request, result, limits, plan, namespace, recorder, conditions, traced
         _begin_trace(request, result, limits, namespace)
         _tracer.base_frame = _tracer.frame_at(0)
         guard.set_tracing(True)
-    else:
-        recorder.active = True
+    elif recorder is not None:
+        recorder[0][0] = True
     try:
         if case is not None:
             case.setUpClass()
@@ -550,8 +557,8 @@ def _call(request, result, limits, plan, namespace, recorder, conditions, traced
         if traced:
             _tracer.finish()
             guard.set_tracing(False)
-        else:
-            recorder.active = False
+        elif recorder is not None:
+            recorder[0][0] = False
         result["call_us"] = (_perf_ns() - started) // 1000
     args = kwargs = calls = bound = function = case = None
     if failure is not None and raised is None and not _stopped(result, None):
@@ -593,7 +600,8 @@ def _script(request, result, limits, mode, program, namespace, recorder, conditi
         guard.set_tracing(True)
     else:
         guard.apply_recursion()
-        recorder.active = True
+        if recorder is not None:
+            recorder[0][0] = True
     try:
         exec(program, namespace)
     except BaseException as exc:  # everything the program can raise, SystemExit included
@@ -602,8 +610,8 @@ def _script(request, result, limits, mode, program, namespace, recorder, conditi
         if traced:
             _tracer.finish()
             guard.set_tracing(False)
-        else:
-            recorder.active = False
+        elif recorder is not None:
+            recorder[0][0] = False
         result["call_us"] = (_perf_ns() - started) // 1000
     if not _stopped(result, raised):
         if raised is None or _exits_cleanly(raised):
@@ -742,15 +750,17 @@ def _compare(result: dict, value, expected_text, namespace: dict) -> None:
     result["output_matches"] = matches
 
 
-def _analysis_report(recorder, conditions: list) -> dict:
-    """What the instrumented run recorded, read as plain values. The recorder is the
-    program's to see (its helpers sit in the program's namespace), so a program can only
-    change its own analysis; every value is type-checked and bounded here."""
-    def count(name: str) -> int:
-        value = getattr(recorder, name, 0)
+def _analysis_report(recorder: list, conditions: list) -> dict:
+    """What the instrumented run recorded, read as plain values. The recorder's lists are
+    the program's to see (its helpers sit in the program's namespace and their globals
+    hold them), so a program can only change its own analysis; every value is read here
+    by exact type (no program code runs) and bounded."""
+    _active, counts, outcomes = recorder
+
+    def count(position: int) -> int:
+        value = counts[position] if type(counts) is list and len(counts) > position else 0
         return value if type(value) is int and value >= 0 else 0
 
-    outcomes = getattr(recorder, "outcomes", None)
     if type(outcomes) is not list or len(outcomes) != len(conditions):
         outcomes = [[] for _ in conditions]
     rows = []
@@ -762,11 +772,7 @@ def _analysis_report(recorder, conditions: list) -> dict:
         kept += len(seen)
         rows.append({"line": line, "col": col, "kind": kind,
                      "outcomes": "".join(["T" if item is True else "F" for item in seen])})
-    evaluations = count("evaluations")
-    return {
-        "conditions": rows, "evaluations": evaluations,
-        "evaluations_truncated": evaluations > analysis.MAX_EVALUATIONS,
-        "int_ops": count("int_ops"), "int_ops_large": count("int_ops_large"),
-        "seq_ops": count("seq_ops"), "seq_ops_long": count("seq_ops_long"),
-        "float_ops": count("float_ops"), "true_divisions": count("true_divisions"),
-    }
+    found = {name: count(position) for position, name in enumerate(analysis.COUNTS)}
+    evaluations = found["evaluations"]
+    return {"conditions": rows, **found,
+            "evaluations_truncated": evaluations > analysis.MAX_EVALUATIONS}

@@ -42,6 +42,7 @@ import os  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
+from itertools import repeat as _repeat  # noqa: E402
 from operator import is_ as _is  # noqa: E402
 from types import CodeType, ModuleType, SimpleNamespace  # noqa: E402
 
@@ -51,7 +52,7 @@ _CONTAINERS = (list, dict, set)
 _modules = sys.modules
 _get_int_digits = sys.get_int_max_str_digits
 _set_int_digits = sys.set_int_max_str_digits
-_setcontext = decimal.setcontext
+_setcontext, _getcontext = decimal.setcontext, decimal.getcontext
 _gc_isenabled, _gc_enable, _gc_disable = gc.isenabled, gc.enable, gc.disable
 _gc_get_threshold, _gc_set_threshold = gc.get_threshold, gc.set_threshold
 _abc_token = abc.get_cache_token
@@ -64,7 +65,10 @@ _environ_data = getattr(os.environ, "_data", None)
 _argv = sys.argv
 _type_dict = type.__dict__["__dict__"].__get__  # a class's namespace, by type's own getter
 _type_flags = type.__dict__["__flags__"].__get__
+_type_annotations = type.__dict__["__annotations__"].__get__
 _module_dict = ModuleType.__dict__["__dict__"].__get__
+_set_class = object.__dict__["__class__"].__set__  # the C setter: no program descriptor runs
+_gc_callbacks = gc.callbacks
 
 # What a program needs in order to rebind another module's state: an attribute store or
 # delete (``math.pi = 3``), or one of these names. A job whose code has none of them
@@ -105,6 +109,7 @@ def take(classes: tuple = ()) -> None:
         if (issubclass(type(value), type) and not _type_flags(value) & _IMMUTABLE_TYPE
                 and id(value) not in seen):
             seen.add(id(value))
+            settle(value)
             snap.classes.append((value, dict(_type_dict(value))))
     # per module name: the containers its namespace (and its classes') hold, as built
     snap.containers = {}
@@ -132,6 +137,17 @@ def take(classes: tuple = ()) -> None:
     snap.environ = snap.argv = None
     snap.abc = _abc_token()
     _snapshot = snap
+
+
+def settle(cls) -> None:
+    """Read ``cls.__annotations__`` once, when the guest is built: in 3.14 the first read
+    stores ``__annotate_func__`` and ``__annotations_cache__`` in the class's dict, so a
+    program that only reads a class's annotations would otherwise look as if it had
+    changed the class."""
+    try:
+        _type_annotations(cls)
+    except Exception:  # annotations that do not evaluate: read as the program would
+        pass
 
 
 def first_job() -> None:
@@ -166,7 +182,8 @@ def restore_cheap() -> None:
     snap = _snapshot
     if _get_int_digits() != snap.int_digits:
         _set_int_digits(snap.int_digits)
-    _setcontext(snap.decimal.copy())
+    snap.decimal_set = snap.decimal.copy()
+    _setcontext(snap.decimal_set)
     if len(_warn_filters) != len(snap.filters) or not _same_items(tuple(_warn_filters),
                                                                    tuple(snap.filters)):
         _warn_filters[:] = snap.filters
@@ -186,6 +203,8 @@ def restore_cheap() -> None:
         _gc_set_threshold(*threshold)
     if _gc_isenabled() != enabled:
         (_gc_enable if enabled else _gc_disable)()
+    if _gc_callbacks:  # a program's callback would run at every later collection
+        _gc_callbacks.clear()
     if type(_environ_data) is dict and (len(_environ_data) != len(snap.environ) or not
                                         _same_items(tuple(_environ_data.items()),
                                                     tuple(snap.environ.items()))):
@@ -193,6 +212,32 @@ def restore_cheap() -> None:
         _environ_data.update(snap.environ)
     if not _same_items(tuple(_argv), snap.argv):
         _argv[:] = snap.argv
+
+
+def cheap_changed() -> list[str]:
+    """After ``restore_cheap`` and the job's last collection (whose finalizers may have
+    changed it again): what of that state is not as restored, compared by identity and
+    plain numbers only (no program code runs; nothing is put back: the host gives the
+    next job a fresh instance)."""
+    snap = _snapshot
+    found = []
+    if _get_int_digits() != snap.int_digits:
+        found.append("sys.set_int_max_str_digits")
+    if _getcontext() is not snap.decimal_set:
+        found.append("decimal's context")
+    if not _same_items(tuple(_warn_filters), tuple(snap.filters)) or (
+            snap.once is not None and len(_once_registry) != len(snap.once)):
+        found.append("warnings' filters")
+    if any(len(cache) != len(saved) for cache, saved in zip(_re_caches, snap.re)):
+        found.append("re's caches")
+    if _gc_get_threshold() != snap.gc[1] or _gc_callbacks:
+        found.append("gc's thresholds or callbacks")
+    if type(_environ_data) is dict and not _same_items(tuple(_environ_data.items()),
+                                                       tuple(snap.environ.items())):
+        found.append("os.environ")
+    if not _same_items(tuple(_argv), snap.argv):
+        found.append("sys.argv")
+    return found
 
 
 def may_touch_shared_state(codes: list) -> bool:
@@ -226,20 +271,18 @@ def changed(codes: list) -> list[str]:
     snap = _snapshot
     found: list[str] = []
     rebinds = may_touch_shared_state(codes)  # replacing an entry takes ``modules`` too
-    if len(_modules) != len(snap.modules) or rebinds and any(
-            _modules.get(name) is not module for name, module in snap.modules.items()):
+    if len(_modules) != len(snap.modules) or rebinds and differs(_modules, snap.modules):
         found.append("sys.modules")
-        for name in [name for name in _modules if name not in snap.modules]:
-            del _modules[name]
-        _modules.update(snap.modules)
+        put_back(_modules, snap.modules)
     if rebinds:
         for name, module, kind, namespace, state in snap.namespaces:
             if type(module) is not kind:
                 found.append(f"{name} (its class)")
-                object.__setattr__(module, "__class__", kind)
-            if _differs(namespace, state):
+                bury(type(module))
+                _set_class(module, kind)
+            if differs(namespace, state):
                 found.append(name)
-                _put_back(namespace, state)
+                put_back(namespace, state)
         for cls, state in snap.classes:
             if put_back_class(cls, state):
                 found.append(f"{_qualified(cls)}")
@@ -253,51 +296,93 @@ def changed(codes: list) -> list[str]:
     return found
 
 
-def _differs(namespace, state: dict) -> bool:
+# What the runner takes out of shared state after a job is kept here, never freed: its
+# finalizers and weak references' callbacks would be program code running outside the
+# job. Only what a reported change took out comes here, and the host runs no further job
+# in an instance that reported one (wasm_sandbox/_runtime.py).
+_graveyard: list = []
+
+
+def bury(objects) -> None:
+    """Keep ``objects`` alive for the life of the instance (see ``_graveyard``)."""
+    _graveyard.append(objects)
+
+
+def plain(namespace) -> bool:
+    """Whether every key of ``namespace`` (a dict or a class's mappingproxy) is an exact
+    ``str``: only then may the runner look keys up in it or store into it. A program's
+    ``str`` subclass key would run its ``__hash__``/``__eq__`` in any lookup that meets it.
+    Checked at C speed; no program code runs."""
+    return all(map(_is, map(type, namespace), _repeat(str)))
+
+
+def differs(namespace, state: dict) -> bool:
     """Whether ``namespace`` (a dict or a class's mappingproxy) no longer holds exactly
-    ``state``'s objects (compared by identity: no program code runs)."""
+    ``state``'s objects, compared by identity (never with ``==``: a program's object may
+    claim to equal anything), and its keys exact strings (``plain``): no program code
+    runs."""
     if len(namespace) != len(state):
         return True
     # At C speed: the same keys in the same order holding the same objects (the usual
     # case, every job); a reordered but equal namespace falls to the loop below.
     if all(map(_is, namespace, state)) and all(map(_is, namespace.values(), state.values())):
         return False
+    if not plain(namespace):
+        return True
     for key, value in state.items():
         if namespace.get(key, state) is not value:
             return True
     return False
 
 
+def put_back(namespace: dict, state: dict) -> None:
+    """Make the dict ``namespace`` hold ``state`` again: what it holds now is buried
+    first, so clearing it frees nothing, and filling the empty dict compares no keys."""
+    bury(tuple(namespace.items()))
+    namespace.clear()
+    namespace.update(state)
+
+
 def put_back_class(cls, state: dict) -> bool:
     """Whether ``cls``'s namespace is not ``state``, its copy as built; if so, put back
-    as built (through type's own setattr, not a metaclass's)."""
+    as built (through type's own setattr, not a metaclass's) where that runs no program
+    code: the class's metaclass is exactly ``type`` (a metaclass's descriptors would
+    answer the stores) and its keys are plain. Otherwise it stays as it is: the change is
+    reported, and the instance is not used again."""
     namespace = _type_dict(cls)
-    if not _differs(namespace, state):
+    if not differs(namespace, state):
         return False
-    for key in [key for key in namespace if key not in state]:
-        _del_type_attr(cls, key)
-    for key, value in state.items():
-        if namespace.get(key, state) is not value:
-            _set_type_attr(cls, key, value)
+    if type(cls) is type and plain(namespace):
+        bury(tuple(namespace.items()))
+        for key in [key for key in namespace if key not in state]:
+            _del_type_attr(cls, key)
+        for key, value in state.items():
+            if namespace.get(key, state) is not value:
+                _set_type_attr(cls, key, value)
     return True
 
 
-def _put_back(namespace: dict, state: dict) -> None:
-    for key in [key for key in namespace if key not in state]:
-        del namespace[key]
-    for key, value in state.items():
-        if namespace.get(key, state) is not value:
-            namespace[key] = value
-
-
 def _refill(container, items: tuple) -> None:
+    """Put a list, dict or set back as built, burying what it holds now. A dict or set is
+    refilled only when hashing what it held runs no program code (keys of exact built-in
+    types, or classes whose metaclass is exactly ``type``); otherwise it is left as it is
+    (the change is reported)."""
+    kind = type(container)
+    if kind is not list:
+        keys = [item[0] for item in items] if kind is dict else list(items)
+        if not all(type(key) in _HASHED_IN_C or type(key) is type and type(type(key)) is type
+                   for key in keys):
+            return
+    bury(_items(container))
     container.clear()
-    if type(container) is dict:
+    if kind is dict:
         container.update(items)
-    elif type(container) is list:
-        container.extend(items)
     else:
-        container.update(items)
+        (container.extend if kind is list else container.update)(items)
+
+
+# keys whose hash and equality are C code, whatever a program did
+_HASHED_IN_C = frozenset({str, int, bytes, float, bool, type(None)})
 
 
 def _qualified(cls) -> str:
