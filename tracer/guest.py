@@ -26,11 +26,14 @@ import loops
 import shared_state
 import stdlib_preload
 import sysmon_tracer
+import unittest_driver
 import wire
 
 _RUNNER_MODULES = ("guest", "job", "guard", "wire", "sysmon_tracer", "bounded_repr",
-                   "shared_state", "stdlib_preload", "exposed", "analysis", "guest_packages", "loops")
-_HIDDEN_MODULES = (job, guard, wire, sysmon_tracer, bounded_repr, shared_state, loops)
+                   "shared_state", "stdlib_preload", "exposed", "analysis", "guest_packages",
+                   "loops", "unittest_driver")
+_HIDDEN_MODULES = (job, guard, wire, sysmon_tracer, bounded_repr, shared_state, loops,
+                   unittest_driver)
 _AFTER_INIT = ("componentize_py_types", "componentize_py_runtime", "os", "weakref", "random",
                "componentize_py_async_support", "componentize_py_async_support.streams",
                "componentize_py_async_support.futures")
@@ -112,8 +115,8 @@ def _install_event_loop() -> None:
 _install_event_loop()
 guard.runner_globals = frozenset(bounded_repr.address(module.__dict__) for module in
                                  (job, guard, wire, sysmon_tracer, bounded_repr, shared_state,
-                                  loops, stdlib_preload, sys.modules["analysis"],
-                                  sys.modules[__name__]))
+                                  loops, stdlib_preload, unittest_driver,
+                                  sys.modules["analysis"], sys.modules[__name__]))
 guard.install()
 guard.seal()
 sysmon_tracer.install()

@@ -98,6 +98,7 @@ import exposed  # noqa: E402
 import guard  # noqa: E402
 import shared_state  # noqa: E402
 import sysmon_tracer as _tracer  # noqa: E402
+import unittest_driver  # noqa: E402
 import wire  # noqa: E402
 
 # trace: the traced call; analyse: the instrumented program, untraced (analysis.py);
@@ -402,10 +403,13 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
     except (SyntaxError, ValueError) as exc:
         message = exc.msg if issubclass(type(exc), SyntaxError) else _describe(exc)
         input_error = f"input does not parse as call arguments: {wire.text(message)}"
+    classes_before = None  # with test code: the classes there were before it ran
     for code, what in ((program, "program failed at top level"),
                        (test_code, "test code failed at top level")):
         if code is None:
             continue
+        if code is test_code:
+            classes_before = unittest_driver.classes()
         try:
             exec(code, namespace)
         except MemoryError:
@@ -417,7 +421,8 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
             _invalid(result, f"{what}: {_TYPE_NAME(type(exc), None)}: {_describe(exc)}")
             result["exception_type"] = _TYPE_NAME(type(exc), "exception_type")
             return
-    function, case = _entry(result, namespace, parts, input_text)
+    function, case = _entry(result, namespace, parts, input_text, classes_before)
+    classes_before = None
     if function is None:
         return
     if input_error is not None:
@@ -455,12 +460,16 @@ def _arguments(code, namespace: dict) -> tuple:
     return arguments
 
 
-def _entry(result: dict, namespace: dict, parts: list, input_text: str) -> tuple:
+def _entry(result: dict, namespace: dict, parts: list, input_text: str,
+           classes_before: set | None) -> tuple:
     """What the entry names, looked up from the module namespace (attribute by
     attribute, untraced: a class's ``__getattr__`` may run), as ``(callable, test case
     class or None)``; ``(None, None)`` with the result ``invalid`` if there is none. An
     entry ``Case.test_x`` whose ``Case`` is a unittest.TestCase subclass is that test:
-    the callable is ``Case("test_x").debug``."""
+    the callable runs ``Case("test_x")`` by unittest's own ``debug``, and only when
+    unittest is as built and (with test code: ``classes_before`` the classes there were
+    before it ran) the test class's bases are the test code's or unittest's
+    (unittest_driver.py)."""
     entry = wire.text(".".join(parts), 200)
     target = namespace.get(parts[0])
     if target is None:
@@ -474,9 +483,21 @@ def _entry(result: dict, namespace: dict, parts: list, input_text: str) -> tuple
         if input_text.strip():
             _invalid(result, f"entry {entry!r} is a test method: it takes no input")
             return None, None
+    if case is not None:
+        changes = unittest_driver.changed()
+        if changes:
+            _invalid(result, unittest_driver.message(changes, "before"))
+            return None, None
+        foreign = [] if classes_before is None else unittest_driver.foreign_bases(
+            case, classes_before)
+        if foreign:
+            _invalid(result, f"test class {parts[0]!r} is made from {wire.text(', '.join(foreign), 200)}, "
+                             "which the test code did not make: the test's verdict would not "
+                             "be unittest's")
+            return None, None
     try:
         if case is not None:
-            target = target(parts[1]).debug
+            target = unittest_driver.test_runner(target, parts[1])
         else:
             for part in parts[1:]:
                 target = getattr(target, part)
@@ -520,6 +541,7 @@ def _call(request, result, limits, plan, namespace, recorder, conditions, traced
     class set up and torn down around it."""
     function, args, kwargs, calls, case = plan
     plan = None
+    is_test = case is not None
     value = obj = raised = failure = None
     started = _perf_ns()
     if traced:
@@ -575,6 +597,11 @@ def _call(request, result, limits, plan, namespace, recorder, conditions, traced
         exc = None
     else:
         _set_outcome(result, limits, value, raised)
+        if is_test and result["status"] in ("ok", "exception"):
+            changes = unittest_driver.changed()
+            if changes:
+                _invalid(result, unittest_driver.message(changes, "while"))
+                result["output"] = result["output_type"] = result["exception_type"] = None
     obj = raised = failure = None
     if traced:
         _fill_trace(result)
