@@ -18,6 +18,7 @@ import json
 import sys
 from types import BuiltinFunctionType, FunctionType, ModuleType, SimpleNamespace
 
+import answer_values
 import bounded_repr
 import exposed
 import guard
@@ -31,9 +32,9 @@ import wire
 
 _RUNNER_MODULES = ("guest", "job", "guard", "wire", "sysmon_tracer", "bounded_repr",
                    "shared_state", "stdlib_preload", "exposed", "analysis", "guest_packages",
-                   "loops", "unittest_driver")
+                   "loops", "unittest_driver", "answer_values")
 _HIDDEN_MODULES = (job, guard, wire, sysmon_tracer, bounded_repr, shared_state, loops,
-                   unittest_driver)
+                   unittest_driver, answer_values)
 _AFTER_INIT = ("componentize_py_types", "componentize_py_runtime", "os", "weakref", "random",
                "componentize_py_async_support", "componentize_py_async_support.streams",
                "componentize_py_async_support.futures")
@@ -115,7 +116,7 @@ def _install_event_loop() -> None:
 _install_event_loop()
 guard.runner_globals = frozenset(bounded_repr.address(module.__dict__) for module in
                                  (job, guard, wire, sysmon_tracer, bounded_repr, shared_state,
-                                  loops, stdlib_preload, unittest_driver,
+                                  loops, stdlib_preload, unittest_driver, answer_values,
                                   sys.modules["analysis"], sys.modules[__name__]))
 guard.install()
 guard.seal()

@@ -94,6 +94,7 @@ import unittest  # noqa: E402
 from types import CodeType  # noqa: E402
 
 import analysis  # noqa: E402
+import answer_values  # noqa: E402
 import exposed  # noqa: E402
 import guard  # noqa: E402
 import shared_state  # noqa: E402
@@ -109,6 +110,9 @@ INPUT_FILE = "<input>"
 EXPECTED_FILE = "<expected>"
 TEST_FILE = "<test>"  # test code: not "<program>", so never traced
 ARGS_HELPER = "__steptrace_args__"
+# the message's start when a model's answer (request "answer": true) builds a value whose
+# behaviour it defined (answer_values.py)
+ANSWER_REFUSED = "unsafe_input"
 SHAPES = ("call", "script")
 MAX_CALLS = 1_000         # methods in one chain
 MAX_STDIN = 16 * 1024 * 1024  # characters of stdin text
@@ -409,7 +413,7 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
         if code is None:
             continue
         if code is test_code:
-            classes_before = unittest_driver.classes()
+            classes_before = shared_state.all_classes()
         try:
             exec(code, namespace)
         except MemoryError:
@@ -428,6 +432,8 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
     if input_error is not None:
         _invalid(result, input_error)
         return
+    # a model's answer: the classes there are before it runs (answer_values.py)
+    answer = shared_state.all_classes() if request.get("answer") is True else None
     namespace[ARGS_HELPER] = exposed.collect_arguments
     try:
         args, kwargs = _arguments(input_code, namespace)
@@ -446,8 +452,13 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
         return
     finally:
         namespace.pop(ARGS_HELPER, None)
-    plan = (function, args, kwargs, calls, case)
-    function = args = kwargs = calls = case = None
+    if answer is not None:
+        problem = answer_values.foreign((args, kwargs, calls), answer, False)
+        if problem is not None:
+            _invalid(result, f"{ANSWER_REFUSED}: the input builds {problem}")
+            return
+    plan = (function, args, kwargs, calls, case, answer)
+    function = args = kwargs = calls = case = answer = None
     _call(request, result, limits, plan, namespace, recorder,
           conditions if analysed else None, mode == "trace")
 
@@ -539,7 +550,7 @@ def _call(request, result, limits, plan, namespace, recorder, conditions, traced
     analysis.py), or of the program as it is (``run``: checking a predicted input). A
     method chain's methods are looked up and called here, in the same run; a test's
     class set up and torn down around it."""
-    function, args, kwargs, calls, case = plan
+    function, args, kwargs, calls, case, answer = plan
     plan = None
     is_test = case is not None
     value = obj = raised = failure = None
@@ -597,6 +608,13 @@ def _call(request, result, limits, plan, namespace, recorder, conditions, traced
         exc = None
     else:
         _set_outcome(result, limits, value, raised)
+        if answer is not None and result["status"] == "ok":
+            problem = answer_values.foreign(value, answer, True)
+            if problem is not None:
+                _invalid(result, f"{ANSWER_REFUSED}: the call returned {problem}")
+                result["output"] = result["output_type"] = None
+        if request.get("plain_output") is True and result["status"] == "ok":
+            result["output_plain"] = answer_values.plain(value)
         if is_test and result["status"] in ("ok", "exception"):
             changes = unittest_driver.changed()
             if changes:

@@ -66,6 +66,8 @@ _argv = sys.argv
 _type_dict = type.__dict__["__dict__"].__get__  # a class's namespace, by type's own getter
 _type_flags = type.__dict__["__flags__"].__get__
 _type_annotations = type.__dict__["__annotations__"].__get__
+_subclasses = type.__dict__["__subclasses__"]
+_address = object.__hash__  # an object's address (bounded_repr.address), without id()'s audit event
 _module_dict = ModuleType.__dict__["__dict__"].__get__
 _set_class = object.__dict__["__class__"].__set__  # the C setter: no program descriptor runs
 _gc_callbacks = gc.callbacks
@@ -137,6 +139,20 @@ def take(classes: tuple = ()) -> None:
     snap.environ = snap.argv = None
     snap.abc = _abc_token()
     _snapshot = snap
+
+
+def all_classes() -> set[int]:
+    """The addresses (bounded_repr.address) of every class there is now: ``object``'s
+    subclasses, recursively, read with type's own method (no program code runs)."""
+    seen = {_address(object)}
+    pending = [object]
+    while pending:
+        for cls in _subclasses(pending.pop()):
+            where = _address(cls)
+            if where not in seen:
+                seen.add(where)
+                pending.append(cls)
+    return seen
 
 
 def settle(cls) -> None:

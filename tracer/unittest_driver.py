@@ -34,13 +34,13 @@ import unittest  # noqa: E402
 from types import MethodType, ModuleType  # noqa: E402
 
 import shared_state  # noqa: E402
+from bounded_repr import address as _address  # noqa: E402
 
 _TYPE_GET = type.__dict__
 _MRO = _TYPE_GET["__mro__"].__get__
 _MODULE_OF = _TYPE_GET["__module__"].__get__
 _QUALNAME = _TYPE_GET["__qualname__"].__get__
 _TYPE_DICT = _TYPE_GET["__dict__"].__get__
-_SUBCLASSES = _TYPE_GET["__subclasses__"]
 _MODULE_DICT = ModuleType.__dict__["__dict__"].__get__
 _DEBUG = unittest.TestCase.__dict__["debug"]  # the function: no descriptor of the program's
 _TEST_CASE = unittest.TestCase
@@ -70,7 +70,8 @@ def _family() -> tuple[list, list]:
 
 
 _UNITTEST_MODULES, _UNITTEST_CLASSES = _family()
-_OWN = frozenset(id(cls) for cls, _name, _state in _UNITTEST_CLASSES) | {id(object), id(type)}
+_OWN = frozenset(_address(cls) for cls, _name, _state in _UNITTEST_CLASSES) | {
+    _address(object), _address(type)}
 
 
 def changed() -> list[str]:
@@ -90,24 +91,13 @@ def changed() -> list[str]:
     return found
 
 
-def classes() -> set[int]:
-    """The ids of every class there is now (``object``'s subclasses, recursively)."""
-    seen = {id(object)}
-    pending = [object]
-    while pending:
-        for cls in _SUBCLASSES(pending.pop()):
-            if id(cls) not in seen:
-                seen.add(id(cls))
-                pending.append(cls)
-    return seen
-
-
 def foreign_bases(case, before: set[int]) -> list[str]:
     """The classes of ``case``'s MRO, and of its metaclass's, that are neither unittest's
-    own nor ``object`` or ``type`` and existed before the test code ran (the program's, or
-    any other's)."""
+    own nor ``object`` or ``type`` and existed before the test code ran (``before``, from
+    shared_state.all_classes: the program's, or any other's)."""
     return [_QUALNAME(cls) if type(_QUALNAME(cls)) is str else "?"
-            for cls in _MRO(case) + _MRO(type(case)) if id(cls) not in _OWN and id(cls) in before]
+            for cls in _MRO(case) + _MRO(type(case))
+            if _address(cls) not in _OWN and _address(cls) in before]
 
 
 def test_runner(case, name: str):

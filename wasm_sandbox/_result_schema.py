@@ -237,6 +237,9 @@ RESULT = Record(
         "analysis": ANALYSIS,                         # mode "analyse"
         "snapshots": Snapshots(NAME, Text("max_repr")),  # option full_locals
         "shared_state_changed": Names("max_name", most=100_000),  # batch isolation
+        # request "plain_output": the returned value is built-in data all the way down
+        # (tracer/answer_values.py), so its text is the runner's repr, not the program's
+        "output_plain": Bool(),
     },
     empty_when_missing=("objects", "attributes", "global_states"),
 )

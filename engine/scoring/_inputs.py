@@ -9,7 +9,11 @@ own: the tasks' inputs are such (CRUXEval's include ``dict(e=1)``, ``range(100, 
 else is wrong without being run: an input that is code could build an object whose
 ``__eq__`` answers True to the expected output (``type('F', (), {'__eq__': ...})()``,
 ``__import__('unittest.mock').mock.ANY``), and be judged right without the program ever
-computing that output."""
+computing that output. The program's names include the modules it imports, and some of
+those make classes (``abc.ABCMeta(...)``, ``types.new_class``, ``dataclasses.make_dataclass``):
+so the guest checks the values themselves too (request ``answer``: no class made by the
+answer, in the arguments or in what the call returns; tracer/answer_values.py), and an
+answer it refuses is wrong with the note ``unsafe_input: ...``."""
 
 from __future__ import annotations
 
@@ -113,6 +117,13 @@ def program_names(code: str) -> frozenset[str]:
     return frozenset(n for n in found if not n.startswith("__"))
 
 
+def is_refused_answer(result: dict) -> bool:
+    """Whether the guest refused the answer's values (tracer/answer_values.py)."""
+    message = result.get("exception_message")
+    return (result.get("status") == "invalid" and isinstance(message, str)
+            and message.startswith(UNSAFE_INPUT + ": "))
+
+
 def unsafe_input_verdict() -> tuple[bool, str]:
     """The verdict of an input that is not safe arguments (never run)."""
     return False, (f"{UNSAFE_INPUT}: the input is not made of literals, safe builtins and "
@@ -138,8 +149,10 @@ def input_requests(tasks: dict[str, dict], pending: list[tuple[dict, str]],
         key = (code, entry, predicted, output, lock.digest if lock is not None else None)
         if key not in index:
             index[key] = len(requests)
+            # "answer": the guest refuses values of classes the answer made
+            # (tracer/answer_values.py)
             requests.append({"code": code, "entry": entry, "input": predicted,
-                             "expected": output, "mode": "run"})
+                             "expected": output, "mode": "run", "answer": True})
             locks.append(lock)
         order.append(index[key])
     return requests, order, locks
@@ -172,7 +185,12 @@ def run_input_checks(requests: list[dict], options: ScoreOptions,
 
 
 def input_verdict(result: dict) -> tuple[bool, str | None]:
+    """(right?, note) of an input check's guest result. An answer the guest refused for
+    building a value of its own making (status ``invalid``, message ``unsafe_input: ...``)
+    gets that message as its note, as an input refused here does."""
     status = result.get("status")
+    if is_refused_answer(result):
+        return False, str(result["exception_message"])[:300]
     if status == "ok":
         matches = result.get("output_matches") is True
         return matches, None if matches else f"returned {str(result.get('output'))[:200]}"

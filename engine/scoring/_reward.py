@@ -14,7 +14,8 @@ A batch is a list of items; each gets one result, ``{"correct", "status", "detai
   judge (engine/scoring/_judges.py, the one ``score`` uses); an ``input`` answer must be
   safe arguments and is then run in the sandbox (engine/scoring/_inputs.py).
 * ``{"code": ..., "input": ..., "expected_output": ..., "entry": "f"}``: ``entry(input)``
-  runs in the sandbox (untraced, a fresh instance); it is right when it returns and its
+  runs in the sandbox (untraced, a fresh instance); it is right when it returns built-in
+  data (no object of the code's own, whose ``__repr__`` could say anything) and that
   value's repr equals ``expected_output`` as the ``output`` judge compares an answer
   (``same_value``: as Python values when both are literals, else as text).
 
@@ -42,7 +43,7 @@ from typing import Any, Iterable
 from steptrace.errors import InputError
 from steptrace.sandbox._limits import Limits
 from steptrace.scoring._inputs import (UNSAFE_INPUT, input_requests, input_verdict,
-                                       unsafe_input_verdict)
+                                       is_refused_answer, unsafe_input_verdict)
 from steptrace.scoring._judges import same_value
 from steptrace.scoring._load import TASK_FIELDS
 from steptrace.scoring._verdicts import ScoreOptions, judge
@@ -383,7 +384,8 @@ class RewardJudge:
 
     def _submit_code(self, item: dict) -> Future:
         return self._submit({"code": item["code"], "entry": item.get("entry", "f"),
-                             "input": item["input"], "mode": "run"}, None)
+                             "input": item["input"], "mode": "run", "plain_output": True},
+                            None)
 
     def _submit(self, request: dict, lock) -> Future:
         """The check's Future; an identical check of the same batch shares it (each
@@ -403,19 +405,29 @@ def in_sandbox(kind: str) -> bool:
 
 
 def _input_result(found: dict, kind: str) -> dict:
-    """An input check's result, from the guest's result as ``score`` reads it."""
+    """An input check's result, from the guest's result as ``score`` reads it (an answer
+    the guest refused for the values it built: status ``unsafe_input``, as one refused
+    here)."""
     correct, note = input_verdict(found)
+    if is_refused_answer(found):
+        return result(False, UNSAFE_INPUT, note.partition(": ")[2], kind)
     return result(correct, str(found.get("status")), note, kind)
 
 
 def _code_result(found: dict, expected: str, options: ScoreOptions) -> dict:
-    """A code check: right when the run returned and its value's repr (not cut) equals
-    ``expected`` as the output judge compares them."""
+    """A code check: right when the run returned a plain value (built-in data all the way
+    down, so its text is the runner's own repr and no ``__repr__`` of the code's: request
+    ``plain_output``) whose repr (not cut) equals ``expected`` as the output judge
+    compares them."""
     status = str(found.get("status"))
     if status != "ok":
         _, note = input_verdict(found)
         return result(False, status, note, CODE_KIND)
     output = found.get("output")
+    if found.get("output_plain") is not True:
+        return result(False, status, f"the return value is a {found.get('output_type')}, not "
+                                     f"built-in data: a code check compares plain values",
+                      CODE_KIND)
     if not isinstance(output, str) or found.get("output_truncated"):
         return result(False, status, "the return value's repr was cut at the output limit",
                       CODE_KIND)

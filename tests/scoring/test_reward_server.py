@@ -242,7 +242,7 @@ def test_code_checks_compare_as_the_output_judge(server):
              {"code": code, "input": "'ab'", "expected_output": "'abab'"},
              {"code": code, "input": "None", "expected_output": "0"},
              {"code": eq, "input": "1", "expected_output": "5"},           # __eq__ never asked
-             {"code": eq, "input": "1", "expected_output": "F()"},         # its repr, as text
+             {"code": eq, "input": "1", "expected_output": "F()"},         # nor its __repr__
              {"code": "def f(:", "input": "1", "expected_output": "1"},
              {"code": "def k(x):\n    return x\n", "entry": "k", "input": "[1]",
               "expected_output": "[1]"}]
@@ -251,10 +251,44 @@ def test_code_checks_compare_as_the_output_judge(server):
     assert [(r["correct"], r["status"], r["kind"]) for r in results] == [
         (True, "ok", "code"), (True, "ok", "code"), (False, "ok", "code"),
         (True, "ok", "code"), (False, "exception", "code"), (False, "ok", "code"),
-        (True, "ok", "code"), (False, "invalid", "code"), (True, "ok", "code"),
+        (False, "ok", "code"), (False, "invalid", "code"), (True, "ok", "code"),
         (True, "ok", "code")]
     assert results[2]["detail"] == "returned 42"
     assert results[4]["detail"].startswith("exception: TypeError")
+    assert results[6]["detail"] == ("the return value is a F, not built-in data: a code "
+                                    "check compares plain values")
+
+
+# Values whose text a program wrote about itself: a code check judges the value.
+LYING = {
+    "repr_says_12": "class N:\n    def __repr__(self):\n        return '12'\n"
+                    "def f(x):\n    return N()\n",
+    "int_subclass": "class N(int):\n    def __repr__(self):\n        return '12'\n"
+                    "def f(x):\n    return N(5)\n",
+    "str_subclass": "class S(str):\n    def __repr__(self):\n        return '12'\n"
+                    "def f(x):\n    return S('x')\n",
+    "in_a_list": "class N:\n    def __repr__(self):\n        return '12'\n"
+                 "def f(x):\n    return [N()]\n",
+    "dict_key": "class N:\n    def __repr__(self):\n        return '12'\n"
+                "    def __hash__(self):\n        return 1\n"
+                "def f(x):\n    return {N(): 1}\n",
+}
+
+
+def test_a_code_check_never_takes_a_programs_word_for_its_value(server):
+    """A value whose ``__repr__`` says ``12`` is not 12, in a container or not; built-in
+    data equal to the expected output is still right."""
+    items = [{"code": LYING[name], "input": "1",
+              "expected_output": "[12]" if name == "in_a_list" else
+              "{12: 1}" if name == "dict_key" else "12"} for name in LYING]
+    items.append({"code": "def f(x):\n    return [x, {'a': (x, 1.5)}]\n", "input": "12",
+                  "expected_output": "[12, {'a': (12, 1.5)}]"})
+    results = judge_items(server, items)
+    assert [(r["correct"], r["status"]) for r in results] == [(False, "ok")] * len(LYING) + [
+        (True, "ok")]
+    assert [r["detail"].split(",")[0] for r in results[:len(LYING)]] == [
+        "the return value is a N", "the return value is a N", "the return value is a S",
+        "the return value is a list", "the return value is a dict"]
 
 
 def test_a_check_that_never_ends_times_out_beside_other_requests(store, server):
