@@ -75,6 +75,12 @@ where the program can reach it:
   built, from these values alone.
 * After the job the tracer's tool, events and callbacks, and exposed.py's objects, are
   compared (by identity) with the build and put back; a difference is ``tampered``.
+  Nothing of the program runs then: what it left behind is taken back while the job is
+  guarded (guard.wind_down), then the collector is off, namespaces are read only when
+  their keys are exact strings, and what is put back is kept alive (shared_state.bury).
+* A unittest test runs by unittest's own ``debug`` and only while unittest is as built
+  (unittest_driver.py); a model's input answer may build only values whose behaviour it
+  cannot define (request ``answer``, answer_values.py).
 
 This is defence in depth inside one interpreter. The hard wall is WebAssembly: whatever a
 program does here, it cannot reach the host, another job's instance (job isolation), or

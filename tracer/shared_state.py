@@ -3,13 +3,20 @@
 In job isolation every job gets a fresh instance of the built snapshot, so none of this
 applies. In batch isolation one interpreter runs job after job; after each one:
 
-Restored, every job (cheap, and done whether or not the job touched them):
-  ``builtins``, ``sys.stdout``/``stderr``, the recursion limit, ``sys.monitoring`` and
-  ``gc.set_debug`` (job.py swaps and restores these around every job), the int/str
-  digit limit (``sys.set_int_max_str_digits``), the decimal context, the warnings filters
-  and once-registry, the ``re`` module's pattern caches, the garbage collector's switch
-  and thresholds, ``os.environ`` and ``sys.argv``, and ``random``'s state (every job starts from the same
-  seed, see job.py).
+Restored, every job (cheap, and done whether or not the job touched them), while the job
+is still guarded so that what this frees runs its finalizers there (``restore_cheap``;
+``guard.wind_down`` does the builtins, ``sys.stdin`` and asyncio's loop):
+  the int/str digit limit (``sys.set_int_max_str_digits``), the decimal context, the
+  warnings filters and once-registry, the ``re`` module's pattern caches, the garbage
+  collector's switch, thresholds and ``gc.callbacks``, ``os.environ`` and ``sys.argv``, and
+  ``random``'s state (every job starts from the same seed, see job.py). After the job's
+  last collection ``cheap_changed`` compares them again, by identity: a finalizer that
+  changed them once more is reported as a change.
+
+After a job no program code runs (see guard.leave): every comparison here is by identity,
+a namespace is looked into only when all its keys are exact ``str`` (``plain``), and what
+is put back is buried (``bury``: kept alive, so no finalizer or weak reference callback
+runs).
 Compared with the snapshot, and put back when they differ (the job's run gets a note
 and the host gives the next job a fresh instance):
   * ``sys.modules`` (entries added, removed or replaced);
