@@ -383,19 +383,22 @@ def wind_down() -> None:
         _BUILTINS.update(_BUILTINS_STATE)
 
 
-def leave() -> list[str]:
-    """After ``wind_down`` (or in its place, when the job did not end normally): sys's
-    streams and real recursion limit back. From here until the next job's ``enter`` no
-    program code runs: the garbage collector is off (a collection would run the
-    program's finalizers and ``gc.callbacks``), namespaces are looked into only when
-    their keys are plain strings, and what ``wind_down`` put back is compared by
-    identity — a finalizer that changed it again is reported, and what is put back now is
-    kept alive (shared_state.bury), never freed. Returns what was not as ``wind_down``
-    left it (the host then gives the next job a fresh instance)."""
+def leave(batch: bool) -> list[str]:
+    """The job is over: from here until the next job's ``enter`` no program code runs. The
+    garbage collector is off (a collection would run the program's finalizers and
+    ``gc.callbacks``) and the runner's real recursion limit is back. In job isolation that
+    is all: the instance is not used again. In batch isolation (after ``wind_down``, or in
+    its place when the job did not end normally) sys's streams are put back, and what
+    ``wind_down`` put back is compared by identity, namespaces looked into only when their
+    keys are plain strings: a finalizer that changed it again is reported, and what is put
+    back now is kept alive (shared_state.bury), never freed. Returns what was not as
+    ``wind_down`` left it (the host then gives the next job a fresh instance)."""
     global empty_stdin
     _gc_disable()
     _SET_RECURSION(_BUILD_RECURSION)
     found = []
+    if not batch:
+        return found
     if not shared_state.plain(_SYS):
         found.append("sys (a key that is not a str)")
     else:

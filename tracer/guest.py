@@ -101,6 +101,10 @@ def _warm_up() -> None:
                 "shape" in request or "calls" in request or "test" in request) and (
                 result.get("status") != "ok" or result.get("output_matches") is False):
             raise RuntimeError(f"the guest's warm-up job failed: {result}")
+    # the interpreter as a batch job leaves it (a job-isolation job leaves its streams in
+    # place: its instance is not used again), for the snapshot every instance starts from
+    guard.wind_down()
+    guard.leave(True)
 
 
 def _install_event_loop() -> None:

@@ -224,14 +224,14 @@ def run_job(request: dict) -> dict:
         # What the program left behind goes now, while the job is guarded (its
         # finalizers write nowhere): not in the runner's checks below, nor in a later
         # job. In job isolation the instance goes instead, uncollected.
-        guard.wind_down()
         if batch:
+            guard.wind_down()
             shared_state.restore_cheap()
             _collect()
         ended = True
     finally:
         namespace_held = None
-        left = guard.leave()
+        left = guard.leave(batch)
     # From here on no program code runs (guard.leave): every check reads by identity and
     # exact type, and what is put back is kept alive, never freed.
     codes = result.pop("codes", None) or []
