@@ -739,3 +739,72 @@ def test_a_client_over_its_bounds_is_told_to_retry_and_others_are_not(store):
             httpd.server_close()
     assert [(found[n][0], [r["correct"] for r in found[n][1]["results"]])
             for n in ("a3", "a1", "b2")] == [(200, [True] * 3), (200, [True]), (200, [True] * 2)]
+
+
+# ------------------------------------------------------------------ model-written code: job isolation
+# (a check that leaves state behind, a check that reads it, what that returns in a fresh
+# instance). The first two are the examples of docs/guides/sandbox.md's batch isolation,
+# which it would catch; the last three it would not (a function's defaults, reached through
+# the function: batch isolation compares namespaces, not the objects in them).
+LEAKS = [
+    ("import json\ndef f(x):\n    json.leak = x\n    return x\n",
+     "import json\ndef f(x):\n    return getattr(json, 'leak', 0)\n", "0"),
+    ("import sys\ndef f(x):\n    sys.modules['leak'] = x\n    return x\n",
+     "import sys\ndef f(x):\n    return sys.modules.get('leak', 0)\n", "0"),
+    ("import textwrap\ndef f(x):\n    d = textwrap.TextWrapper.__init__.__defaults__\n"
+     "    textwrap.TextWrapper.__init__.__defaults__ = (x,) + d[1:]\n    return x\n",
+     "import textwrap\ndef f(x):\n    return textwrap.TextWrapper().width\n", "70"),
+    ("import textwrap\ndef f(x):\n    textwrap.wrap.__kwdefaults__ = {'leak': x}\n    return x\n",
+     "import textwrap\ndef f(x):\n    return (textwrap.wrap.__kwdefaults__ or {}).get('leak', 0)\n",
+     "0"),
+    ("import json\ndef f(x):\n    json.dumps.__kwdefaults__['indent'] = x\n    return x\n",
+     "import json\ndef f(x):\n    return json.dumps([1, 2]).count(' ')\n", "1"),
+]
+
+
+def test_code_checks_of_one_request_and_of_the_next_never_share_an_instance(lone_server):
+    """With one worker every check runs in the same worker process, one after another:
+    what a check leaves in a module (an attribute of ``json``, an entry of
+    ``sys.modules``, a function's defaults) is not there for the next check of the same
+    request, nor for the next request's."""
+    items = []
+    for number, (writer, reader, fresh) in enumerate(LEAKS, start=7):
+        items += [{"code": writer, "input": str(number), "expected_output": str(number)},
+                  {"code": reader, "input": "1", "expected_output": fresh}]
+    assert [(r["correct"], r["status"], r["detail"]) for r in judge_items(lone_server, items)] \
+        == [(True, "ok", None)] * len(items)
+    readers = [{"code": reader, "input": "2", "expected_output": fresh}
+               for _, reader, fresh in LEAKS]
+    assert [(r["correct"], r["status"]) for r in judge_items(lone_server, readers)] == \
+        [(True, "ok")] * len(LEAKS)
+
+
+HANDLERS = "import logging\n\ndef f(x):\n    return len(logging.root.handlers)\n"
+
+
+def test_predicted_inputs_never_share_an_instance_in_score_or_the_service(tmp_path):
+    """An input answer that leaves a handler on the root logger (safe arguments: the
+    program imports ``logging``; batch isolation would not see it) and a right answer
+    checked after it, by ``score`` (one worker, one chunk) and by the service (one worker,
+    one batch): the right answer is right, in both."""
+    corpus, db, tasks_file = tmp_path / "c.jsonl", tmp_path / "m.duckdb", tmp_path / "t.jsonl"
+    corpus.write_text(json.dumps({"id": "log", "code": HANDLERS, "input": "5"}) + "\n")
+    assert invoke("trace", corpus, "--db", db, "--workers", 0).exit_code == 0
+    assert invoke("tasks", "--db", db, "--kinds", "input", "--out", tasks_file).exit_code == 0
+    leaking = "logging.root.handlers.append(1) or 5"
+    tasks = predict_with_stub(tasks_file, db, lambda task: [block(leaking), block("1")],
+                              model="m", samples=2)
+    assert len(tasks) == 1
+    scored = invoke("score", "--tasks", tasks_file, "--db", db, "--workers", 1, "--timeout",
+                    TIMEOUT_S, "--format", "json")
+    assert scored.exit_code == 0, scored.output
+    assert stored(db, "SELECT p.sample_index, p.answer, s.correct, s.note FROM predictions p "
+                      "JOIN scores s USING (task_id, model, label, sample_index) "
+                      "ORDER BY p.sample_index") == [(0, leaking, False, "returned 1"),
+                                                     (1, "1", True, None)]
+    results = judge_answers(db, [{"task_id": tasks[0]["task_id"], "answer": leaking},
+                                 {"task_id": tasks[0]["task_id"], "answer": "1"},
+                                 {"task_id": tasks[0]["task_id"], "answer": leaking}],
+                            workers=1, limits=LIMITS)
+    assert [(r["correct"], r["status"], r["detail"]) for r in results] == [
+        (False, "ok", "returned 1"), (True, "ok", None), (False, "ok", "returned 1")]
