@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -95,17 +96,23 @@ def store(tmp_path_factory):
     return db, tasks
 
 
-@pytest.fixture(scope="module")
-def server(store):
-    db, _ = store
-    with RewardJudge(db, workers=2, limits=LIMITS) as judge:
+@contextmanager
+def serving(db: Path, workers: int, limits: RewardLimits = LIMITS):
+    """A real server on 127.0.0.1 (an ephemeral port) over its own judge: (judge, server)."""
+    with RewardJudge(db, workers=workers, limits=limits) as judge:
         httpd = serve_rewards(judge)
         httpd.serve_in_thread()
         try:
-            yield httpd
+            yield judge, httpd
         finally:
             httpd.shutdown()
             httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(store):
+    with serving(store[0], workers=2) as (_, httpd):
+        yield httpd
 
 
 def post(server, body: bytes | dict, path: str = "/v1/judge") -> tuple[int, dict]:
@@ -527,15 +534,8 @@ HOSTILE = [
 @pytest.fixture(scope="module")
 def lone_server(store):
     """A server of one sandbox worker, for the tests that count or order its checks."""
-    db, _ = store
-    with RewardJudge(db, workers=1, limits=LIMITS) as judge:
-        httpd = serve_rewards(judge)
-        httpd.serve_in_thread()
-        try:
-            yield httpd
-        finally:
-            httpd.shutdown()
-            httpd.server_close()
+    with serving(store[0], workers=1) as (_, httpd):
+        yield httpd
 
 
 def test_every_malformed_request_gets_a_one_line_4xx_and_the_server_serves_on(
@@ -660,29 +660,23 @@ def test_checks_are_taken_round_robin_across_clients_and_their_requests(store):
     on the order the scheduler took the checks, not on times."""
     db, _ = store
     a, b = "127.0.0.2", "127.0.0.3"
-    with RewardJudge(db, workers=1, limits=LIMITS) as judge:
-        httpd = serve_rewards(judge)
-        httpd.serve_in_thread()
-        try:
-            judge.slots.queue.pause()
-            found: dict[str, tuple] = {}
-            threads = []
-            for name, address, items, queued in (("a1", a, add_one(0, 3), 3),
-                                                 ("a2", a, add_one(10, 3), 6),
-                                                 ("b", b, add_one(20, 1), 7)):
-                thread = threading.Thread(target=lambda n=name, ad=address, it=items:
-                                          found.__setitem__(n, post_from(httpd, ad, it)))
-                thread.start()
-                threads.append(thread)
-                wait_for_checks(httpd, queued=queued, running=0)  # queued in this order
-            judge.slots.queue.resume()
-            for thread in threads:
-                thread.join()
-            assert list(judge.slots.queue.order) == [(a, 1), (b, 3), (a, 2), (a, 1), (a, 2),
-                                                     (a, 1), (a, 2)]
-        finally:
-            httpd.shutdown()
-            httpd.server_close()
+    with serving(db, workers=1) as (judge, httpd):
+        judge.slots.queue.pause()
+        found: dict[str, tuple] = {}
+        threads = []
+        for name, address, items, queued in (("a1", a, add_one(0, 3), 3),
+                                             ("a2", a, add_one(10, 3), 6),
+                                             ("b", b, add_one(20, 1), 7)):
+            thread = threading.Thread(target=lambda n=name, ad=address, it=items:
+                                      found.__setitem__(n, post_from(httpd, ad, it)))
+            thread.start()
+            threads.append(thread)
+            wait_for_checks(httpd, queued=queued, running=0)  # queued in this order
+        judge.slots.queue.resume()
+        for thread in threads:
+            thread.join()
+        assert list(judge.slots.queue.order) == [(a, 1), (b, 3), (a, 2), (a, 1), (a, 2),
+                                                 (a, 1), (a, 2)]
     for name, count in (("a1", 3), ("a2", 3), ("b", 1)):
         status, body, _ = found[name]
         assert status == 200
@@ -699,44 +693,38 @@ def test_a_client_over_its_bounds_is_told_to_retry_and_others_are_not(store):
     a, b = "127.0.0.2", "127.0.0.3"
     limits = RewardLimits(max_items=40, max_client_checks=4, max_client_requests=2,
                           sandbox=Limits(timeout_s=TIMEOUT_S))
-    with RewardJudge(db, workers=1, limits=limits) as judge:
-        httpd = serve_rewards(judge)
-        httpd.serve_in_thread()
-        try:
-            judge.slots.queue.pause()
-            found: dict[str, tuple] = {}
+    with serving(db, workers=1, limits=limits) as (judge, httpd):
+        judge.slots.queue.pause()
+        found: dict[str, tuple] = {}
 
-            def send(name: str, address: str, items: list[dict]) -> threading.Thread:
-                thread = threading.Thread(target=lambda: found.__setitem__(
-                    name, post_from(httpd, address, items)))
-                thread.start()
-                return thread
+        def send(name: str, address: str, items: list[dict]) -> threading.Thread:
+            thread = threading.Thread(target=lambda: found.__setitem__(
+                name, post_from(httpd, address, items)))
+            thread.start()
+            return thread
 
-            waiting = [send("a3", a, add_one(0, 3))]
-            wait_for_checks(httpd, queued=3, clients=1)
-            status, body, headers = post_from(httpd, a, add_one(10, 2))
-            assert (status, body, headers["Retry-After"]) == (429, {
-                "error": "too many checks under way: 3 of this client's are queued or "
-                         "running, and 2 more would pass 4; send again later"}, "3")
-            status, body, _ = post_from(httpd, a, add_one(20, 5))
-            assert (status, body) == (400, {"error": "the request has 5 sandboxed checks (at "
-                                                     "most 4 a client at once)"})
-            waiting.append(send("a1", a, add_one(30, 1)))
-            wait_for_checks(httpd, queued=4, clients=1)
-            status, body, headers = post_from(httpd, a, add_one(40, 1))  # a third request
-            assert (status, body, headers["Retry-After"]) == (429, {
-                "error": "too many requests under way from 127.0.0.2 (at most 2 at once); "
-                         "send again later"}, "3")
-            waiting.append(send("b2", b, add_one(50, 2)))
-            wait_for_checks(httpd, queued=6, clients=2)
-            judge.slots.queue.resume()
-            for thread in waiting:
-                thread.join()
-            status, body, _ = post_from(httpd, a, add_one(60, 4))  # under way again: 4
-            assert status == 200 and [r["correct"] for r in body["results"]] == [True] * 4
-        finally:
-            httpd.shutdown()
-            httpd.server_close()
+        waiting = [send("a3", a, add_one(0, 3))]
+        wait_for_checks(httpd, queued=3, clients=1)
+        status, body, headers = post_from(httpd, a, add_one(10, 2))
+        assert (status, body, headers["Retry-After"]) == (429, {
+            "error": "too many checks under way: 3 of this client's are queued or "
+                     "running, and 2 more would pass 4; send again later"}, "3")
+        status, body, _ = post_from(httpd, a, add_one(20, 5))
+        assert (status, body) == (400, {"error": "the request has 5 sandboxed checks (at "
+                                                 "most 4 a client at once)"})
+        waiting.append(send("a1", a, add_one(30, 1)))
+        wait_for_checks(httpd, queued=4, clients=1)
+        status, body, headers = post_from(httpd, a, add_one(40, 1))  # a third request
+        assert (status, body, headers["Retry-After"]) == (429, {
+            "error": "too many requests under way from 127.0.0.2 (at most 2 at once); "
+                     "send again later"}, "3")
+        waiting.append(send("b2", b, add_one(50, 2)))
+        wait_for_checks(httpd, queued=6, clients=2)
+        judge.slots.queue.resume()
+        for thread in waiting:
+            thread.join()
+        status, body, _ = post_from(httpd, a, add_one(60, 4))  # under way again: 4
+        assert status == 200 and [r["correct"] for r in body["results"]] == [True] * 4
     assert [(found[n][0], [r["correct"] for r in found[n][1]["results"]])
             for n in ("a3", "a1", "b2")] == [(200, [True] * 3), (200, [True]), (200, [True] * 2)]
 
