@@ -139,8 +139,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(code, message or reason, {"Allow": "GET, POST"} if code == 405 else None)
 
     def _refuse_method(self) -> None:
-        self._error(405, f"{self.path[:200]!r} takes {'GET' if self.path == HEALTH_PATH else 'POST'}"
-                         f": POST {JUDGE_PATH}, GET {HEALTH_PATH}", {"Allow": "GET, POST"})
+        method = "GET" if self.path == HEALTH_PATH else "POST"
+        self._error(405, f"{self.path[:200]!r} takes {method}: POST {JUDGE_PATH}, "
+                         f"GET {HEALTH_PATH}", {"Allow": "GET, POST"})
 
     do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_TRACE = do_CONNECT = \
         _refuse_method

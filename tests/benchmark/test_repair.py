@@ -401,8 +401,8 @@ def test_repair_from_a_running_event_loop(tmp_path):
 # (state batch isolation would not compare); "reads"'s revision, run after it in the same
 # round, must see them as they are.
 LEAVES = {"id": "leaves", "code": "def f(x):\n    return x + y\n", "input": "7", "output": "7"}
-READS = {"id": "reads", "code": "import textwrap\ndef f(x):\n    return textwrap.TextWrapper().width + z\n",
-         "input": "0", "output": "70"}
+READS = {"id": "reads", "input": "0", "output": "70",
+         "code": "import textwrap\ndef f(x):\n    return textwrap.TextWrapper().width + z\n"}
 LEAVES_FIX = ("import textwrap\ndef f(x):\n    d = textwrap.TextWrapper.__init__.__defaults__\n"
               "    textwrap.TextWrapper.__init__.__defaults__ = (x,) + d[1:]\n    return x\n")
 READS_FIX = "import textwrap\ndef f(x):\n    return textwrap.TextWrapper().width + x\n"

@@ -729,7 +729,7 @@ def test_a_client_over_its_bounds_is_told_to_retry_and_others_are_not(store):
             for n in ("a3", "a1", "b2")] == [(200, [True] * 3), (200, [True]), (200, [True] * 2)]
 
 
-# ------------------------------------------------------------------ model-written code: job isolation
+# ------------------------------------------------------------------ model-written code runs alone
 # (a check that leaves state behind, a check that reads it, what that returns in a fresh
 # instance). The first two are the examples of docs/guides/sandbox.md's batch isolation,
 # which it would catch; the last three it would not (a function's defaults, reached through
