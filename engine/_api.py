@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import warnings
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -184,7 +185,8 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
     store: the store to write (created if missing): a path or an opened ``Store``.
     workers: worker processes (default: one per CPU; 0 runs the jobs in this process).
     isolation: ``job`` (a fresh interpreter per job) or ``batch`` (one per chunk of jobs,
-        for trusted code).
+        for trusted code; a corpus holding records marked ``model_written`` is traced in
+        job isolation all the same, and ``summary.notes`` says so).
     limits: a ``Limits``, or a dict of the ones to change (``{"timeout_s": 2}``).
     force: trace again the jobs already stored, replacing them.
     name: what the summary calls the corpus (default: its path, or ``<memory>``); for
@@ -222,7 +224,8 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
                   progress: Progress | None = None,
                   packages: PackageLock | str | os.PathLike | None = None,
                   plan_only: bool = False,
-                  shard_progress: Progress | None = None) -> ShardSummary:
+                  shard_progress: Progress | None = None,
+                  on_note: Callable[[str], None] | None = None) -> ShardSummary:
     """Trace ``corpora`` (corpus files or directories) into the shard directory ``out``
     (``steptrace trace CORPUS... --out DIR``): a plan of fixed shards of jobs, then each
     shard's runs as Parquet files, on ``engine`` ``local`` (this machine's worker pool) or
@@ -233,7 +236,10 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
     (default: one per CPU). isolation, limits, packages: as for ``trace``.
     progress: ``progress(runs done, runs planned)`` after each shard.
     plan_only: write the plan and stop (``trace_shard`` then runs each shard).
-    shard_progress: ``shard_progress(shards done, shards planned)``, before ``progress``."""
+    shard_progress: ``shard_progress(shards done, shards planned)``, before ``progress``.
+    on_note: called with each note on what the trace does otherwise than asked (batch
+        isolation asked for corpora holding records marked ``model_written``: the plan
+        is made in job isolation); default: a warning."""
     from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE
     from steptrace.sharding._run import ShardOptions, trace_shards
     if isinstance(corpora, (str, os.PathLike)):
@@ -245,6 +251,14 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
                              f"{type(corpus).__name__}")
         if os.fspath(corpus) == "-":
             raise InputError("a sharded trace reads corpus files, not standard input")
+    if isolation == "batch":  # a model's code never shares an instance (the plan keeps it)
+        from steptrace.tracing._trace import count_model_written, isolation_for
+        isolation, note = isolation_for(isolation, *count_model_written(corpora))
+        if note is not None:
+            if on_note is None:
+                warnings.warn(note, stacklevel=2)
+            else:
+                on_note(note)
     options = ShardOptions(shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
                            workers=workers, limits=as_limits(limits), isolation=isolation,
                            packages=None if packages is None else as_lock(packages),

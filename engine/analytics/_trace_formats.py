@@ -16,6 +16,7 @@ where it comes from: docs/guides/exports.md.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,15 +34,51 @@ class Format:
     render: Callable[[RunTrace], str]
 
 
+# ====================================================================== line breaks
+# Every character some common reader ends a line at: ``str.splitlines()`` breaks at all of
+# them, ``bytes.splitlines()`` and ``open()``'s universal newlines at \n and \r. Text
+# a run holds (a value's repr, a program's string literal, stdout, a message) may hold any
+# of them, and would start a line of its own, forging lines of a line-oriented format.
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# Line text escapes a character as ``⟦U+XXXX⟧``; ``⟦`` itself is escaped too, so the
+# escaping is reversible (text with neither is left as it is: a repr keeps its own
+# backslashes, and reads as Python wrote it).
+ESCAPE_OPEN, ESCAPE_CLOSE = "\u27e6", "\u27e7"
+_LINE_UNSAFE = re.compile(f"[{re.escape(LINE_BREAKS + ESCAPE_OPEN)}]")
+_LINE_ESCAPE = re.compile(f"{ESCAPE_OPEN}U\\+([0-9A-F]{{4}}){ESCAPE_CLOSE}")
+# JSON text may hold these raw (JSON's own escapes cover the rest of LINE_BREAKS): written
+# as JSON escapes, they are the same JSON string
+_JSON_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
+
+
+def line_text(text: str) -> str:
+    """``text`` as part of one line of a text format: each character of LINE_BREAKS, and
+    ``⟦``, written ``⟦U+XXXX⟧`` (``"a\\u2028b"`` -> ``"a⟦U+2028⟧b"``);
+    :func:`from_line_text` reverses it."""
+    return _LINE_UNSAFE.sub(lambda found: f"{ESCAPE_OPEN}U+{ord(found.group()):04X}"
+                                          f"{ESCAPE_CLOSE}", text)
+
+
+def from_line_text(text: str) -> str:
+    """The text :func:`line_text` was given."""
+    return _LINE_ESCAPE.sub(lambda found: chr(int(found.group(1), 16)), text)
+
+
+def json_text(value, ascii: bool = False) -> str:
+    """``json.dumps(value)`` on one line: also U+0085, U+2028 and U+2029, which JSON allows
+    raw in a string, are written as JSON escapes (``\\u2028``), the same JSON value."""
+    return json.dumps(value, ensure_ascii=ascii).translate(_JSON_BREAKS)
+
+
 def _dumps(record: dict) -> str:
-    """One JSON line: non-ASCII text as itself, unless the record holds a lone surrogate
-    (a program's string ``'\\ud800'`` read back from its repr), which UTF-8 cannot
-    hold: then every non-ASCII character is escaped."""
-    text = json.dumps(record, ensure_ascii=False)
+    """One JSON line (:func:`json_text`): non-ASCII text as itself, unless the record
+    holds a lone surrogate (a program's string ``'\\ud800'`` read back from its repr),
+    which UTF-8 cannot hold: then every non-ASCII character is escaped."""
+    text = json_text(record)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = json.dumps(record)
+        text = json_text(record, ascii=True)
     return text
 
 
@@ -143,26 +180,29 @@ def cwm_frames(trace: RunTrace) -> list[dict]:
 
 def cwm_context(trace: RunTrace) -> str:
     """The program with CWM's ``# << START_OF_TRACE`` marker on the line of the run's
-    first step (the entry's ``def`` line; a script's first line)."""
-    lines = source_lines(trace.run["code"])
+    first step (the entry's ``def`` line; a script's first line), a line of the program a
+    line: line breaks Python does not end a line at (a string literal's U+2028) are
+    escaped (:func:`line_text`)."""
+    lines = [line_text(line) for line in source_lines(trace.run["code"])]
     if trace.steps and 0 < trace.steps[0][3] <= len(lines):
         lines[trace.steps[0][3] - 1] += CWM_START_MARKER
     return "\n".join(lines) + "\n"
 
 
 def _cwm_json(value) -> str:
-    """JSON text in a CWM trace: ``<|`` inside a string (a program's repr can hold
-    ``<|frame_sep|>``) is written ``<\\u007c``, the same JSON value, so no value can
-    spell one of the trace's tokens."""
-    return json.dumps(value, ensure_ascii=False).replace("<|", "<\\u007c")
+    """JSON text in a CWM trace, on one line (:func:`json_text`): ``<|`` inside a string
+    (a program's repr can hold ``<|frame_sep|>``) is written ``<\\u007c``, the same JSON
+    value, so no value can spell one of the trace's tokens."""
+    return json_text(value).replace("<|", "<\\u007c")
 
 
 def cwm_frame_text(frame: dict) -> str:
-    """One frame in CWM's wire format."""
+    """One frame in CWM's wire format, on one line (the source line's own line breaks
+    escaped: :func:`line_text`)."""
     text = _CWM_TOKENS[frame["event"]]
     if frame["locals"] is not None:
         text += _cwm_json(frame["locals"])
-    text += CWM_ACTION + frame["source"]
+    text += CWM_ACTION + line_text(frame["source"])
     if frame["arg"] is not None:
         text += CWM_ARG + _cwm_json(frame["arg"])
     return text + CWM_FRAME
@@ -183,40 +223,44 @@ def render_cwm(trace: RunTrace) -> str:
 
 
 # ====================================================================== scratchpad
-def _one_line(text: str) -> str:
-    """A value on one line: a repr of the program's own ``__repr__`` may hold line breaks,
-    which would start lines of the trace; they are written ``\\n`` and ``\\r``."""
-    return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
 def _state_text(locals_: dict) -> str:
     """``{"x": 3, "s": 'ab'}``: the names as JSON strings, the values as their reprs
     (a repr cut to ``--max-repr`` ends with ``…``)."""
-    return "{" + ", ".join(f"{json.dumps(name, ensure_ascii=False)}: {_one_line(value[0])}"
+    return "{" + ", ".join(f"{json.dumps(name, ensure_ascii=False)}: {value[0]}"
                            + ("…" if value[2] else "")
                            for name, value in locals_.items()) + "}"
 
 
+def _lines(lines: list[str]) -> str:
+    """Lines of a text format, each escaped (:func:`line_text`), each ended by ``\\n``."""
+    return "".join(line_text(line) + "\n" for line in lines)
+
+
 def scratchpad_prompt(run: dict) -> str:
-    """What the trace is asked for: the program and how it is run."""
+    """What the trace is asked for: the program (its lines as Python numbers them) and
+    how it is run, a line of text a line."""
+    program = source_lines(run["code"])
+    while program and program[-1] == "":
+        program.pop()
     if run["shape"] == "script":
-        return ("Consider the following Python program:\n\n" + run["code"].rstrip("\n")
-                + f"\n\nIt runs with stdin {run['input']!r}.\nWhat is the execution trace?\n")
-    return ("Consider the following Python function:\n\n" + run["code"].rstrip("\n")
-            + "\n\noutput = " + call_text(run["entry"], run["input"], run["shape"], run["chain"])
-            + "\nWhat is the execution trace?\n")
+        return _lines(["Consider the following Python program:", "", *program, "",
+                       f"It runs with stdin {run['input']!r}.", "What is the execution trace?"])
+    return _lines(["Consider the following Python function:", "", *program, "",
+                   "output = " + call_text(run["entry"], run["input"], run["shape"], run["chain"]),
+                   "What is the execution trace?"])
 
 
 def scratchpad_target(trace: RunTrace) -> str:
     """The trace as scratchpad text: ``[BEGIN]``, then per ``line`` step the state of its
     frame as the line finds it (``state: {...}``) and the line (``line: ...``), per
     ``return`` the state and ``return: VALUE``, per ``raise`` ``exception: VALUE``,
-    per ``yield`` ``yield: VALUE``, then ``[DONE]`` when the run finished."""
+    per ``yield`` ``yield: VALUE``, then ``[DONE]`` when the run finished. Each line is
+    escaped (:func:`line_text`): no value or source text starts a line."""
     lines = source_lines(trace.run["code"])
     out = ["[BEGIN]"]
     for state in replay(trace):
         _number, event, _func, line, _depth, _frame = state.step
-        value = _one_line(state.value[0]) if state.value is not None else "None"
+        value = state.value[0] if state.value is not None else "None"
         if event == "line":
             source = lines[line - 1].strip() if 0 < line <= len(lines) else ""
             out += [f"state: {_state_text(state.frame.locals)}", f"line: {source}"]
@@ -226,7 +270,7 @@ def scratchpad_target(trace: RunTrace) -> str:
             out.append(f"{'exception' if event == 'raise' else 'yield'}: {value}")
     if trace.run["status"] in ("ok", "exception"):
         out.append("[DONE]")
-    return "\n".join(out) + "\n"
+    return _lines(out)
 
 
 def render_scratchpad(trace: RunTrace) -> str:

@@ -9,7 +9,8 @@ floats is for the sandbox and the filters to say, from real executions.
 
 The candidates file is a corpus (README, "Corpus formats"): one JSON object a line with
 ``id`` (the generation id), ``code``, ``entry`` ``f``, ``inputs`` (the text inside each
-``f(...)``, duplicates dropped) and, for the benchmark steps, ``method`` and ``fewshot``.
+``f(...)``, duplicates dropped), for the benchmark steps ``method`` and ``fewshot``, and
+``model_written`` (true: a model wrote it, so ``trace`` never runs it in batch isolation).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
+from steptrace.corpus._meta import MODEL_WRITTEN
 from steptrace.corpus._text import user_file, utf8_lines
 from steptrace.errors import InputError
 
@@ -74,7 +76,8 @@ class Candidate:
 
     def record(self) -> dict:
         return {"id": self.id, "method": self.method, "fewshot": list(self.fewshot),
-                "code": self.code, "entry": ENTRY, "inputs": list(self.inputs)}
+                "code": self.code, "entry": ENTRY, "inputs": list(self.inputs),
+                MODEL_WRITTEN: True}
 
 
 class Planned(Protocol):

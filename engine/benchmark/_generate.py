@@ -13,7 +13,8 @@ flushed batch by batch), the record of what was asked and said. The run is resum
 like ``steptrace predict``: a generation logged without an error is not asked again;
 one logged with an error is asked again (its newest line wins). The candidates file,
 a corpus ``steptrace trace`` reads, is rebuilt from the log at the end of every run
-(engine/benchmark/_candidates.py parses the responses).
+(engine/benchmark/_candidates.py parses the responses); its records are marked
+``model_written``, so ``trace`` runs them in job isolation even when asked for batch.
 """
 
 from __future__ import annotations

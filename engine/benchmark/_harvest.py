@@ -37,10 +37,11 @@ found by static analysis of their installed sources, and a model writes the inpu
    too), that binds to its parameters; the argument text (``ast.unparse``, so duplicates
    are found whatever the quoting) is a corpus ``input``.
 4. :func:`harvest` writes ``corpus.jsonl`` (the generic corpus format, records of
-   functions with at least one input), ``guest.lock`` (the lock with the modules as
-   imports) and ``harvest.json`` (the counts), then traces the corpus in the guest with
-   the lock. A run that raises is kept: status ``exception`` with its type and message,
-   the ``error`` task kind's answer.
+   functions with at least one input, each ``model_written``: its inputs are a model's),
+   ``guest.lock`` (the lock with the modules as imports) and ``harvest.json`` (the
+   counts), then traces the corpus in the guest with the lock, in job isolation (as
+   ``trace`` does any record a model wrote). A run that raises is kept: status
+   ``exception`` with its type and message, the ``error`` task kind's answer.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from steptrace.benchmark._log import drop_partial_line, log_records
+from steptrace.corpus._meta import MODEL_WRITTEN
 from steptrace.corpus._text import NotUtf8Error, decode_text
 from steptrace.errors import InputError
 from steptrace.predictions._predict import (PredictError, PredictOptions, Prediction,
@@ -842,7 +844,7 @@ def harvest(out: str | Path, lock, request: PredictOptions,
                              len(inputs), already, counts.requests, counts.errors, calls,
                              sum(1 for texts in inputs.values() if texts))
     records = [{"id": f.id, "code": f.code, "entry": f.entry, "inputs": inputs[f.id],
-                "module": f.module, "distribution": f.distribution}
+                "module": f.module, "distribution": f.distribution, MODEL_WRITTEN: True}
                for f in functions if inputs.get(f.id)]
     _write(out / CORPUS_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     _write(out / LOCK_FILE, guest_lock.text)
@@ -899,7 +901,7 @@ def _trace(out: Path, records: list[dict], guest_lock, options: HarvestOptions,
 
     from steptrace._api import trace
     db = options.db or out / "store.duckdb"
-    trace(out / CORPUS_FILE, db, workers=options.workers, packages=guest_lock)
+    trace(out / CORPUS_FILE, db, workers=options.workers, isolation="job", packages=guest_lock)
     summary.db = str(db)
     con = duckdb.connect(str(db), read_only=True)
     try:

@@ -51,8 +51,12 @@ changed, another model, or another package lock is an error naming the log.
 
 The output, rebuilt from the log at the end of every run, is a corpus of the examples
 that are done (in corpus order), each the record as repaired, with ``rounds`` (the round
-it passed at, 0 for as given) and ``repair`` (the model, the original record's SHA-256);
-``steptrace trace`` traces it.
+it passed at, 0 for as given), ``repair`` (the model, the original record's SHA-256) and,
+for a revised one, ``model_written`` (true), so that ``steptrace trace`` never runs the
+model's code in batch isolation.
+
+Every revision runs in job isolation (a fresh instance per run): a reply never shares an
+interpreter with another example's, nor with the next round's.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from steptrace.corpus._formats import CorpusError, Job, jobs_from_record, stdout_matches
+from steptrace.corpus._meta import MODEL_WRITTEN
 from steptrace.benchmark._log import drop_partial_line, log_records
 from steptrace.corpus._text import NotUtf8Error, decode_line, user_file
 from steptrace.errors import InputError
@@ -830,6 +835,8 @@ def write_repaired(examples: list[Example], histories: dict[str, list[dict]],
         record = example.revised(last["example"]["code"], last["example"].get("test"))
         record["rounds"] = last["round"]
         record["repair"] = {"model": last.get("model"), "record_sha256": example.sha256}
+        if last["round"] > 0:  # the model's code (and tests)
+            record[MODEL_WRITTEN] = True
         records.append(record)
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     with user_file(out):

@@ -274,20 +274,28 @@ def export_generations_command(db: str, model: str, label: str | None, mode: str
               show_default=True, help="Characters in one text field of an item at most.")
 @click.option("--max-body-bytes", type=click.IntRange(min=1), default=16 * 1024 * 1024,
               show_default=True, help="Bytes in one request body at most.")
+@click.option("--max-client-checks", type=click.IntRange(min=1), default=1_000,
+              show_default=True, help="Sandboxed checks of one client (IP address) queued or "
+                                      "running at once; a request over it is 429.")
+@click.option("--max-client-requests", type=click.IntRange(min=1), default=8,
+              show_default=True, help="Requests of one client (IP address) read or judged at "
+                                      "once; more are 429.")
 @click.option("--type-strict", is_flag=True,
               help="Values must also have the same types (1 != 1.0 != True), as score's.")
 @click.option("--float-tolerance", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Floats equal within this relative and absolute tolerance, as score's.")
 def reward_server_command(db: str, port: int, host: str, workers: int | None, timeout: float,
                           memory_mb: int, max_items: int, max_text_chars: int,
-                          max_body_bytes: int, type_strict: bool, float_tolerance: float
+                          max_body_bytes: int, max_client_checks: int,
+                          max_client_requests: int, type_strict: bool, float_tolerance: float
                           ) -> None:
     """Serve rewards over HTTP: judge answers to the store's tasks as score does.
 
     POST /v1/judge {"items": [{"task_id": ..., "answer": ...}, {"code": ..., "input":
     ..., "expected_output": ...}]} answers {"results": [{"correct", "status", "detail",
-    "kind"}]}; input answers and code checks run in the sandbox, on a pool of workers
-    shared by every request. See docs/guides/reward-server.md."""
+    "kind"}]}; input answers and code checks run in the sandbox, each in a fresh
+    instance, on a pool of workers shared by every request, taken round-robin across
+    clients and their requests. See docs/guides/reward-server.md."""
     from steptrace.sandbox._limits import Limits
     from steptrace.scoring._reward import RewardJudge, RewardLimits
     from steptrace.scoring._reward_server import serve_rewards
@@ -296,7 +304,8 @@ def reward_server_command(db: str, port: int, host: str, workers: int | None, ti
         raise click.BadParameter("the reward server runs its checks in worker processes: "
                                  "give at least 1", param_hint="--workers")
     limits = RewardLimits(max_items=max_items, max_text_chars=max_text_chars,
-                          max_body_bytes=max_body_bytes,
+                          max_body_bytes=max_body_bytes, max_client_checks=max_client_checks,
+                          max_client_requests=max_client_requests,
                           sandbox=Limits(timeout_s=timeout, memory_mb=memory_mb))
     options = ScoreOptions(type_strict=type_strict, float_tolerance=float_tolerance)
     with RewardJudge(db, workers=workers, limits=limits, options=options) as judge:

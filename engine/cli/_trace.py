@@ -131,7 +131,8 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
 @click.option("--max-repr", type=click.IntRange(min=1), default=Limits.max_repr,
               show_default=True, help="Characters kept of each variable's repr.")
 @click.option("--isolation", type=click.Choice(ISOLATIONS), default="job", show_default=True,
-              help="job: a fresh interpreter per job; batch: reuse one per chunk (trusted code).")
+              help="job: a fresh interpreter per job; batch: reuse one per chunk (trusted code; "
+                   "a corpus with records marked model_written runs in job isolation).")
 @click.option("--force", is_flag=True, help="Trace again jobs already in the store.")
 @click.option("--packages", "lock", type=click.Path(path_type=Path, dir_okay=False),
               help="A package lock (steptrace build --with ... --lock FILE): trace in the "
@@ -171,6 +172,8 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
                                 loop_detection=not no_loop_detection)
         for error in summary.corpus_errors:
             click.echo(f"warning: {error}", err=True)
+        for note in summary.notes:
+            click.echo(f"note: {note}", err=True)
         echo_trace_summary(summary, db, fmt)
         if summary.corpus_errors:
             sys.exit(1)
@@ -187,14 +190,17 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
     def shard_progress(done: int, total: int) -> None:
         shards[:] = [done, total]
 
+    notes: list[str] = []
     with _progress_bar("tracing shards", quiet) as progress:
         bar = _progress_callback(progress, note=lambda: f"shards {shards[0]}/{shards[1]}")
         sharded = api.trace_sharded(paths, out, engine=engine, address=address,
                                     shard_size=shard_size, workers=workers, isolation=isolation,
                                     limits=limits, progress=bar, shard_progress=shard_progress,
-                                    packages=lock, plan_only=plan_only)
+                                    packages=lock, plan_only=plan_only, on_note=notes.append)
     for error in sharded.corpus_errors:
         click.echo(f"warning: {error}", err=True)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     if fmt == "json":
         click.echo(json.dumps(sharded.as_dict(), indent=2))
     else:

@@ -9,6 +9,11 @@ in ``programs.meta`` (NULL when a record has none) and read by ``--where`` condi
 
 The text is bounded: a record whose metadata is longer than ``MAX_META_CHARS`` characters
 is a bad record (one line naming its size), never cut silently.
+
+``model_written`` marks a record a model wrote (its code, its tests or its inputs): the
+records of ``generate``, ``harvest`` and ``repair`` carry it, ``filter --out`` and the
+other steps that copy records keep it, and ``trace`` never runs such a record in batch
+isolation (docs/guides/sandbox.md, "Isolation").
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import json
 FORMAT_KEYS = frozenset({"id", "code", "entry", "input", "inputs", "output", "outputs",
                          "shape", "test", "stdin", "calls"})
 MAX_META_CHARS = 64 * 1024
+# The metadata key of a record a model wrote (any value but false or null marks it).
+MODEL_WRITTEN = "model_written"
 
 
 def record_meta(record: dict) -> str | None:
@@ -62,3 +69,17 @@ def value_text(value: object) -> str | None:
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
+
+def is_model_written(text: str | None) -> bool:
+    """Whether a program's metadata (JSON text, as ``record_meta`` makes it) marks it as a
+    model's: ``model_written`` present and neither false nor null."""
+    if not text or f'"{MODEL_WRITTEN}"' not in text:  # most metadata has none: not parsed
+        return False
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    if not isinstance(data, dict):
+        return False
+    value = data.get(MODEL_WRITTEN)
+    return value is not None and value is not False

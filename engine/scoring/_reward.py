@@ -20,9 +20,15 @@ A batch is a list of items; each gets one result, ``{"correct", "status", "detai
   (``same_value``: as Python values when both are literals, else as text).
 
 Sandbox runs go to a pool of sandbox workers shared by every batch (:class:`SandboxSlots`):
-each worker process runs one job at a time in a fresh instance, with the run's limits
-(``Limits``: ``timeout_s`` is the per-check time limit), so a job that loops forever ends as
-``timeout`` and holds only its own worker meanwhile.
+each worker process runs one job at a time in a fresh instance (job isolation: what one
+check leaves in a module, another never sees; there is no batch isolation here, since
+every check is a model's or a client's code), with the run's limits (``Limits``:
+``timeout_s`` is the per-check time limit), so a job that loops forever ends as
+``timeout`` and holds only its own worker meanwhile. Waiting checks are taken round-robin
+across clients, and across each client's batches (:class:`FairQueue`), so a batch of one
+check waits for about one check of each other active batch, not for all of them; a client
+has at most ``max_client_checks`` checks queued or running (a batch that would pass it is
+refused whole, :class:`RewardBusy`).
 
 Tasks are read from the store when first asked for, with the store open read-only for the
 lookup only (``predict`` and ``score`` may write to it meanwhile), and kept in a bounded
@@ -31,14 +37,15 @@ cache: a task's id is a digest of its question, so a kept task stays right.
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
-import queue
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict, deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Hashable, Iterable
 
 from steptrace.errors import InputError
 from steptrace.sandbox._limits import Limits
@@ -66,6 +73,15 @@ class RewardError(InputError):
     """A request the reward service refuses as a whole (the message says why)."""
 
 
+class RewardBusy(RewardError):
+    """A request refused for now: its client has too much under way; it may be sent again
+    after ``retry_after`` seconds (HTTP 429 with ``Retry-After``)."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 @dataclass(frozen=True)
 class RewardLimits:
     """Per-request limits of the reward service. ``sandbox`` is what each sandboxed check
@@ -74,17 +90,29 @@ class RewardLimits:
     max_items: int = 1_000             # items in one batch
     max_text_chars: int = 100_000      # characters of any one text field of an item
     max_body_bytes: int = 16 * 1024 * 1024  # bytes of one request body
+    # sandboxed checks of one client (an IP address over HTTP) queued or running at once
+    max_client_checks: int = 1_000
+    # requests of one client read or judged at once (HTTP; more are 429)
+    max_client_requests: int = 8
     sandbox: Limits = field(default_factory=lambda: Limits(timeout_s=3.0))
 
     def __post_init__(self) -> None:
-        for name in ("max_items", "max_text_chars", "max_body_bytes"):
+        for name in ("max_items", "max_text_chars", "max_body_bytes", "max_client_checks",
+                     "max_client_requests"):
             if getattr(self, name) < 1:
                 raise InputError(f"reward limit {name} must be positive, got {getattr(self, name)}")
 
+    @property
+    def retry_after(self) -> int:
+        """Seconds a busy client is told to wait (``Retry-After``): one check's time limit."""
+        return max(1, math.ceil(self.sandbox.timeout_s))
+
     def describe(self) -> dict:
         return {"max_items": self.max_items, "max_text_chars": self.max_text_chars,
-                "max_body_bytes": self.max_body_bytes, "timeout_s": self.sandbox.timeout_s,
-                "memory_mb": self.sandbox.memory_mb}
+                "max_body_bytes": self.max_body_bytes,
+                "max_client_checks": self.max_client_checks,
+                "max_client_requests": self.max_client_requests,
+                "timeout_s": self.sandbox.timeout_s, "memory_mb": self.sandbox.memory_mb}
 
 
 def result(correct: bool, status: str, detail: str | None = None, kind: str | None = None
@@ -94,14 +122,130 @@ def result(correct: bool, status: str, detail: str | None = None, kind: str | No
 
 
 # ---------------------------------------------------------------------- the sandbox workers
-class SandboxSlots:
-    """``workers`` sandbox worker processes shared by every caller: ``submit(request,
-    lock)`` gives a Future of the guest's result. Each slot is a thread that owns a
-    one-worker ``WorkerPool`` (per guest: the standard one, or a package lock's, started
-    when first needed) and runs one job at a time, in a fresh instance; the pool's
-    watchdog ends a job blocked past its limit and replaces the worker."""
+@dataclass
+class Check:
+    """One sandboxed check: the guest request, the package lock of its guest (None: the
+    standard guest) and the Future of the guest's result."""
 
-    def __init__(self, workers: int, limits: Limits) -> None:
+    request: dict
+    lock: Any = None
+    future: Future = field(default_factory=Future)
+
+
+class FairQueue:
+    """Checks waiting for a sandbox worker, taken round-robin: a client (an IP address)
+    at a time, in turn, and within a client a batch at a time, in turn. A batch of one
+    check therefore waits for about one check of each other client (and of each other
+    batch of its own client) ahead of it, however many checks those have queued; first in,
+    first out would make it wait for all of them.
+
+    A client has at most ``max_client_checks`` checks queued or running: ``put`` refuses a
+    batch that would pass it, whole (:class:`RewardBusy`; a batch larger than the bound on
+    its own is a :class:`RewardError`). ``order`` keeps the (client, batch) of the last
+    ``ORDER_KEPT`` checks taken, oldest first: what the scheduling did. ``pause()`` keeps
+    checks queued until ``resume()`` (a drain, or a test queueing several batches before
+    any runs)."""
+
+    ORDER_KEPT = 1024
+
+    def __init__(self, max_client_checks: int, retry_after: int) -> None:
+        self.max_client_checks = max_client_checks
+        self.retry_after = retry_after
+        self._changed = threading.Condition()
+        self._waiting: OrderedDict[Hashable, OrderedDict[int, deque[Check]]] = OrderedDict()
+        self._held: Counter = Counter()  # per client: checks queued or running
+        self._closed = False
+        self._paused = False
+        self.queued = 0
+        self.running = 0
+        self.order: deque[tuple[Hashable, int]] = deque(maxlen=self.ORDER_KEPT)
+
+    def put(self, client: Hashable, batch: int, checks: list[Check]) -> None:
+        """Queue ``checks``, the sandboxed checks of ``client``'s batch ``batch``, all or
+        none."""
+        if not checks:
+            return
+        if len(checks) > self.max_client_checks:
+            raise RewardError(f"the request has {len(checks)} sandboxed checks (at most "
+                              f"{self.max_client_checks} a client at once)")
+        with self._changed:
+            if self._closed:
+                raise RewardError("the reward service is stopping")
+            held = self._held[client]
+            if held + len(checks) > self.max_client_checks:
+                raise RewardBusy(f"too many checks under way: {held} of this client's are "
+                                 f"queued or running, and {len(checks)} more would pass "
+                                 f"{self.max_client_checks}; send again later",
+                                 self.retry_after)
+            self._held[client] += len(checks)
+            self._waiting.setdefault(client, OrderedDict()).setdefault(
+                batch, deque()).extend(checks)
+            self.queued += len(checks)
+            self._changed.notify(len(checks))
+
+    def get(self) -> tuple[Hashable, Check] | None:
+        """The next check, round-robin (waiting for one); None once closed and empty."""
+        with self._changed:
+            while not self._closed and (not self._waiting or self._paused):
+                self._changed.wait()
+            if not self._waiting:
+                return None
+            client, batches = next(iter(self._waiting.items()))
+            batch, checks = next(iter(batches.items()))
+            check = checks.popleft()
+            if checks:
+                batches.move_to_end(batch)    # the client's next batch goes next
+            else:
+                del batches[batch]
+            if batches:
+                self._waiting.move_to_end(client)  # the next client goes next
+            else:
+                del self._waiting[client]
+            self.queued -= 1
+            self.running += 1
+            self.order.append((client, batch))
+            return client, check
+
+    def done(self, client: Hashable) -> None:
+        """A check of ``client`` taken by ``get`` has ended."""
+        with self._changed:
+            self.running -= 1
+            self._held[client] -= 1
+            if self._held[client] <= 0:
+                del self._held[client]
+
+    def describe(self) -> dict:
+        with self._changed:
+            return {"queued": self.queued, "running": self.running,
+                    "clients": len(self._held)}
+
+    def pause(self) -> None:
+        """Hand out no check until ``resume()`` (those running go on)."""
+        with self._changed:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._changed:
+            self._paused = False
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """No more checks: ``get`` gives what is queued (paused or not), then None."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+
+class SandboxSlots:
+    """``workers`` sandbox worker processes shared by every caller: ``submit(client,
+    batch, checks)`` queues a batch's checks (:class:`FairQueue`), and each check's
+    Future gets the guest's result. Each slot is a thread that owns a one-worker
+    ``WorkerPool`` (per guest: the standard one, or a package lock's, started when first
+    needed) and runs one job at a time, always in a fresh instance (job isolation); the
+    pool's watchdog ends a job blocked past its limit and replaces the worker."""
+
+    def __init__(self, workers: int, limits: Limits, max_client_checks: int = 1_000,
+                 retry_after: int = 1) -> None:
         from steptrace.sandbox._pool import prepare  # the sandbox loads with the service
         if workers < 1:
             raise InputError("the reward service needs at least one sandbox worker")
@@ -109,16 +253,15 @@ class SandboxSlots:
         self.workers = workers
         self._artifacts = {None: prepare(limits)}  # built (if need be) before any slot starts
         self._prepare_lock = threading.Lock()
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.queue = FairQueue(max_client_checks, retry_after)
         self._threads = [threading.Thread(target=self._serve, name=f"steptrace-reward-slot-{i}",
                                           daemon=True) for i in range(workers)]
         for thread in self._threads:
             thread.start()
 
-    def submit(self, request: dict, lock=None) -> Future:
-        future: Future = Future()
-        self._jobs.put((future, request, lock))
-        return future
+    def submit(self, client: Hashable, batch: int, checks: list[Check]) -> None:
+        """Queue a batch's checks, all or none (RewardBusy, RewardError: see FairQueue)."""
+        self.queue.put(client, batch, checks)
 
     def _artifacts_for(self, lock):
         from steptrace.sandbox._pool import prepare
@@ -136,31 +279,47 @@ class SandboxSlots:
                 pools[None] = WorkerPool(1, self.limits, "job", artifacts=self._artifacts[None])
             except Exception:  # noqa: BLE001 - tried again, and reported, at the first check
                 pass
-            while (job := self._jobs.get()) is not None:
-                future, request, lock = job
-                if not future.set_running_or_notify_cancel():
+            while (taken := self.queue.get()) is not None:
+                client, check = taken
+                if not check.future.set_running_or_notify_cancel():
+                    self.queue.done(client)
                     continue
-                key = lock.digest if lock is not None else None
                 try:
-                    if key not in pools:
-                        pools[key] = WorkerPool(1, self.limits, "job",
-                                                artifacts=self._artifacts_for(lock))
-                    found = None
-                    for _, outcomes in pools[key].run([[request]]):
-                        found = outcomes[0].result
-                    future.set_result(found)
+                    found, failure = self._run(pools, check), None
                 except BaseException as exc:  # noqa: BLE001 - the caller's item gets it
-                    broken = pools.pop(key, None)  # a pool that failed is made anew next time
-                    if broken is not None:
-                        broken.close()
-                    future.set_exception(exc)
+                    found, failure = None, exc
+                # the client's count goes down before it hears: its next batch may follow
+                self.queue.done(client)
+                if failure is None:
+                    check.future.set_result(found)
+                else:
+                    check.future.set_exception(failure)
         finally:
             for pool in pools.values():
                 pool.close()
 
+    def _run(self, pools: dict, check: Check) -> dict | None:
+        """One check's guest result, run in a fresh instance (isolation ``job``, whoever
+        wrote it)."""
+        from steptrace.sandbox._pool import WorkerPool
+        lock = check.lock
+        key = lock.digest if lock is not None else None
+        try:
+            if key not in pools:
+                pools[key] = WorkerPool(1, self.limits, "job", artifacts=self._artifacts_for(lock))
+            found = None
+            for _, outcomes in pools[key].run([[check.request]]):
+                found = outcomes[0].result
+            return found
+        except BaseException:
+            broken = pools.pop(key, None)  # a pool that failed is made anew next time
+            if broken is not None:
+                broken.close()
+            raise
+
     def close(self) -> None:
-        for _ in self._threads:
-            self._jobs.put(None)
+        """Stop once the queued checks have run."""
+        self.queue.close()
         for thread in self._threads:
             thread.join()
 
@@ -245,8 +404,10 @@ class RewardJudge:
         self.options = options or ScoreOptions()
         self.tasks = TaskLookup(db)
         self._local = threading.local()
+        self._batches = itertools.count(1)  # each batch's number in the fair queue
         self.slots = SandboxSlots(workers if workers is not None else (os.cpu_count() or 1),
-                                  self.limits.sandbox)
+                                  self.limits.sandbox, self.limits.max_client_checks,
+                                  self.limits.retry_after)
 
     def __enter__(self) -> "RewardJudge":
         return self
@@ -258,10 +419,12 @@ class RewardJudge:
         self.slots.close()
 
     # ------------------------------------------------------------------ a batch
-    def judge_batch(self, items: Any) -> list[dict]:
+    def judge_batch(self, items: Any, client: Hashable = None) -> list[dict]:
         """One result per item, in order. RewardError when ``items`` is not a list or has
-        more than ``limits.max_items`` items; every problem of one item is that item's
-        ``error`` result."""
+        more than ``limits.max_items`` items; RewardBusy when ``client`` (an IP address
+        over HTTP; None: this process) has too many sandboxed checks under way for this
+        batch's (nothing of the batch is run then); every problem of one item is that
+        item's ``error`` result."""
         if not isinstance(items, list):
             raise RewardError(f"items must be a list, not {_json_type(items)}")
         if len(items) > self.limits.max_items:
@@ -269,11 +432,11 @@ class RewardJudge:
                               f"a request)")
         self._local.checks = {}  # this batch's sandboxed checks (this thread's batch)
         try:
-            return self._judge_batch(items)
+            return self._judge_batch(items, client)
         finally:
             self._local.checks = {}
 
-    def _judge_batch(self, items: list) -> list[dict]:
+    def _judge_batch(self, items: list, client: Hashable = None) -> list[dict]:
         results: list[dict | None] = [None] * len(items)
         forms: list[str | None] = []
         for position, item in enumerate(items):
@@ -316,6 +479,7 @@ class RewardJudge:
                 waiting.append((position, judged, task["kind"]))
             else:
                 results[position] = judged
+        self.slots.submit(client, next(self._batches), list(self._local.checks.values()))
         for position, future, kind in waiting:
             try:
                 found = future.result()
@@ -359,6 +523,9 @@ class RewardJudge:
             if len(value) > self.limits.max_text_chars:
                 return form, f"{key} has {len(value)} characters (at most " \
                              f"{self.limits.max_text_chars})"
+            if key == "task_id" and not _is_text(value):  # the store's lookup would fail
+                return form, "task_id holds a lone surrogate (a \\ud800 escape alone): " \
+                             "no task has it"
         if form == "code" and not item.get("entry", "f").isidentifier():
             return form, "entry must be a function's name"
         return form, None
@@ -388,14 +555,15 @@ class RewardJudge:
                             None)
 
     def _submit(self, request: dict, lock) -> Future:
-        """The check's Future; an identical check of the same batch shares it (each
-        check runs in a fresh instance, so running it twice would give the same result)."""
+        """The check's Future, queued with the batch's others once all are known; an
+        identical check of the same batch shares it (each check runs in a fresh instance,
+        so running it twice would give the same result)."""
         key = (request["code"], request["entry"], request["input"], request.get("expected"),
                lock.digest if lock is not None else None)
         batch = self._local.checks
         if key not in batch:
-            batch[key] = self.slots.submit(request, lock)
-        return batch[key]
+            batch[key] = Check(request, lock)
+        return batch[key].future
 
 
 def in_sandbox(kind: str) -> bool:
@@ -433,6 +601,16 @@ def _code_result(found: dict, expected: str, options: ScoreOptions) -> dict:
                       CODE_KIND)
     correct = same_value(output, expected, options)
     return result(correct, status, None if correct else f"returned {output}", CODE_KIND)
+
+
+def _is_text(value: str) -> bool:
+    """Whether ``value`` is Unicode text (JSON's ``\\ud800`` escape alone gives a string
+    UTF-8 cannot hold, which the store and the sandbox would refuse)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _json_type(value: Any) -> str:

@@ -9,6 +9,10 @@ job), not with the jobs or their results. A stream corpus (``-``, a pipe) can be
 once: it is first copied to a private temporary file (``steptrace.corpus._formats.spool``).
 A corpus in memory (a list of records, a polars DataFrame: ``steptrace.corpus.Records``)
 is read twice as it is.
+
+Batch isolation is for trusted code: a corpus holding a record a model wrote (its metadata
+has ``model_written``: the records of ``generate``, ``harvest`` and ``repair``) is traced
+in job isolation whatever the options ask, and the summary says so in a note.
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ import os
 import time
 from collections import Counter
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
                                        spool)
+from steptrace.corpus._meta import MODEL_WRITTEN, is_model_written
 from steptrace.errors import StoreError
 from steptrace.store._store import TracedRun, TraceWriter, connect, run_matches
 from steptrace.sandbox._build import cache_key
@@ -71,6 +76,9 @@ class TraceSummary:
     steps: int = 0
     seconds: float = 0.0
     corpus_errors: list[str] = field(default_factory=list)
+    model_written: int = 0  # jobs of records a model wrote (``model_written`` metadata)
+    # what the run did otherwise than asked, a line each (batch isolation not used)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def runs_per_second(self) -> float:
@@ -101,7 +109,8 @@ class TraceSummary:
                 "line_steps": self.line_steps, "instruction_steps": self.instruction_steps,
                 "steps": self.steps, "seconds": round(self.seconds, 3),
                 "runs_per_second": round(self.runs_per_second, 1),
-                "corpus_errors": self.corpus_errors}
+                "corpus_errors": self.corpus_errors,
+                **({"notes": self.notes} if self.notes else {})}
 
 
 def chunks(jobs: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -183,6 +192,13 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
         raise StoreError(f"{db} is a shard directory: trace into it with "
                          "steptrace trace CORPUS --out DIR")
     todo = _survey(corpus, summary)  # before the store is opened: a bad corpus makes none
+    isolation, note = isolation_for(options.isolation, summary.model_written, summary.jobs)
+    if note is not None:
+        options = replace(options, isolation=isolation)
+        summary.notes.append(note)
+        if pool is not None and pool.isolation != isolation:
+            pool.close()  # workers started in batch isolation: the jobs start their own
+            pool = None
     con = connect(db)
     try:
         # the build the workers loaded (worked out once: hashing the guest's sources and
@@ -219,6 +235,29 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
     return summary
 
 
+def isolation_for(asked: str, model_written: int, jobs: int) -> tuple[str, str | None]:
+    """The isolation ``jobs`` jobs run in when ``asked`` is asked for and
+    ``model_written`` of them are of records a model wrote, and the note saying why when
+    it is not the one asked for: a model's code never shares an instance with another
+    job, so batch isolation is not used for a corpus holding any."""
+    if asked != "batch" or not model_written:
+        return asked, None
+    return "job", (f"batch isolation is not used for model-written code: {model_written} of "
+                   f"the {jobs} jobs are of records marked {MODEL_WRITTEN}, so every job ran "
+                   f"in job isolation")
+
+
+def count_model_written(corpora: Iterable[CorpusLike]) -> tuple[int, int]:
+    """(jobs of records marked model_written, jobs) of ``corpora``, read once each."""
+    marked = jobs = 0
+    for corpus in corpora:
+        for item in iter_corpus(corpus):
+            if not isinstance(item, str):
+                jobs += 1
+                marked += is_model_written(item.program.meta)
+    return marked, jobs
+
+
 def _items(corpus: str | Path | Spooled | Records | Corpus) -> Iterator[Job | str]:
     if isinstance(corpus, Corpus):
         return iter([*corpus.errors, *corpus.jobs])
@@ -234,6 +273,7 @@ def _survey(corpus: str | Path | Spooled | Records | Corpus, summary: TraceSumma
             summary.corpus_errors.append(item)
             continue
         summary.jobs += 1
+        summary.model_written += is_model_written(item.program.meta)
         keys.add(item.key)
     summary.duplicates = summary.jobs - len(keys)
     return keys

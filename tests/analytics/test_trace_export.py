@@ -16,7 +16,7 @@ from click.testing import CliRunner
 import steptrace as st
 from steptrace.analytics._defaults import TRACE_EXPORT_FORMATS
 from steptrace.analytics._trace_export import export_traces, iter_run_batches, Selection
-from steptrace.analytics._trace_formats import FORMATS
+from steptrace.analytics._trace_formats import FORMATS, from_line_text, line_text
 from steptrace.cli._main import main
 from steptrace.errors import InputError, StoreError
 from steptrace.store._runs import Run
@@ -629,7 +629,8 @@ def test_values_a_program_controls_cannot_forge_frames_lines_or_break_the_file(t
     """A repr is the program's own text (its class's ``__repr__``), and its strings may
     hold lone surrogates: no value spells a CWM token in the trace text, starts a line of
     a scratchpad, or makes a line that is not UTF-8 JSON. (The program's source is its
-    own text in every format: see docs/guides/exports.md, "cwm".)"""
+    own text in every format, but for its line breaks in the text formats: see
+    docs/guides/exports.md, "cwm" and "Line breaks".)"""
     db = tmp_path / "evil.duckdb"
     st.trace([{"id": "evil", "code": EVIL, "input": "1"}], db, workers=0)
     forged = "<|frame_sep|><|line_sep|>{}\n[DONE]\nline: forged"
@@ -644,7 +645,8 @@ def test_values_a_program_controls_cannot_forge_frames_lines_or_break_the_file(t
     assert pad.count("[DONE]") == 1 and pad[-1] == "[DONE]"
     assert all(line == "[BEGIN]" or line == "[DONE]" or line.split(": ", 1)[0] in
                ("state", "line", "return", "exception", "yield") for line in pad)
-    assert 'state: {"n": 1, "e": <|frame_sep|><|line_sep|>{}\\n[DONE]\\nline: forged}' in pad
+    assert ('state: {"n": 1, "e": <|frame_sep|><|line_sep|>{}⟦U+000A⟧[DONE]⟦U+000A⟧'
+            'line: forged}') in pad
     opt = export(db, tmp_path, "pythontutor")[0]
     validate_pythontutor(opt)
     last = opt["trace"][-1]["stack_to_render"][0]["encoded_locals"]
@@ -652,6 +654,158 @@ def test_values_a_program_controls_cannot_forge_frames_lines_or_break_the_file(t
     assert opt["trace"][-1]["heap"][str(last["e"][1])] == ["INSTANCE", "Evil"]
     assert (tmp_path / "pythontutor.jsonl").read_bytes().isascii()  # surrogates escaped
     assert export(db, tmp_path, "jsonl")[0]["steps"][-1]["locals"]["e"] == forged
+
+
+# ====================================================================== line breaks
+# Every character some common reader ends a line at (str.splitlines() at all of them),
+# each as line text writes it (⟦U+XXXX⟧) and as JSON text writes it.
+BREAKS = {"\n": ("⟦U+000A⟧", "\\n"), "\r": ("⟦U+000D⟧", "\\r"),
+          "\r\n": ("⟦U+000D⟧⟦U+000A⟧", "\\r\\n"), "\x0b": ("⟦U+000B⟧", "\\u000b"),
+          "\x0c": ("⟦U+000C⟧", "\\f"), "\x1c": ("⟦U+001C⟧", "\\u001c"),
+          "\x1d": ("⟦U+001D⟧", "\\u001d"), "\x1e": ("⟦U+001E⟧", "\\u001e"),
+          "\x85": ("⟦U+0085⟧", "\\u0085"), "\u2028": ("⟦U+2028⟧", "\\u2028"),
+          "\u2029": ("⟦U+2029⟧", "\\u2029")}
+# A value, stdout and an exception's message and repr that hold BREAK before forged lines
+# of a scratchpad: ``[DONE]`` and ``line: 3``.
+FORGER = ("class V:\n"
+          "    def __repr__(self):\n"
+          "        return T\n"
+          "\n"
+          "class E(Exception):\n"
+          "    def __repr__(self):\n"
+          "        return T\n"
+          "\n"
+          "T = BREAK + '[DONE]' + BREAK + 'line: 3'\n"
+          "\n"
+          "def f(n):\n"
+          "    v = V()\n"
+          "    print(T, end='')\n"
+          "    raise E(T)\n")
+
+
+def read_lines(path: Path) -> list[list[str]]:
+    """The file's lines as four common readers see them: str.splitlines, bytes.splitlines,
+    iterating a text file (universal newlines) and a file opened with newline=''."""
+    with path.open(encoding="utf-8") as handle:
+        universal = [line.removesuffix("\n") for line in handle]
+    with path.open(encoding="utf-8", newline="") as handle:
+        untranslated = [line.removesuffix("\n") for line in handle]
+    return [path.read_text(encoding="utf-8").splitlines(),
+            [line.decode("utf-8") for line in path.read_bytes().splitlines()],
+            universal, untranslated]
+
+
+def test_line_text_escapes_every_line_break_and_its_own_escape_reversibly():
+    for text, (escaped, _json) in BREAKS.items():
+        assert line_text(f"a{text}[DONE]") == f"a{escaped}[DONE]"
+        assert from_line_text(f"a{escaped}[DONE]") == f"a{text}[DONE]"
+    # text that spells an escape is escaped itself: it reads back as what it was
+    assert line_text("⟦U+000A⟧") == "⟦U+27E6⟧U+000A⟧"
+    assert from_line_text("⟦U+27E6⟧U+000A⟧") == "⟦U+000A⟧"
+    every = "".join(BREAKS) + "⟦⟧ 'a\\nb' \\u2028 ⟦U+2028⟧ é"
+    assert line_text(every).splitlines() == [line_text(every)]
+    assert from_line_text(line_text(every)) == every
+    # a repr's own backslashes are left as Python wrote them
+    assert line_text("'a\\nb\\u2028'") == "'a\\nb\\u2028'"
+
+
+def test_line_breaks_in_values_stdout_and_messages_start_no_line_in_any_format(tmp_path):
+    """Values a program's ``__repr__`` returns, its stdout and its exception's message hold
+    each line break before forged ``[DONE]`` and ``line: 3`` lines: every reader sees one
+    line a run in every format, each record reads back with the exact texts, and the
+    scratchpad and CWM texts have exactly their own lines."""
+    db = tmp_path / "breaks.duckdb"
+    records = [{"id": f"b{i}", "code": f"BREAK = {text!r}\n" + FORGER, "input": "0"}
+               for i, text in enumerate(BREAKS)]
+    st.trace(records, db, workers=0)
+    ids = [r["id"] for r in records]
+    for fmt in FORMATS:
+        out = tmp_path / f"{fmt}.jsonl"
+        export_traces(store=db, out=out, format=fmt)
+        for lines in read_lines(out):
+            assert len(lines) == len(BREAKS)
+            loaded = [json.loads(line) for line in lines]
+            assert [(r.get("steptrace") or r)["sample_id"] for r in loaded] == ids
+    for (text, (escaped, as_json)), record in zip(BREAKS.items(),
+                                                  export(db, tmp_path, "jsonl")):
+        forged = f"{text}[DONE]{text}line: 3"
+        assert record["status"] == "exception"
+        assert (record["stdout"], record["exception_type"], record["exception_message"]) == \
+            (forged, "E", forged)
+        assert record["steps"][-1]["locals"] == {"n": "0", "v": forged}
+        assert record["steps"][-1]["changes"][0]["value"] == forged
+    for (text, (escaped, as_json)), record in zip(BREAKS.items(),
+                                                  export(db, tmp_path, "pythontutor")):
+        forged = f"{text}[DONE]{text}line: 3"
+        assert record["trace"][-1] == {
+            "event": "uncaught_exception", "line": 15, "func_name": "f",
+            "globals": {"T": forged}, "ordered_globals": ["T"], "stack_to_render": [],
+            "heap": {}, "stdout": forged, "exception_msg": f"E: {forged}"}
+        assert record["code"] == f"BREAK = {text!r}\n" + FORGER
+    for (text, (escaped, as_json)), record in zip(BREAKS.items(),
+                                                  export(db, tmp_path, "scratchpad")):
+        value = f"{escaped}[DONE]{escaped}line: 3"
+        assert record["target"].splitlines() == [
+            "[BEGIN]", 'state: {"n": 0}', "line: v = V()", f'state: {{"n": 0, "v": {value}}}',
+            "line: print(T, end='')", f'state: {{"n": 0, "v": {value}}}', "line: raise E(T)",
+            f"exception: {value}", "[DONE]"]
+        assert from_line_text(record["target"].splitlines()[-2]) == \
+            f"exception: {text}[DONE]{text}line: 3"
+        assert record["prompt"].splitlines() == [
+            "Consider the following Python function:", "", f"BREAK = {text!r}",
+            *FORGER.splitlines(), "", "output = f(0)", "What is the execution trace?"]
+    for (text, (escaped, as_json)), record in zip(BREAKS.items(), export(db, tmp_path, "cwm")):
+        value = f'"{as_json}[DONE]{as_json}line: 3"'
+        context = [f"BREAK = {text!r}", *FORGER.splitlines()]
+        context[11] += "  # << START_OF_TRACE"
+        assert record["text"].splitlines() == [
+            "<|trace_context_start|>" + context[0], *context[1:],
+            '<|frame_sep|><|call_sep|>{"n": "0"}<|action_sep|>def f(n):<|frame_sep|>'
+            '<|line_sep|>{"n": ".."}<|action_sep|>    v = V()<|frame_sep|>'
+            f'<|line_sep|>{{"n": "..", "v": {value}}}<|action_sep|>    print(T, end=\'\')'
+            '<|frame_sep|><|line_sep|>{"n": "..", "v": ".."}<|action_sep|>    raise E(T)'
+            f'<|frame_sep|><|exception_sep|><|action_sep|>    raise E(T)<|arg_sep|>{value}'
+            '<|frame_sep|><|return_sep|><|action_sep|>    raise E(T)<|arg_sep|>"None"'
+            '<|frame_sep|><|end_of_text|>']
+        assert cwm_resolved(record["frames"])[-1] == {"n": "0", "v": f"{text}[DONE]{text}line: 3"}
+
+
+# Line breaks Python does not end a line at, raw in a string literal and a comment.
+RAW = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+RAW_SOURCE = ("def f(n):\n"
+              f"    s = '{RAW}[DONE]'  # \u2028line: 9\x0c\n"
+              "    return len(s)\n")
+
+
+def test_line_breaks_in_the_source_are_escaped_in_the_text_formats_only(tmp_path):
+    """The program's source as the scratchpad's prompt and lines and CWM's context and
+    actions hold it: a line of the program a line, its other line breaks escaped; jsonl
+    and Python Tutor keep it exactly as a JSON string."""
+    db = tmp_path / "raw.duckdb"
+    st.trace([{"id": "raw", "code": RAW_SOURCE, "input": "0"}], db, workers=0)
+    escaped = ("    s = '⟦U+000B⟧⟦U+000C⟧⟦U+001C⟧⟦U+001D⟧⟦U+001E⟧⟦U+0085⟧⟦U+2028⟧⟦U+2029⟧"
+               "[DONE]'  # ⟦U+2028⟧line: 9⟦U+000C⟧")
+    for fmt in FORMATS:
+        export(db, tmp_path, fmt)
+        assert [len(lines) for lines in read_lines(tmp_path / f"{fmt}.jsonl")] == [1, 1, 1, 1]
+    pad = export(db, tmp_path, "scratchpad")[0]
+    assert pad["prompt"].splitlines() == [
+        "Consider the following Python function:", "", "def f(n):", escaped,
+        "    return len(s)", "", "output = f(0)", "What is the execution trace?"]
+    # the line's text is stripped (Python's whitespace includes \x0c and U+2028)
+    assert pad["target"].splitlines() == [
+        "[BEGIN]", 'state: {"n": 0}', "line: " + escaped.strip().removesuffix("⟦U+000C⟧"),
+        'state: {"n": 0, "s": ' + repr(f"{RAW}[DONE]") + "}", "line: return len(s)",
+        'state: {"n": 0, "s": ' + repr(f"{RAW}[DONE]") + "}", "return: 14", "[DONE]"]
+    assert from_line_text(pad["prompt"].splitlines()[3]) == RAW_SOURCE.split("\n")[1]
+    cwm = export(db, tmp_path, "cwm")[0]
+    assert cwm["context"] == f"def f(n):  # << START_OF_TRACE\n{escaped}\n    return len(s)\n"
+    assert cwm["text"].splitlines()[:3] == [
+        "<|trace_context_start|>def f(n):  # << START_OF_TRACE", escaped, "    return len(s)"]
+    assert f"<|action_sep|>{escaped}<|frame_sep|>" in cwm["text"]
+    assert cwm["frames"][1]["source"] == RAW_SOURCE.split("\n")[1]  # the field: exact
+    assert export(db, tmp_path, "jsonl")[0]["program"]["code"] == RAW_SOURCE
+    assert export(db, tmp_path, "pythontutor")[0]["code"] == RAW_SOURCE
 
 
 # ====================================================================== selection

@@ -206,9 +206,15 @@ def test_generate_trace_filter_dedupe_select_export(tmp_path):
                                            "no test input": 1}
 
     # 3. trace the candidates: the broken function's two inputs do not compile.
-    traced = as_json("trace", tmp_path / "candidates.jsonl", "--db", pool,
-                     "--isolation", "batch", "--quiet")
+    # Asked for batch isolation, trace says it does not use it for model-written code.
+    result = invoke("trace", tmp_path / "candidates.jsonl", "--db", pool, "--isolation",
+                    "batch", "--quiet", "--format", "json")
+    traced = json.loads(result.stdout)
     assert (traced["traced"], traced["by_status"]) == (16, {"invalid": 2, "ok": 14})
+    assert result.stderr == ("note: batch isolation is not used for model-written code: 16 "
+                             "of the 16 jobs are of records marked model_written, so every "
+                             "job ran in job isolation\n")
+    assert rows(pool, "SELECT isolation, count(*) FROM runs GROUP BY ALL") == [("job", 16)]
 
     # 4. filter: the removals table, then the kept runs as corpus records.
     report = as_json("filter", "--db", pool, "--out", kept, "--quiet")
@@ -217,7 +223,7 @@ def test_generate_trace_filter_dedupe_select_export(tmp_path):
     assert removed == {"length": 2, "valid": 2, "no_imports": 1, "no_float_values": 1, "no_float_ops": 1,
                        "no_true_division": 1, "no_exception": 2, "deterministic": 1}
     assert (report[-1]["rule"], report[-1]["removed"], report[-1]["kept"]) == ("kept", 5, 11)
-    assert len(jsonl(kept)) == 11
+    assert [r["model_written"] for r in jsonl(kept)] == [True] * 11  # the mark is kept
 
     # 5. dedupe: list.pop's function is list.append's exactly (whichever came first
     # stays), str.lower's is str.upper's after renaming.

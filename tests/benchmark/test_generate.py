@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 
+import steptrace as st
 from steptrace.benchmark._candidates import (NO_CODE, NO_ENTRY, NO_INPUTS, call_arguments, parse_response,
                                write_candidates)
 from steptrace.cli._main import main
@@ -206,7 +208,7 @@ def test_candidate_from_tagged_response_with_duplicates_and_bad_lines():
     assert found.record() == {"id": "gen-0-000000", "method": "str.upper",
                               "fewshot": ["fs-01", "fs-02"],
                               "code": "def f(x):\n    return x.upper()\n", "entry": "f",
-                              "inputs": ["'a'", "'c'"]}
+                              "inputs": ["'a'", "'c'"], "model_written": True}
     assert (found.duplicate_inputs, found.unparsed_tests) == (1, 1)
 
 
@@ -231,3 +233,75 @@ def test_cli_refuses_an_out_file_in_a_missing_directory(tmp_path):
                                            server.base_url, "--n", "2", "--out", str(out)])
         assert sum(server.requests.values()) == 0
     assert_one_line_error(result, f"cannot write {out}: no directory {tmp_path / 'no'}")
+
+
+# A generated function that changes a function's defaults in the standard library (state
+# batch isolation does not compare), and one that reads them.
+LEAVES_STATE = ("[PYTHON]\nimport textwrap\n\ndef f(x):\n"
+                "    d = textwrap.TextWrapper.__init__.__defaults__\n"
+                "    textwrap.TextWrapper.__init__.__defaults__ = (x,) + d[1:]\n"
+                "    return x\n[/PYTHON]\n[TEST]\nassert f(7) == ??\nassert f(9) == ??\n[/TEST]\n")
+READS_STATE = ("[PYTHON]\nimport textwrap\n\ndef f(x):\n"
+               "    return textwrap.TextWrapper().width + x\n[/PYTHON]\n"
+               "[TEST]\nassert f(0) == ??\n[/TEST]\n")
+
+
+def test_generated_candidates_never_run_in_batch_isolation(tmp_path):
+    """The candidates are marked model_written; ``trace --isolation batch`` on them (one
+    worker: every job in one process) says in one line that it does not use batch
+    isolation, and runs each job in a fresh instance: the reader sees the defaults as
+    they are, not as the first candidate left them; a sharded trace plans in job
+    isolation."""
+    methods = ["str.upper", "list.append"]
+    first, second = [r.method for r in bundled_plan(2, 0, methods)]
+    out, db = tmp_path / "candidates.jsonl", tmp_path / "pool.duckdb"
+    with StubServer({first: answer(LEAVES_STATE), second: answer(READS_STATE)},
+                    key_of=method_of) as server:
+        generate(out, GenerateOptions(n=2, seed=0, methods=tuple(methods)),
+                 PredictOptions(model="stub-model", base_url=server.base_url, concurrency=1,
+                                max_retries=0))
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["method"], r["inputs"], r["model_written"]) for r in records] == [
+        (first, ["7", "9"], True), (second, ["0"], True)]
+    result = CliRunner().invoke(main, ["trace", str(out), "--db", str(db), "--isolation",
+                                       "batch", "--workers", "1", "--quiet", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    note = ("batch isolation is not used for model-written code: 3 of the 3 jobs are of "
+            "records marked model_written, so every job ran in job isolation")
+    assert result.stderr == f"note: {note}\n"
+    assert json.loads(result.stdout)["notes"] == [note]
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT sample_id, input, status, output, isolation FROM runs "
+                           "ORDER BY run_id").fetchall() == [
+            (records[0]["id"], "7", "ok", "7", "job"), (records[0]["id"], "9", "ok", "9", "job"),
+            (records[1]["id"], "0", "ok", "70", "job")]
+    # the same in a sharded trace: the plan is made in job isolation, with the note
+    shards = tmp_path / "shards"
+    result = CliRunner().invoke(main, ["trace", str(out), "--out", str(shards), "--isolation",
+                                       "batch", "--workers", "1", "--shard-size", "2",
+                                       "--quiet", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"note: {note}\n"
+    assert json.loads((shards / "plan.json").read_text())["isolation"] == "job"
+    runs = st.open_store(shards).runs().sort("run_id")
+    assert runs.select("input", "status", "output", "isolation").rows() == [
+        ("7", "ok", "7", "job"), ("9", "ok", "9", "job"), ("0", "ok", "70", "job")]
+
+
+@pytest.mark.parametrize("mark, isolation", [
+    (False, "batch"), (None, "batch"), (True, "job"), ("gpt-4o", "job"), (0, "job"),
+    ({"by": "model"}, "job")])
+def test_any_model_written_mark_but_false_or_null_keeps_batch_isolation_away(
+        tmp_path, mark, isolation):
+    """One record marked (with ``mark``) beside an unmarked one: any value but false or
+    null marks it, and then the whole corpus runs in job isolation, with the note."""
+    code = "def f(x):\n    return x\n"
+    records = [{"id": "plain", "code": code, "input": "1"},
+               {"id": "marked", "code": code, "input": "2", "model_written": mark}]
+    db = tmp_path / "m.duckdb"
+    summary = st.trace(records, db, workers=0, isolation="batch")
+    assert summary.notes == ([] if isolation == "batch" else [
+        "batch isolation is not used for model-written code: 1 of the 2 jobs are of records "
+        "marked model_written, so every job ran in job isolation"])
+    assert st.open_store(db).runs().sort("run_id").select("output", "isolation").rows() == [
+        ("1", isolation), ("2", isolation)]

@@ -373,12 +373,24 @@ def test_a_harvest_of_six_real_packages_traced_with_tasks_and_error_scores(tmp_p
                             "more_itertools.recipes", "packaging.utils", "packaging.version",
                             "roman")
     records = [json.loads(line) for line in (out / "corpus.jsonl").read_text().splitlines()]
+    assert [r["model_written"] for r in records] == [True] * 14  # the model's inputs
     assert len(records) == 14 and records[0]["code"].startswith(
         "from humanize.number import _format_not_finite, decimal_separator, "
         "thousands_separator\n\n\ndef intcomma(value: NumberOrString")
     db = out / "store.duckdb"
     assert rows(db, "SELECT sample_id, input, status, output, exception_type, "
                     "exception_message FROM runs ORDER BY run_id") == RUNS
+    assert rows(db, "SELECT isolation, count(*) FROM runs GROUP BY ALL") == [("job", 32)]
+    # traced again with batch isolation asked for: job isolation, one note, the same runs
+    again = tmp_path / "again.duckdb"
+    retraced = st.trace(out / "corpus.jsonl", again, workers=1, isolation="batch",
+                        packages=out / "guest.lock")
+    assert retraced.notes == ["batch isolation is not used for model-written code: 32 of the "
+                              "32 jobs are of records marked model_written, so every job ran "
+                              "in job isolation"]
+    assert rows(again, "SELECT sample_id, input, status, output, exception_type, "
+                       "exception_message FROM runs ORDER BY run_id") == RUNS
+    assert rows(again, "SELECT isolation, count(*) FROM runs GROUP BY ALL") == [("job", 32)]
     # only the function's own code is traced: its module's helpers are not
     assert rows(db, "SELECT DISTINCT func FROM steps s JOIN runs r USING (run_id) "
                     "WHERE r.sample_id = 'roman.fromRoman'") == [("fromRoman",)]
@@ -424,6 +436,8 @@ def test_the_command_writes_the_corpus_and_resumes_from_its_log(tmp_path):
     assert (resumed["already_logged"], resumed["requests"], resumed["calls"]["inputs"]) == (
         41, 0, 32)
     assert len(read_log(out / "harvest.log.jsonl")) == 41
+    corpus = [json.loads(line) for line in (out / "corpus.jsonl").read_text().splitlines()]
+    assert [r["model_written"] for r in corpus] == [True] * 14
     assert sorted(p.name for p in out.iterdir()) == ["corpus.jsonl", "guest.lock",
                                                      "harvest.json", "harvest.log.jsonl"]
     # the same log asked by another model: one line, exit status 1

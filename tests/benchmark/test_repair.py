@@ -193,7 +193,8 @@ def test_an_example_fixed_in_round_2_is_traced_ok(tmp_path):
     assert records_of(out) == [
         {"id": "name", "code": "def f(x):\n    y = 2\n    return x + y\n", "input": "1",
          "output": "3", "rounds": 2,
-         "repair": {"model": MODEL, "record_sha256": lines[0]["record_sha256"]}},
+         "repair": {"model": MODEL, "record_sha256": lines[0]["record_sha256"]},
+         "model_written": True},
         {**FINE, "rounds": 0,
          "repair": {"model": None, "record_sha256": lines[1]["record_sha256"]}}]
     assert (summary.examples, summary.done, summary.as_given, summary.fixed,
@@ -393,3 +394,58 @@ def test_repair_from_a_running_event_loop(tmp_path):
     summary, server = asyncio.run(notebook_cell())
     assert server.requests == {"name": 1}
     assert (summary.fixed, summary.given_up) == ({1: 1}, 0)
+
+
+# ---------------------------------------------------------------- model-written code runs alone
+# Round 1's revision of "leaves" changes a function's defaults in the standard library
+# (state batch isolation would not compare); "reads"'s revision, run after it in the same
+# round, must see them as they are.
+LEAVES = {"id": "leaves", "code": "def f(x):\n    return x + y\n", "input": "7", "output": "7"}
+READS = {"id": "reads", "input": "0", "output": "70",
+         "code": "import textwrap\ndef f(x):\n    return textwrap.TextWrapper().width + z\n"}
+LEAVES_FIX = ("import textwrap\ndef f(x):\n    d = textwrap.TextWrapper.__init__.__defaults__\n"
+              "    textwrap.TextWrapper.__init__.__defaults__ = (x,) + d[1:]\n    return x\n")
+READS_FIX = "import textwrap\ndef f(x):\n    return textwrap.TextWrapper().width + x\n"
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_revisions_of_one_round_never_share_an_instance(tmp_path, workers):
+    """Both revisions run in one round, one after the other (in this process, or in one
+    worker process): the second passes, as it does alone. The repaired corpus is marked
+    model_written, and tracing it with batch isolation asked for runs it in job
+    isolation, with the note."""
+    with StubServer({"leaves": answer(python(LEAVES_FIX)),
+                     "reads": answer(python(READS_FIX))}) as server:
+        summary = repair([LEAVES, READS], tmp_path / "out.jsonl",
+                         PredictOptions(model=MODEL, base_url=server.base_url, concurrency=1,
+                                        max_retries=0),
+                         RepairOptions(rounds=1, workers=workers))
+    assert outcomes(tmp_path / "out.log.jsonl") == [
+        ("leaves", 0, None, ("exception", "ended with status exception")),
+        ("reads", 0, None, ("exception", "ended with status exception")),
+        ("leaves", 1, None, ("ok", None)),
+        ("reads", 1, None, ("ok", None))]
+    assert [run["output"] for line in lines_of(tmp_path / "out.log.jsonl")[2:]
+            for run in line["outcome"]["runs"]] == ["7", "70"]
+    assert (summary.fixed, summary.given_up) == ({1: 2}, 0)
+    repaired = records_of(tmp_path / "out.jsonl")
+    assert [(r["id"], r["code"], r["rounds"], r["model_written"]) for r in repaired] == [
+        ("leaves", LEAVES_FIX, 1, True), ("reads", READS_FIX, 1, True)]
+    db = tmp_path / "r.duckdb"
+    traced = st.trace(tmp_path / "out.jsonl", db, workers=1, isolation="batch")
+    assert traced.notes == ["batch isolation is not used for model-written code: 2 of the 2 "
+                            "jobs are of records marked model_written, so every job ran in "
+                            "job isolation"]
+    runs = st.open_store(db).runs().sort("run_id")
+    assert runs.select("sample_id", "status", "output", "output_matches", "isolation").rows() \
+        == [("leaves", "ok", "7", True, "job"), ("reads", "ok", "70", True, "job")]
+
+
+def test_an_example_passing_as_given_is_not_marked_model_written(tmp_path):
+    run_repair(tmp_path, [FINE], {})
+    (record,) = records_of(tmp_path / "out.jsonl")
+    assert "model_written" not in record and record["rounds"] == 0
+    traced = st.trace(tmp_path / "out.jsonl", tmp_path / "f.duckdb", workers=0,
+                      isolation="batch")
+    assert traced.notes == [] and traced.model_written == 0
+    assert st.open_store(tmp_path / "f.duckdb").runs()["isolation"].to_list() == ["batch"]

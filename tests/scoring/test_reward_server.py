@@ -11,8 +11,10 @@ import http.client
 import json
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -21,7 +23,8 @@ from click.testing import CliRunner
 
 from steptrace.cli._main import main
 from steptrace.sandbox._limits import Limits
-from steptrace.scoring._reward import RewardJudge, RewardLimits, judge_answers
+from steptrace.scoring._reward import (Check, FairQueue, RewardBusy, RewardError,
+                                       RewardJudge, RewardLimits, judge_answers)
 from steptrace.scoring import _reward_server as reward_server
 from steptrace.scoring._reward_server import serve_rewards
 from helpers.openai_stub import answer
@@ -93,17 +96,23 @@ def store(tmp_path_factory):
     return db, tasks
 
 
-@pytest.fixture(scope="module")
-def server(store):
-    db, _ = store
-    with RewardJudge(db, workers=2, limits=LIMITS) as judge:
+@contextmanager
+def serving(db: Path, workers: int, limits: RewardLimits = LIMITS):
+    """A real server on 127.0.0.1 (an ephemeral port) over its own judge: (judge, server)."""
+    with RewardJudge(db, workers=workers, limits=limits) as judge:
         httpd = serve_rewards(judge)
         httpd.serve_in_thread()
         try:
-            yield httpd
+            yield judge, httpd
         finally:
             httpd.shutdown()
             httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(store):
+    with serving(store[0], workers=2) as (_, httpd):
+        yield httpd
 
 
 def post(server, body: bytes | dict, path: str = "/v1/judge") -> tuple[int, dict]:
@@ -330,8 +339,9 @@ def raw(server, method: str, path: str, body: bytes | None = None,
 
 
 @pytest.mark.parametrize("body, message", [
-    (b"{not json", "the body is not JSON: Expecting property name enclosed in double quotes"),
-    (b"\xff\xfe", "the body is not JSON: not UTF-8"),
+    (b"{not json", "the body is not JSON: Expecting property name enclosed in double quotes "
+                   "(line 1 column 2)"),
+    (b"\xff\xfe", "the body is not JSON: not UTF-8 (byte 0)"),
     (b"[" * 100_000 + b"]" * 0, None),  # too large (100,000 bytes is the limit: 100,000 is fine)
     (b"[1, 2]", 'the body is a JSON object {"items": [...]}'),
     (b'{"item": []}', 'the body is a JSON object {"items": [...]}'),
@@ -388,9 +398,11 @@ def test_other_paths_methods_and_health(server):
     assert status == 404 and "\n" not in text and json.loads(text)["error"]
     status, text = raw(server, "GET", "/v1/health")
     assert status == 200 and json.loads(text) == {
-        "ok": True, "workers": 2, "limits": {"max_items": 40, "max_text_chars": 4_000,
-                                             "max_body_bytes": 100_000, "timeout_s": TIMEOUT_S,
-                                             "memory_mb": 512}}
+        "ok": True, "workers": 2,
+        "limits": {"max_items": 40, "max_text_chars": 4_000, "max_body_bytes": 100_000,
+                   "max_client_checks": 1_000, "max_client_requests": 8,
+                   "timeout_s": TIMEOUT_S, "memory_mb": 512},
+        "checks": {"queued": 0, "running": 0, "clients": 0}}
     conn = http.client.HTTPConnection(*server.server_address[:2], timeout=60)
     try:  # no Content-Length
         conn.putrequest("POST", "/v1/judge")
@@ -469,3 +481,352 @@ def test_a_shard_directory_serves_as_a_store(tmp_path):
     assert [r["correct"] for r in results] == [True] * 4 + [
         k == "output" and a == "0" for _, k, a in tasks]
     assert sum(r["correct"] for r in results) == 5
+
+
+# ------------------------------------------------------------------ hostile clients
+def exchange(server, data: bytes, half_close: bool = False) -> tuple[int, dict, dict]:
+    """Send ``data`` as it is (a whole request, or a broken one) on a new connection and
+    read the reply until the server closes it: (status, headers, JSON body)."""
+    connection = socket.create_connection(server.server_address[:2], timeout=120)
+    try:
+        connection.sendall(data)
+        if half_close:
+            connection.shutdown(socket.SHUT_WR)
+        reply = b""
+        while part := connection.recv(65536):
+            reply += part
+    finally:
+        connection.close()
+    head, _, body = reply.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    assert b"\n" not in body.strip()  # one line
+    assert int(headers["Content-Length"]) == len(body)
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+def judge_request(body: bytes, headers: str = "") -> bytes:
+    return (b"POST /v1/judge HTTP/1.1\r\nHost: x\r\n" + headers.encode()
+            + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+DEEP = b'{"items": ' + b"[" * 40_000 + b"]" * 40_000 + b"}"
+HOSTILE = [
+    (judge_request(b'{"items": [' + b"1" * 5000 + b"]}"),
+     400, "the body is not JSON: a number of 5000 characters (at most 100)"),
+    (judge_request(b'{"items": -' + b"9" * 5000 + b"}"),
+     400, "the body is not JSON: a number of 5001 characters (at most 100)"),
+    (judge_request(b'{"items": [0.' + b"5" * 5000 + b"]}"),
+     400, "the body is not JSON: a number of 5002 characters (at most 100)"),
+    (judge_request(b'{"items": [NaN]}'), 400, "the body is not JSON: NaN is not a JSON value"),
+    (judge_request(b'{"items": Infinity}'),
+     400, "the body is not JSON: Infinity is not a JSON value"),
+    (judge_request(b'{"items": [{"code": -Infinity}]}'),
+     400, "the body is not JSON: -Infinity is not a JSON value"),
+    (judge_request(DEEP), 400, "the body is not JSON: nested too deeply"),
+    (judge_request(b'{"items": ["\xff"]}'), 400, "the body is not JSON: not UTF-8 (byte 12)"),
+    (judge_request('{"items": []}'.encode("utf-16")), 400,
+     "the body is not JSON: not UTF-8 (byte 0)"),
+    (judge_request(b'\xef\xbb\xbf{"items": []}'), 400,
+     "the body is not JSON: Unexpected UTF-8 BOM (decode using utf-8-sig) (line 1 column 1)"),
+    (judge_request(b""), 400, "the body is not JSON: Expecting value (line 1 column 1)"),
+    (judge_request(b'{"items": []} []'), 400,
+     "the body is not JSON: Extra data (line 1 column 15)"),
+    (judge_request(b'{"items": [], "items": 5}'), 400, "items must be a list, not a number"),
+    (judge_request(b'{"items": []}', "Content-Type: text/plain\r\n"), 415,
+     "the body is JSON (Content-Type application/json), not 'text/plain'"),
+    (judge_request(b'{"items": []}', "Content-Type: application/x-www-form-urlencoded\r\n"),
+     415, "the body is JSON (Content-Type application/json), not "
+          "'application/x-www-form-urlencoded'"),
+    (judge_request(b'{"items": []}', "Content-Type: application/json; charset=latin-1\r\n"),
+     415, "the body is JSON in UTF-8, not 'latin-1'"),
+    (b"POST /v1/judge HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n[]",
+     400, "the request has more than one Content-Length"),
+    (b"POST /v1/judge HTTP/1.1\r\nContent-Length: 1_0\r\n\r\n[]",
+     400, "a Content-Length is a number of bytes, not '1_0'"),
+    (b"POST /v1/judge HTTP/1.1\r\nContent-Length: +2\r\n\r\n[]",
+     400, "a Content-Length is a number of bytes, not '+2'"),
+    (b"POST /v1/judge HTTP/1.1\r\nContent-Length: -1\r\n\r\n[]",
+     400, "a Content-Length is a number of bytes, not '-1'"),
+    (b"POST /v1/judge HTTP/1.1\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n[]",
+     400, "a Content-Length is a number of bytes, not '" + "9" * 30 + "'"),
+    (b"POST /v1/judge HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n[]\r\n0\r\n\r\n",
+     400, "a Transfer-Encoding is not read: send the body with a Content-Length"),
+    (b"POST /v1/judge HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n[]",
+     400, "a Transfer-Encoding is not read: send the body with a Content-Length"),
+    (b"GARBAGE\r\n\r\n", 400, "Bad request syntax ('GARBAGE')"),
+    (b"POST /v1/judge HTTP/9.9\r\nContent-Length: 2\r\n\r\n[]", 505,
+     "Invalid HTTP version (9.9)"),
+    (b"BREW /v1/judge HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405,
+     "method 'BREW' is not allowed"),
+    (b"PUT /v1/judge HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405,
+     "'/v1/judge' takes POST: POST /v1/judge, GET /v1/health"),
+    (b"GET /v1/health HTTP/1.1\r\nX-Long: " + b"a" * 70_000 + b"\r\n\r\n", 431, "Line too long"),
+]
+
+
+@pytest.fixture(scope="module")
+def lone_server(store):
+    """A server of one sandbox worker, for the tests that count or order its checks."""
+    with serving(store[0], workers=1) as (_, httpd):
+        yield httpd
+
+
+def test_every_malformed_request_gets_a_one_line_4xx_and_the_server_serves_on(
+        store, lone_server, capfd):
+    """Each hostile request gets its status and exact one-line JSON error (no traceback,
+    the connection closed), and the next request on a new connection is judged."""
+    _, tasks = store
+    task = next(t for t in tasks if t["kind"] == "output" and t["sample_id"] == "loop")
+    good = {"task_id": task["task_id"], "answer": "3"}
+    for data, status, message in HOSTILE:
+        found = exchange(lone_server, data)
+        assert (found[0], found[2]) == (status, {"error": message}), data[:80]
+        assert found[1]["Connection"] == "close" and found[1]["Content-Type"] == "application/json"
+        assert judge_items(lone_server, [good])[0]["correct"] is True
+    # a body that ends before its Content-Length (the client closed its side)
+    found = exchange(lone_server, b"POST /v1/judge HTTP/1.1\r\nContent-Length: 10\r\n\r\n[]",
+                     half_close=True)
+    assert (found[0], found[2]) == (
+        400, {"error": "the body ended after 2 of the 10 bytes of its Content-Length"})
+    # JSON with a charset in its media type, and a method's 405 names what is allowed
+    accepted = exchange(lone_server, judge_request(json.dumps({"items": [good]}).encode(),
+                                                   "Content-Type: Application/JSON; "
+                                                   "charset=UTF-8\r\nConnection: close\r\n"))
+    assert accepted[0] == 200 and accepted[2]["results"][0]["correct"] is True
+    assert exchange(lone_server, b"DELETE /v1/health HTTP/1.1\r\n\r\n")[1]["Allow"] == "GET, POST"
+    assert raw(lone_server, "GET", "/v1/health")[0] == 200
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_lone_surrogate_task_id_is_that_items_error(store, lone_server):
+    """JSON's ``\\ud800`` escape alone is valid JSON but no Unicode text: a task_id holding
+    one is that item's error (the store is not asked for it), and the batch's other task
+    items are still read and judged; an answer holding one is a wrong answer, as in
+    ``score``, and code holding one is ``invalid`` in the sandbox."""
+    _, tasks = store
+    task = next(t for t in tasks if t["kind"] == "output" and t["sample_id"] == "loop")
+    items = [{"task_id": "\ud800", "answer": "3"},
+             {"task_id": task["task_id"], "answer": "3\udfff"},
+             {"code": "def f(x):\n    return '\ud800'\n", "input": "1", "expected_output": "1"},
+             {"task_id": task["task_id"], "answer": "3"}]
+    status, body = post(lone_server, json.dumps({"items": items}).encode())
+    assert status == 200
+    assert [(r["correct"], r["status"], r["detail"], r["kind"]) for r in body["results"]] == [
+        (False, "error", "task_id holds a lone surrogate (a \\ud800 escape alone): no task "
+                         "has it", None),
+        (False, "judged", None, "output"),
+        (False, "invalid", "invalid: UnicodeEncodeError", "code"),
+        (True, "judged", None, "output")]
+
+
+def test_the_fair_queue_takes_clients_and_their_batches_in_turn():
+    """The scheduler alone: three clients, one with two batches; the exact order taken,
+    the per-client bound (all or nothing, freed as checks end) and closing."""
+    fair = FairQueue(max_client_checks=5, retry_after=2)
+    checks = {name: [Check({"n": f"{name}{i}"}) for i in range(count)]
+              for name, count in (("x1", 3), ("x2", 2), ("y3", 1), ("z4", 2))}
+    fair.put("x", 1, checks["x1"])
+    fair.put("x", 2, checks["x2"])
+    fair.put("y", 3, checks["y3"])
+    fair.put("z", 4, checks["z4"])
+    with pytest.raises(RewardBusy) as busy:
+        fair.put("x", 5, [Check({})])
+    assert (str(busy.value), busy.value.retry_after) == (
+        "too many checks under way: 5 of this client's are queued or running, and 1 more "
+        "would pass 5; send again later", 2)
+    with pytest.raises(RewardError, match=r"^the request has 6 sandboxed checks \(at most 5 "):
+        fair.put("w", 6, [Check({}) for _ in range(6)])
+    assert fair.describe() == {"queued": 8, "running": 0, "clients": 3}
+    taken = [fair.get() for _ in range(8)]
+    assert [(client, check.request["n"]) for client, check in taken] == [
+        ("x", "x10"), ("y", "y30"), ("z", "z40"), ("x", "x20"), ("z", "z41"), ("x", "x11"),
+        ("x", "x21"), ("x", "x12")]
+    assert list(fair.order) == [("x", 1), ("y", 3), ("z", 4), ("x", 2), ("z", 4), ("x", 1),
+                                ("x", 2), ("x", 1)]
+    assert fair.describe() == {"queued": 0, "running": 8, "clients": 3}
+    with pytest.raises(RewardBusy):
+        fair.put("x", 7, [Check({})])  # x's five still run
+    fair.done("x")
+    fair.put("x", 7, [Check({"n": "x7"})])
+    fair.close()
+    assert fair.get()[1].request == {"n": "x7"}  # what is queued still runs
+    assert fair.get() is None
+    with pytest.raises(RewardError, match="stopping"):
+        fair.put("y", 8, [Check({})])
+
+
+def post_from(server, address: str, items: list[dict]) -> tuple[int, dict, dict]:
+    """POST ``items`` from the loopback address ``address`` (a client of its own)."""
+    connection = http.client.HTTPConnection(*server.server_address[:2], timeout=120,
+                                            source_address=(address, 0))
+    try:
+        connection.request("POST", "/v1/judge", body=json.dumps({"items": items}).encode(),
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read()), dict(response.getheaders())
+    finally:
+        connection.close()
+
+
+def wait_for_checks(server, **expected: int) -> None:
+    """Poll the health endpoint until its check counts are ``expected`` (a safety-net
+    deadline only: the counts are what the test waits for, not a time)."""
+    deadline = time.monotonic() + 120
+    while True:
+        checks = json.loads(raw(server, "GET", "/v1/health")[1])["checks"]
+        if all(checks[name] == value for name, value in expected.items()):
+            return
+        assert time.monotonic() < deadline, checks
+        time.sleep(0.01)
+
+
+def add_one(first: int, count: int) -> list[dict]:
+    """``count`` distinct quick code checks, ``f(n) == n + 1``."""
+    return [{"code": "def f(n):\n    return n + 1\n", "input": str(n),
+             "expected_output": str(n + 1)} for n in range(first, first + count)]
+
+
+def test_checks_are_taken_round_robin_across_clients_and_their_requests(store):
+    """One worker; client A (127.0.0.2) queues two requests of three checks and then
+    client B (127.0.0.3) one of one, all before any runs: B's check is taken second,
+    right after A's first, not after A's six, and A's two requests alternate. Asserted
+    on the order the scheduler took the checks, not on times."""
+    db, _ = store
+    a, b = "127.0.0.2", "127.0.0.3"
+    with serving(db, workers=1) as (judge, httpd):
+        judge.slots.queue.pause()
+        found: dict[str, tuple] = {}
+        threads = []
+        for name, address, items, queued in (("a1", a, add_one(0, 3), 3),
+                                             ("a2", a, add_one(10, 3), 6),
+                                             ("b", b, add_one(20, 1), 7)):
+            thread = threading.Thread(target=lambda n=name, ad=address, it=items:
+                                      found.__setitem__(n, post_from(httpd, ad, it)))
+            thread.start()
+            threads.append(thread)
+            wait_for_checks(httpd, queued=queued, running=0)  # queued in this order
+        judge.slots.queue.resume()
+        for thread in threads:
+            thread.join()
+        assert list(judge.slots.queue.order) == [(a, 1), (b, 3), (a, 2), (a, 1), (a, 2),
+                                                 (a, 1), (a, 2)]
+    for name, count in (("a1", 3), ("a2", 3), ("b", 1)):
+        status, body, _ = found[name]
+        assert status == 200
+        assert [(r["correct"], r["status"]) for r in body["results"]] == [(True, "ok")] * count
+
+
+def test_a_client_over_its_bounds_is_told_to_retry_and_others_are_not(store):
+    """``max_client_checks`` 4 and ``max_client_requests`` 2, the checks held queued: a
+    client's batch that would pass 4 checks under way is 429 with Retry-After (nothing of
+    it runs), one larger than 4 on its own is 400, a third request under way is 429;
+    another client is served all the while, and once the checks ran the first client is
+    served again."""
+    db, _ = store
+    a, b = "127.0.0.2", "127.0.0.3"
+    limits = RewardLimits(max_items=40, max_client_checks=4, max_client_requests=2,
+                          sandbox=Limits(timeout_s=TIMEOUT_S))
+    with serving(db, workers=1, limits=limits) as (judge, httpd):
+        judge.slots.queue.pause()
+        found: dict[str, tuple] = {}
+
+        def send(name: str, address: str, items: list[dict]) -> threading.Thread:
+            thread = threading.Thread(target=lambda: found.__setitem__(
+                name, post_from(httpd, address, items)))
+            thread.start()
+            return thread
+
+        waiting = [send("a3", a, add_one(0, 3))]
+        wait_for_checks(httpd, queued=3, clients=1)
+        status, body, headers = post_from(httpd, a, add_one(10, 2))
+        assert (status, body, headers["Retry-After"]) == (429, {
+            "error": "too many checks under way: 3 of this client's are queued or "
+                     "running, and 2 more would pass 4; send again later"}, "3")
+        status, body, _ = post_from(httpd, a, add_one(20, 5))
+        assert (status, body) == (400, {"error": "the request has 5 sandboxed checks (at "
+                                                 "most 4 a client at once)"})
+        waiting.append(send("a1", a, add_one(30, 1)))
+        wait_for_checks(httpd, queued=4, clients=1)
+        status, body, headers = post_from(httpd, a, add_one(40, 1))  # a third request
+        assert (status, body, headers["Retry-After"]) == (429, {
+            "error": "too many requests under way from 127.0.0.2 (at most 2 at once); "
+                     "send again later"}, "3")
+        waiting.append(send("b2", b, add_one(50, 2)))
+        wait_for_checks(httpd, queued=6, clients=2)
+        judge.slots.queue.resume()
+        for thread in waiting:
+            thread.join()
+        status, body, _ = post_from(httpd, a, add_one(60, 4))  # under way again: 4
+        assert status == 200 and [r["correct"] for r in body["results"]] == [True] * 4
+    assert [(found[n][0], [r["correct"] for r in found[n][1]["results"]])
+            for n in ("a3", "a1", "b2")] == [(200, [True] * 3), (200, [True]), (200, [True] * 2)]
+
+
+# ------------------------------------------------------------------ model-written code runs alone
+# (a check that leaves state behind, a check that reads it, what that returns in a fresh
+# instance). The first two are the examples of docs/guides/sandbox.md's batch isolation,
+# which it would catch; the last three it would not (a function's defaults, reached through
+# the function: batch isolation compares namespaces, not the objects in them).
+LEAKS = [
+    ("import json\ndef f(x):\n    json.leak = x\n    return x\n",
+     "import json\ndef f(x):\n    return getattr(json, 'leak', 0)\n", "0"),
+    ("import sys\ndef f(x):\n    sys.modules['leak'] = x\n    return x\n",
+     "import sys\ndef f(x):\n    return sys.modules.get('leak', 0)\n", "0"),
+    ("import textwrap\ndef f(x):\n    d = textwrap.TextWrapper.__init__.__defaults__\n"
+     "    textwrap.TextWrapper.__init__.__defaults__ = (x,) + d[1:]\n    return x\n",
+     "import textwrap\ndef f(x):\n    return textwrap.TextWrapper().width\n", "70"),
+    ("import textwrap\ndef f(x):\n    textwrap.wrap.__kwdefaults__ = {'leak': x}\n    return x\n",
+     "import textwrap\ndef f(x):\n    return (textwrap.wrap.__kwdefaults__ or {}).get('leak', 0)\n",
+     "0"),
+    ("import json\ndef f(x):\n    json.dumps.__kwdefaults__['indent'] = x\n    return x\n",
+     "import json\ndef f(x):\n    return json.dumps([1, 2]).count(' ')\n", "1"),
+]
+
+
+def test_code_checks_of_one_request_and_of_the_next_never_share_an_instance(lone_server):
+    """With one worker every check runs in the same worker process, one after another:
+    what a check leaves in a module (an attribute of ``json``, an entry of
+    ``sys.modules``, a function's defaults) is not there for the next check of the same
+    request, nor for the next request's."""
+    items = []
+    for number, (writer, reader, fresh) in enumerate(LEAKS, start=7):
+        items += [{"code": writer, "input": str(number), "expected_output": str(number)},
+                  {"code": reader, "input": "1", "expected_output": fresh}]
+    assert [(r["correct"], r["status"], r["detail"]) for r in judge_items(lone_server, items)] \
+        == [(True, "ok", None)] * len(items)
+    readers = [{"code": reader, "input": "2", "expected_output": fresh}
+               for _, reader, fresh in LEAKS]
+    assert [(r["correct"], r["status"]) for r in judge_items(lone_server, readers)] == \
+        [(True, "ok")] * len(LEAKS)
+
+
+HANDLERS = "import logging\n\ndef f(x):\n    return len(logging.root.handlers)\n"
+
+
+def test_predicted_inputs_never_share_an_instance_in_score_or_the_service(tmp_path):
+    """An input answer that leaves a handler on the root logger (safe arguments: the
+    program imports ``logging``; batch isolation would not see it) and a right answer
+    checked after it, by ``score`` (one worker, one chunk) and by the service (one worker,
+    one batch): the right answer is right, in both."""
+    corpus, db, tasks_file = tmp_path / "c.jsonl", tmp_path / "m.duckdb", tmp_path / "t.jsonl"
+    corpus.write_text(json.dumps({"id": "log", "code": HANDLERS, "input": "5"}) + "\n")
+    assert invoke("trace", corpus, "--db", db, "--workers", 0).exit_code == 0
+    assert invoke("tasks", "--db", db, "--kinds", "input", "--out", tasks_file).exit_code == 0
+    leaking = "logging.root.handlers.append(1) or 5"
+    tasks = predict_with_stub(tasks_file, db, lambda task: [block(leaking), block("1")],
+                              model="m", samples=2)
+    assert len(tasks) == 1
+    scored = invoke("score", "--tasks", tasks_file, "--db", db, "--workers", 1, "--timeout",
+                    TIMEOUT_S, "--format", "json")
+    assert scored.exit_code == 0, scored.output
+    assert stored(db, "SELECT p.sample_index, p.answer, s.correct, s.note FROM predictions p "
+                      "JOIN scores s USING (task_id, model, label, sample_index) "
+                      "ORDER BY p.sample_index") == [(0, leaking, False, "returned 1"),
+                                                     (1, "1", True, None)]
+    results = judge_answers(db, [{"task_id": tasks[0]["task_id"], "answer": leaking},
+                                 {"task_id": tasks[0]["task_id"], "answer": "1"},
+                                 {"task_id": tasks[0]["task_id"], "answer": leaking}],
+                            workers=1, limits=LIMITS)
+    assert [(r["correct"], r["status"], r["detail"]) for r in results] == [
+        (False, "ok", "returned 1"), (True, "ok", None), (False, "ok", "returned 1")]
