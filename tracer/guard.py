@@ -33,6 +33,7 @@ import _weakref  # noqa: E402
 import asyncio.events  # noqa: E402
 import gc  # noqa: E402
 import io  # noqa: E402
+import os  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
 
@@ -92,6 +93,13 @@ _CO_OPTIMIZED = 1  # a function's frame (its f_locals is not its globals)
 runner_globals: frozenset = frozenset()
 _JOB_STDOUT, _JOB_STDERR = exposed.StdStream(), exposed.StdErr()  # they hold nothing
 _TYPE_NAME = _tracer.type_name
+# The job's file system (wasm_sandbox/_files.py): its working directory, entered at every
+# job's start (a fresh instance starts in "/", a batch job may have left another one)
+WORK_DIR = "/work"
+PROGRAM_NAME = "main.py"  # sys.argv[0], as ``python main.py`` gives it
+_chdir = os.chdir
+_ENVIRON = os.environ
+_ARGV = sys.argv  # the list componentize-py filled (empty: WASI gives no arguments)
 
 # ------------------------------------------------------------------ state (one job)
 guarding = False      # a job runs: the audit hook refuses introspection and serves channels
@@ -105,9 +113,15 @@ outer_loop = None     # the interpreter's running asyncio loop, put back after t
 outer_policy = None   # ... and its event loop policy (which holds its current loop)
 # (both kept after the job too: leave() checks that they are what is in place)
 THREADS_MESSAGE = "the program starts a thread; the sandbox (WASI) has no threads"
+files_used = False    # the job opened a file or directory, changed directory, or sqlite3
+in_work_dir = False   # this instance has changed into WORK_DIR (_enter_work_dir)
 
 # ------------------------------------------------------------------ the audit hook
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+# What leaves a descriptor (a file, a directory iterator, a database) the program could
+# keep, or another working directory: in batch isolation the next job gets a fresh
+# instance (the result's ``files_used``; wasm_sandbox/_files.py)
+_FILE_EVENTS = frozenset({"open", "os.scandir", "os.chdir", "sqlite3.connect"})
 _REFUSED_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current_exceptions",
                              "gc.get_objects", "gc.get_referrers", "gc.get_referents",
                              "sys.settrace", "sys.setprofile", "sys.addaudithook",
@@ -118,6 +132,7 @@ def _audit(event: str, args: tuple) -> None:
     """The audit hook (installed once, for the life of the interpreter). While a job runs:
     serve the ``steptrace.*`` channel (exposed.py) and refuse what would lead a program to
     the runner (frames, object lists, tracing hooks)."""
+    global files_used
     if _tracer.own or not guarding:
         return
     if event[:10] == "steptrace.":
@@ -135,6 +150,9 @@ def _audit(event: str, args: tuple) -> None:
         if len(args) < 2 or args[1] != "__code__":
             return
         what = "object.__setattr__ __code__"
+    elif event in _FILE_EVENTS:
+        files_used = True
+        return
     elif event in _REFUSED_EVENTS:
         what = event
     elif event[:14] == "_thread.start_":  # start_new_thread, start_joinable_thread
@@ -313,11 +331,34 @@ def stdin_for(text: str):
     return new_stdin(text) if text else empty_stdin
 
 
-def enter(limits: dict, seed: object, stdin: str = "") -> None:
+def _enter_work_dir() -> None:
+    """Change into ``WORK_DIR`` once per instance (a WASI call, a few µs): an instance
+    starts from the snapshot in ``/``, and a batch job that changed directory (the audit
+    event ``os.chdir``) has the next job run in a fresh instance (``files_used``)."""
+    global in_work_dir
+    if not in_work_dir:
+        try:
+            _chdir(WORK_DIR)
+            in_work_dir = True
+        except OSError:  # a guest run without its directories (the build's warm-up)
+            pass
+
+
+def enter(limits: dict, seed: object, stdin: str = "", argv: tuple = (),
+          env: dict | None = None) -> None:
     """A job starts: forget the last one, and hand the program its objects (exposed.py)
-    in place of the interpreter's own, and ``stdin`` as its standard input."""
+    in place of the interpreter's own, ``stdin`` as its standard input, its working
+    directory, ``sys.argv`` (``PROGRAM_NAME`` and ``argv``) and ``os.environ`` (``env``;
+    batch isolation puts both back after the job: shared_state.restore_cheap)."""
     global max_stdout, discard_writes, base_depth, tracing, outer_loop, outer_policy
+    global files_used
     shared_state.first_job()
+    _enter_work_dir()
+    files_used = False
+    _ARGV[:] = (PROGRAM_NAME, *argv)
+    if env:
+        for key, value in env.items():
+            _ENVIRON[key] = value
     _tracer.cuts = {}
     _tracer.reset_stop()
     refused.clear()

@@ -122,6 +122,7 @@ ANSWER_REFUSED = "unsafe_input"
 SHAPES = ("call", "script")
 MAX_CALLS = 1_000         # methods in one chain
 MAX_STDIN = 16 * 1024 * 1024  # characters of stdin text
+MAX_ARGS = 10_000  # arguments in ``argv``, variables in ``env``
 PRELOADED: dict = {}  # the standard library imported at build time (set by guest.py)
 
 DEFAULT_LIMITS = {
@@ -208,7 +209,10 @@ def run_job(request: dict) -> dict:
     shape = _shape(request, input_text, entry)
     if type(shape) is str:
         return _invalid(result, shape)
-    guard.enter(limits, request.get("seed", guard.RANDOM_SEED), shape[1])
+    environment = _environment(request)
+    if type(environment) is str:
+        return _invalid(result, environment)
+    guard.enter(limits, request.get("seed", guard.RANDOM_SEED), shape[1], *environment)
     ended = False
     try:
         try:
@@ -246,12 +250,35 @@ def run_job(request: dict) -> dict:
             changed.append("the job did not end normally")
         if changed:
             result["shared_state_changed"] = [wire.text(name, 200) for name in changed]
+    if batch and guard.files_used:
+        result["files_used"] = True
     if guard.refused:
         wire.add_note(result, "refused to the program: " + ", ".join(sorted(set(guard.refused))))
     cut_note = wire.cut_note(result)
     if cut_note is not None:
         wire.add_note(result, cut_note)
     return result
+
+
+def _environment(request: dict):
+    """The request's ``argv`` (the arguments after the program's name: ``sys.argv`` is
+    ``[guard.PROGRAM_NAME, *argv]``) and ``env`` (``os.environ``) checked: ``(argv tuple,
+    env dict)``, or a message saying what is wrong."""
+    argv = request.get("argv")
+    env = request.get("env")
+    if argv is None:
+        argv = ()
+    elif type(argv) is not list or len(argv) > MAX_ARGS or not all(
+            type(arg) is str and "\0" not in arg for arg in argv):
+        return "'argv' must be a list of strings without NUL characters"
+    if env is None:
+        env = {}
+    elif type(env) is not dict or len(env) > MAX_ARGS or not all(
+            type(key) is str and type(value) is str and key and "=" not in key
+            and "\0" not in key and "\0" not in value for key, value in env.items()):
+        return ("'env' must be an object of strings (names not empty, without '=' or NUL; "
+                "values without NUL)")
+    return tuple(argv), env
 
 
 def _shape(request: dict, input_text: str, entry: str):

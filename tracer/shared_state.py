@@ -69,6 +69,7 @@ _once_registry = getattr(warnings, "_onceregistry", None)
 _re_caches = [cache for cache in (getattr(re, "_cache", None), getattr(re, "_cache2", None))
               if type(cache) is dict]
 _environ_data = getattr(os.environ, "_data", None)
+_putenv, _unsetenv = os.putenv, os.unsetenv  # the C environment beside os.environ's dict
 _argv = sys.argv
 _type_dict = type.__dict__["__dict__"].__get__  # a class's namespace, by type's own getter
 _type_flags = type.__dict__["__flags__"].__get__
@@ -231,6 +232,17 @@ def restore_cheap() -> None:
     if type(_environ_data) is dict and (len(_environ_data) != len(snap.environ) or not
                                         _same_items(tuple(_environ_data.items()),
                                                     tuple(snap.environ.items()))):
+        # the C environment too (what os.environ's stores put there: time, locale and
+        # C code read it), for keys that are the exact bytes os.environ makes
+        for key, value in list(_environ_data.items()):
+            if type(key) is bytes and snap.environ.get(key) is not value:
+                if key in snap.environ:
+                    _putenv(key, snap.environ[key])
+                else:
+                    _unsetenv(key)
+        for key, value in snap.environ.items():
+            if key not in _environ_data:
+                _putenv(key, value)
         _environ_data.clear()
         _environ_data.update(snap.environ)
     if not _same_items(tuple(_argv), snap.argv):

@@ -7,6 +7,12 @@ limit                  default     enforced by                                  
 ``max_steps``          100,000     the tracer (steps recorded, all kinds)            ``step_limit``
 ``memory_mb``          512 MiB     wasmtime store limit on linear memory             ``memory_limit``
 ``max_stdout``         65,536      the guest's bounded stdout/stderr (characters)    ``output_limit``
+``max_script_stdout``  16 MiB      the same for a script (``shape: "script"``)       ``output_limit``
+``max_file_bytes``     64 MiB      the host: bytes of the job's files together       ``file_limit``
+                                   (wasm_sandbox/_files.py; in workers also the
+                                   kernel's RLIMIT_FSIZE for any one file)
+``max_files``          1,000       the host: files, directories and symlinks the     ``file_limit``
+                                   job has at once
 ``max_repr``           1,000       the tracer: one variable's repr (characters)      truncated flag
 ``max_output``         100,000     the guest: the return value's repr (characters)   truncated flag
 ``max_trace_chars``    16,000,000  the tracer: all recorded reprs together           ``output_limit``
@@ -35,7 +41,7 @@ stdout the run's note says so), and a result that breaks the schema is ``crashed
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from steptrace.errors import InputError
 
 # Seconds a job may stay in the guest past its time limit before a worker's watchdog ends
@@ -64,6 +70,13 @@ class Limits:
     max_result_values: int = 1_000_000
     max_name: int = 1_000
     max_message: int = 10_000
+    # A script's stdout is its answer, judged whole: sized for real judges' outputs (a
+    # Codeforces or AtCoder answer of 10^6 numbers is ~7-11 MB; CodeNet's largest
+    # expected outputs are a few MB), and as much as a script may read (the corpus's
+    # MAX_STDIN, 16,777,216 characters). A call's stdout is incidental: 65,536.
+    max_script_stdout: int = 16 * 1024 * 1024
+    max_file_bytes: int = 64 * 1024 * 1024
+    max_files: int = 1_000
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -75,6 +88,14 @@ class Limits:
         return {"max_steps": self.max_steps, "max_repr": self.max_repr,
                 "max_stdout": self.max_stdout, "max_output": self.max_output,
                 "max_trace_chars": self.max_trace_chars}
+
+    def for_shape(self, shape: str | None) -> "Limits":
+        """The limits of a job of this shape: a script's stdout cap is
+        ``max_script_stdout`` (what the guest enforces and the host caps as
+        ``max_stdout``)."""
+        if shape != "script" or self.max_script_stdout == self.max_stdout:
+            return self
+        return replace(self, max_stdout=self.max_script_stdout)
 
     @property
     def memory_bytes(self) -> int:

@@ -44,6 +44,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from steptrace.sandbox._build import GuestArtifacts, ensure_component, is_verified
 from steptrace.sandbox._build import artifacts as guest_artifacts
+from steptrace.sandbox._files import make_root, remove_root
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._packages import PackageLock
 from steptrace.sandbox._runtime import JobOutcome, compiled_path, load_component, make_engine
@@ -101,6 +102,7 @@ class _Worker:
     process: subprocess.Popen
     inbox: _Inbox
     results: mpc.Connection
+    files_root: str  # its jobs' files (wasm_sandbox/_files.py): removed once it is gone
     chunks: list[_Piece] = field(default_factory=list)  # first: running
     ready: bool = False
     ended: bool = False  # its results pipe was read to its end
@@ -173,16 +175,19 @@ class WorkerPool:
                 self.close()
                 raise
             for worker_id, worker in self._workers.items():
-                worker.inbox.put(self._setup(worker_id))
+                worker.inbox.put(self._setup(worker_id, worker.files_root))
 
-    def _setup(self, worker_id: int) -> WorkerSetup:
+    def _setup(self, worker_id: int, files_root: str) -> WorkerSetup:
         assert self.artifacts is not None
-        return WorkerSetup(worker_id, self.limits, self.isolation, self.artifacts)
+        return WorkerSetup(worker_id, self.limits, self.isolation, self.artifacts, files_root)
 
     def _start_worker(self) -> int:
         """Start a worker process; it gets its set-up now if the component is known."""
         worker_id = self._next_id
         self._next_id += 1
+        # The worker's directory for its jobs' files is made and removed here, by the
+        # parent: a worker may be killed (its watchdog, a crash) before it could remove it
+        files_root = make_root()
         inbox_read, inbox_write = os.pipe()
         results_read, results_write = os.pipe()
         try:
@@ -191,6 +196,11 @@ class WorkerPool:
                 [sys.executable, "-m", "steptrace.sandbox._worker", str(inbox_read),
                  str(results_write)], pass_fds=(inbox_read, results_write),
                 stdin=subprocess.DEVNULL)
+        except BaseException:
+            remove_root(files_root)
+            os.close(inbox_write)
+            os.close(results_read)
+            raise
         finally:
             # the worker holds the only other ends: its death means end-of-file here,
             # and the parent's death end-of-file in its inbox
@@ -199,9 +209,9 @@ class WorkerPool:
         inbox = _Inbox(mpc.Connection(inbox_write, readable=False),
                        f"steptrace-inbox-{worker_id}")
         if self.artifacts is not None:
-            inbox.put(self._setup(worker_id))
+            inbox.put(self._setup(worker_id, files_root))
         results = mpc.Connection(results_read, writable=False)
-        self._workers[worker_id] = _Worker(process, inbox, results)
+        self._workers[worker_id] = _Worker(process, inbox, results, files_root)
         return worker_id
 
     def _receive(self) -> tuple | None:
@@ -301,6 +311,7 @@ class WorkerPool:
         worker.process.wait()
         worker.inbox.close(0)
         worker.results.close()
+        remove_root(worker.files_root)
         self._start_worker()
 
     def _reap_dead(self, retried: set[int]) -> list[tuple[_Piece, bool]]:
@@ -315,6 +326,7 @@ class WorkerPool:
             del self._workers[worker_id]
             worker.inbox.close(0)
             worker.results.close()
+            remove_root(worker.files_root)
             if not worker.ready:  # died while starting: a replacement would die too
                 self.close()
                 raise PoolError(f"sandbox worker exited while starting "
@@ -344,6 +356,7 @@ class WorkerPool:
                 worker.process.kill()
                 worker.process.wait()
             worker.results.close()
+            remove_root(worker.files_root)
         self._workers.clear()
 
     def __enter__(self) -> "WorkerPool":

@@ -50,13 +50,14 @@ SHARE_FROM = 64  # shorter columns are not worth a pass to share their values
 MAX_EVALUATIONS = 1_000_000  # condition outcomes the guest keeps (tracer/analysis.py)
 
 # What the guest may report itself. ``timeout`` and ``exited`` are the host's (it sees the
-# trap); a guest claiming them is rejected.
+# trap), and so is ``file_limit`` (it measures the job's files: wasm_sandbox/_files.py); a
+# guest claiming them is rejected.
 GUEST_STATUSES = ("ok", "exception", "invalid", "step_limit", "memory_limit", "output_limit",
                   "unsupported", "missing_module", "tampered", "crashed", "loops")
-# Every status a run can have (the host adds ``timeout`` and ``exited``).
+# Every status a run can have (the host adds ``timeout``, ``exited`` and ``file_limit``).
 STATUSES = ("ok", "exception", "invalid", "timeout", "step_limit", "memory_limit",
             "output_limit", "unsupported", "missing_module", "exited", "tampered", "crashed",
-            "loops")
+            "loops", "file_limit")
 
 
 class ResultRejected(ValueError):
@@ -240,6 +241,10 @@ RESULT = Record(
         # request "plain_output": the returned value is built-in data all the way down
         # (tracer/answer_values.py), so its text is the runner's repr, not the program's
         "output_plain": Bool(),
+        # batch isolation: the job opened a file, listed a directory with an iterator,
+        # changed directory or connected sqlite3 (tracer/guard.py): the host gives the
+        # next job a fresh instance (a descriptor it kept would outlive its files)
+        "files_used": Bool(),
     },
     empty_when_missing=("objects", "attributes", "global_states"),
 )

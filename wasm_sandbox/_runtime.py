@@ -14,8 +14,12 @@ Isolation:
   job, but module state a program mutates stays. An instance that traps is discarded and
   the next job gets a fresh one.
 
-The guest sees WASI with no preopened directories, no environment variables, no
-arguments, an empty stdin, and stdout/stderr that go nowhere; it has no sockets.
+The guest sees WASI with two preopened directories, its own for the job (``/work``, its
+working directory, and ``/tmp``: wasm_sandbox/_files.py), no environment variables, no
+arguments (the guest sets ``sys.argv`` and ``os.environ`` from the request), an empty
+stdin, and stdout/stderr that go nowhere; it has no sockets. The ticker thread also
+measures the job's files while it runs and interrupts a job over ``max_file_bytes`` or
+``max_files`` (status ``file_limit``).
 
 Blocking host calls. The epoch is checked in wasm code only. A guest waiting in a WASI host
 call (``time.sleep``, ``select``/``poll``/``selectors`` with a timeout, all of them
@@ -56,6 +60,7 @@ from wasmtime import component as wc
 from wasmtime._ffi import WASMTIME_COMPONENT_STRING
 
 from steptrace.sandbox._build import GuestArtifacts, ensure_component, is_verified, write_verified
+from steptrace.sandbox._files import FileBounds, JobFiles
 from steptrace.sandbox._limits import ISOLATIONS, Limits
 from steptrace.sandbox._memory_reset import enable_pagemap_scan, prefault
 from steptrace.sandbox._result_schema import ResultRejected, ResultTooLarge, parse_result
@@ -217,10 +222,12 @@ def load_component(engine: wasmtime.Engine, limits: Limits,
 
 
 class EpochTicker:
-    """Daemon thread: ``engine.increment_epoch()`` every ``TICK_S`` seconds."""
+    """Daemon thread: ``engine.increment_epoch()`` every ``TICK_S`` seconds, then
+    ``on_tick()`` if given (the sandbox's look at the job's files)."""
 
-    def __init__(self, engine: wasmtime.Engine) -> None:
+    def __init__(self, engine: wasmtime.Engine, on_tick=None) -> None:
         self._engine = engine
+        self._on_tick = on_tick
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="steptrace-epoch", daemon=True)
         self._thread.start()
@@ -228,6 +235,8 @@ class EpochTicker:
     def _run(self) -> None:
         while not self._stop.wait(TICK_S):
             self._engine.increment_epoch()
+            if self._on_tick is not None:
+                self._on_tick()
 
     def stop(self) -> None:
         self._stop.set()
@@ -295,8 +304,19 @@ class Sandbox:
     """Runs jobs in fresh (or, with ``batch`` isolation, reused) guest instances."""
 
     def __init__(self, limits: Limits | None = None,
-                 artifacts: GuestArtifacts | None = None) -> None:
+                 artifacts: GuestArtifacts | None = None, files_root: str | None = None) -> None:
+        """``files_root``: the directory for the jobs' files (wasm_sandbox/_files.py
+        ``make_root``), kept by the caller (a worker pool's, removed when its worker is
+        gone); by default the sandbox makes its own and removes it when closed."""
         self.limits = limits or Limits()
+        self._script_limits = self.limits.for_shape("script")
+        self.files = JobFiles(FileBounds(self.limits.max_file_bytes, self.limits.max_files),
+                              files_root)
+        # The job in progress (numbered) and the file bound it broke, as the ticker saw
+        # it: the ticker interrupts only the job it measured (_watch_files).
+        self._files_lock = threading.Lock()
+        self._job_number = 0
+        self.files_over: str | None = None
         self.engine, self.memory_reset = make_engine(self.limits)
         found = artifacts or ensure_component()
         self.component = load_component(self.engine, self.limits, found)
@@ -304,7 +324,6 @@ class Sandbox:
         self._prefaulted = self.memory_reset != RESET_WRITTEN_PAGES
         self.linker = wc.Linker(self.engine)
         self.linker.add_wasip2()
-        self.ticker = EpochTicker(self.engine)
         self._deadline = max(1, math.ceil(self.limits.timeout_s / TICK_S)) + 1
         self._reused: tuple | None = None
         # time.monotonic() when the guest began the request it is running, None between
@@ -313,10 +332,31 @@ class Sandbox:
         # (wasm_sandbox/_worker.py). Only the guest call itself counts, not the host's
         # parsing of its result.
         self.busy_since: float | None = None
+        self.ticker = EpochTicker(self.engine, self._watch_files)
 
     def close(self) -> None:
         self._reused = None
         self.ticker.stop()
+        self.files.close()
+
+    def _watch_files(self) -> None:
+        """On the ticker's thread: measure the job's files while a job runs; one over a
+        bound is interrupted (the epoch moved past its deadline, as a runaway job's is)
+        and its outcome is ``file_limit``. The job measured is the one interrupted: its
+        number is checked under the lock the guest call holds to start and to end."""
+        with self._files_lock:
+            if self.busy_since is None or self.files_over is not None:
+                return
+            number = self._job_number
+        over = self.files.over()
+        if over is None:
+            return
+        with self._files_lock:
+            if number != self._job_number or self.busy_since is None:
+                return
+            self.files_over = over
+            for _ in range(self._deadline + 1):
+                self.engine.increment_epoch()
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -328,7 +368,9 @@ class Sandbox:
         store = wasmtime.Store(self.engine)
         store.set_epoch_deadline(self._deadline)
         store.set_limits(memory_size=self.limits.memory_bytes)
-        store.set_wasi(wasmtime.WasiConfig())  # nothing inherited: no files, env, args, stdio
+        wasi = wasmtime.WasiConfig()  # nothing inherited: no files, env, args, stdio
+        self.files.preopen(wasi)  # but the job's own directories
+        store.set_wasi(wasi)
         instance = self.linker.instantiate(store, self.component)
         if not self._prefaulted:  # the slot's first instance, before its first reset
             self._prefaulted = True
@@ -348,14 +390,20 @@ class Sandbox:
         try:
             store, func = self._instantiate() if fresh else self._reused
             store.set_epoch_deadline(self._deadline)
-            self.busy_since = time.monotonic()
+            with self._files_lock:
+                self._job_number += 1
+                self.files_over = None
+                self.busy_since = time.monotonic()
             try:
                 text = func(store, payload)
             finally:
-                self.busy_since = None
+                with self._files_lock:
+                    self.busy_since = None
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
             self._reused = None
             trapped = classify_trap(exc, self.limits)
+            if self.files_over is not None:  # the ticker interrupted it (_watch_files)
+                trapped = {"status": "file_limit", "exception_message": self.files_over}
             # The traceback's frames hold the store (wasmtime-py's enter_wasm closure) in a
             # reference cycle; left to the cycle collector, dead instances would fill the
             # pooling allocator's slots and every later job would fail.
@@ -367,17 +415,40 @@ class Sandbox:
 
     def run(self, request: dict, isolation: str = "job") -> JobOutcome:
         """Run one job: ``request`` has ``code``, ``input`` and optionally ``entry``,
-        ``expected`` and ``options``; the sandbox's limits are added here."""
-        payload = json.dumps({**request, "limits": self.limits.guest(),
-                              "check_shared_state": isolation == "batch"})
+        ``expected``, ``options``, ``argv`` and ``env`` (the guest's), and ``files``
+        (``{relative path: text}``, written into the job's ``/work`` here); the sandbox's
+        limits are added here. What the job left in its directories is the result's
+        ``files`` (wasm_sandbox/_files.py ``FILE_COLUMNS``)."""
+        limits = self._script_limits if request.get("shape") == "script" else self.limits
         started = time.perf_counter_ns()
+        if "files" in request:
+            request = dict(request)
+            try:
+                self.files.write(request.pop("files") or {})
+            except InputError as exc:
+                self.files.finish()
+                return JobOutcome({"status": "invalid", "exception_message": str(exc)},
+                                  (time.perf_counter_ns() - started) // 1000)
+        payload = json.dumps({**request, "limits": limits.guest(),
+                              "check_shared_state": isolation == "batch"})
         text, trapped, fresh = self.call(payload, isolation)
+        files = self.files.finish()
         duration_us = (time.perf_counter_ns() - started) // 1000
+        over = self.files_over or files.over
+        if over is not None:
+            self._reused = None
+            return JobOutcome({"status": "file_limit", "exception_message": over},
+                              duration_us, fresh)
+        if files.touched and isolation == "batch":
+            self._reused = None  # its descriptors, its working directory: see _files.py
+        recorded = files.columns()
         if trapped is not None:
+            if recorded is not None:
+                trapped["files"] = recorded
             return JobOutcome(trapped, duration_us, fresh)
         size = len(text)
         try:
-            result = parse_result(text, self.limits)
+            result = parse_result(text, limits)
         except ResultTooLarge as exc:
             return JobOutcome({"status": "output_limit", "exception_message": str(exc)},
                               duration_us, fresh)
@@ -388,6 +459,10 @@ class Sandbox:
             return JobOutcome({"status": "crashed", "note": f"the guest's result was "
                                f"rejected: {exc}"}, duration_us, fresh)
         del text
+        if result.pop("files_used", False):
+            self._reused = None  # batch isolation: see _files.py
+        if recorded is not None:
+            result["files"] = recorded
         changed = result.pop("shared_state_changed", None)
         if changed:
             # batch isolation: the job rebound module state the next job would see. Its own

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import multiprocessing.connection as mpc
 import os
+import resource
+import signal
 import sys
 import threading
 import time
@@ -67,6 +69,7 @@ class WorkerSetup:
     limits: Limits
     isolation: str
     artifacts: GuestArtifacts
+    files_root: str | None = None  # the jobs' files (the pool's: removed when the worker is gone)
 
 
 def serve(inbox: mpc.Connection, results: mpc.Connection) -> None:
@@ -83,13 +86,29 @@ def serve(inbox: mpc.Connection, results: mpc.Connection) -> None:
     if setup is None:  # the pool closed before the component was ready
         return
     try:
-        sandbox = Sandbox(setup.limits, setup.artifacts)
+        sandbox = Sandbox(setup.limits, setup.artifacts, setup.files_root)
+        limit_file_size(setup.limits.max_file_bytes)
     except BaseException as exc:  # reported to the parent, which fails the whole run
         _send(results, ("failed", setup.worker_id, f"{type(exc).__name__}: {exc}"))
         return
     if not _send(results, ("ready", setup.worker_id, None)):
         return
     _run_chunks(sandbox, setup, inbox, results, orphaned)
+
+
+def limit_file_size(max_file_bytes: int) -> None:
+    """No file this process writes may grow past ``max_file_bytes`` + 1 bytes (the
+    kernel's ``RLIMIT_FSIZE``; a write past it fails with ``EFBIG`` instead of the
+    ``SIGXFSZ`` that would kill the process): a job's single file cannot outrun the
+    ticker's measurement (wasm_sandbox/_files.py), and one byte over the bound is over it.
+    Set after the component is loaded (its ``.cwasm`` may be written then); the worker
+    writes no other file. Not lowered below what the process's hard limit allows."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    wanted = max_file_bytes + 1
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (wanted, hard))
 
 
 def _send(results: mpc.Connection, message: tuple) -> bool:
@@ -131,7 +150,10 @@ def _watch(sandbox: Sandbox, setup: WorkerSetup, progress: _Progress,
                 elapsed = time.monotonic() - since if since is not None else 0.0
                 if since is None or elapsed < limit_s:
                     continue
-                blocked = JobOutcome({"status": "timeout", "exception_message":
+                over = sandbox.files_over  # the ticker found it over a file bound first
+                blocked = JobOutcome({"status": "file_limit", "exception_message": over}
+                                     if over is not None else
+                                     {"status": "timeout", "exception_message":
                                       blocked_message(setup.limits.timeout_s)},
                                      int(elapsed * 1_000_000))
                 _send(results, ("timeout", setup.worker_id,

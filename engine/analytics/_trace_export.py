@@ -31,15 +31,13 @@ from typing import Callable, Iterable, Iterator, Sequence
 import duckdb
 
 from steptrace.errors import InputError
+from steptrace.sandbox._result_schema import STATUSES
 from steptrace.store._store import (FINISHED_STATUSES, StoreError, connect, first_line,
                                     has_table, shape_columns)
 
 # Runs per batch, and steps per batch past its first run.
 DEFAULT_BATCH_RUNS = 256
 DEFAULT_BATCH_STEPS = 200_000
-STATUSES = ("ok", "exception", "invalid", "timeout", "step_limit", "memory_limit",
-            "output_limit", "unsupported", "missing_module", "exited", "tampered", "crashed",
-            "loops")
 # Names of a step's event value, not locals (docs/guides/runs.md).
 EVENT_VALUES = ("<return>", "<yield>", "<exception>")
 

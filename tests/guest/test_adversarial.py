@@ -168,8 +168,15 @@ FS_ATTACKS = {
                         exc("FileNotFoundError", ENOENT + "{victim!r}")),
     "append_host_file": ("def f():\n    open({victim!r}, 'a').write('pwned')\n",
                          exc("FileNotFoundError", ENOENT + "{victim!r}")),
-    "write_relative": ("def f():\n    open({rel!r}, 'w').write('pwned')\n",
-                       exc("FileNotFoundError", ENOENT + "{rel!r}")),
+    # the job's own working directory (/work) and /tmp: written there, never on the host
+    "write_relative": ("def f():\n    return open({rel!r}, 'w').write('pwned')\n",
+                       {"status": "ok", "output": "5"}),
+    "recreate_host_path": ("import os\ndef f():\n    os.makedirs(os.path.dirname({victim!r}))\n"
+                           "    return open({victim!r}, 'w').write('pwned')\n",
+                           {"status": "ok", "output": "5"}),
+    "escape_by_dotdot": ("import os\ndef f():\n    return open('../' * 8 + {victim!r}[1:]).read()\n",
+                         exc("PermissionError", "[Errno 63] Operation not permitted: '"
+                             + "../" * 8 + "{victim_rel}'")),
     "delete_host_file": ("import os\ndef f():\n    os.remove({victim!r})\n",
                          exc("FileNotFoundError", ENOENT + "{victim!r}")),
     "open_duckdb_store": ("def f():\n    return open({store!r}, 'rb').read(16)\n",
@@ -184,12 +191,13 @@ FS_ATTACKS = {
 def test_file_system(box, baseline, host_files, name, isolation):
     """No file of the host can be read, listed, written or deleted."""
     rel = f"steptrace_adv_{uuid.uuid4().hex}.txt"
-    fmt = {"victim": str(host_files["victim"]), "store": str(host_files["store"]), "rel": rel}
+    fmt = {"victim": str(host_files["victim"]), "store": str(host_files["store"]), "rel": rel,
+           "victim_rel": str(host_files["victim"])[1:]}
     code, want = FS_ATTACKS[name]
     want = {k: v.format(**fmt) if isinstance(v, str) else v for k, v in want.items()}
     result = _run(box, code.format(**fmt), isolation=isolation)
     assert_fields(result, want)
-    assert "host data" not in result["stdout"] and result["output"] is None
+    assert "host data" not in result["stdout"] and "host data" not in (result["output"] or "")
     assert_host_files_unchanged(host_files, rel)
     assert_next_job_ok(box, isolation, baseline)
 
@@ -211,12 +219,13 @@ def test_environ_is_empty(box, baseline, monkeypatch, isolation):
 
 @pytest.mark.parametrize("isolation", ["job", "batch"])
 def test_getcwd_and_listdir(box, baseline, tmp_path, monkeypatch, isolation):
-    """cwd is '/' inside the guest and lists nothing; the host's cwd is not reached."""
+    """cwd is the job's own '/work' inside the guest and lists nothing; the host's cwd is
+    not reached."""
     monkeypatch.chdir(tmp_path)
     result = _run(box, "import os\ndef f():\n    return os.getcwd()\n", isolation=isolation)
-    assert_fields(result, {"status": "ok", "output": "'/'"})
+    assert_fields(result, {"status": "ok", "output": "'/work'"})
     result = _run(box, "import os\ndef f():\n    return os.listdir('.')\n", isolation=isolation)
-    assert_fields(result, exc("FileNotFoundError", ENOENT + "'.'"))
+    assert_fields(result, {"status": "ok", "output": "[]"})
     assert os.listdir(tmp_path) == []
     assert_next_job_ok(box, isolation, baseline)
 
