@@ -32,7 +32,8 @@ import wire
 
 _RUNNER_MODULES = ("guest", "job", "guard", "wire", "sysmon_tracer", "bounded_repr",
                    "shared_state", "stdlib_preload", "exposed", "analysis", "guest_packages",
-                   "loops", "unittest_driver", "answer_values")
+                   "loops", "unittest_driver", "answer_values",
+                   "memory_resources")  # not the runner's, but no program's to import
 _HIDDEN_MODULES = (job, guard, wire, sysmon_tracer, bounded_repr, shared_state, loops,
                    unittest_driver, answer_values)
 _AFTER_INIT = ("componentize_py_types", "componentize_py_runtime", "os", "weakref", "random",

@@ -30,6 +30,8 @@ MODULES = (
     "asyncio", "threading", "concurrent.futures", "concurrent.futures.thread",
     # imported lazily by time.strptime and datetime.strptime
     "_strptime",
+    # the job's files (wasm_sandbox/_files.py), arguments and time zones
+    "argparse", "getopt", "glob", "shutil", "tempfile", "sqlite3", "zoneinfo",
 )
 
 imported: list[str] = []
@@ -53,6 +55,21 @@ import pkgutil  # noqa: E402
 
 for _info in pkgutil.iter_modules(encodings.__path__):
     _load(f"encodings.{_info.name}")
+
+# IANA time zones: the tzdata package (put on the build's path by
+# steptrace.sandbox._build), its zone files held in memory (memory_resources.py), and
+# what zoneinfo imports lazily on its first zone, loaded here once.
+try:
+    import memory_resources  # noqa: E402
+    import zoneinfo  # noqa: E402
+
+    memory_resources.hold("tzdata")
+    zoneinfo.available_timezones()
+    zoneinfo.ZoneInfo("Europe/Paris")
+    zoneinfo.ZoneInfo.clear_cache()
+    imported.append("tzdata")
+except Exception as exc:  # recorded and reported by the build, not fatal
+    failed["tzdata"] = f"{type(exc).__name__}: {exc}"
 
 # A guest built with packages (steptrace.sandbox._packages) has a generated module naming
 # the packages' top-level modules and the imports the user asked for: each must import

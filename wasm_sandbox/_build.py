@@ -32,6 +32,7 @@ from steptrace.errors import SandboxError
 from steptrace.sandbox._packages import PackageLock, install
 
 PACKAGES_MODULE = "guest_packages"  # written into a build with packages: what to import
+TZDATA = "tzdata"  # the IANA time zones, bundled into every guest (_tzdata_path)
 
 WORLD = "tracer"
 APP_MODULE = "guest"
@@ -80,7 +81,7 @@ def cache_key(packages: PackageLock | None = None) -> str:
         digest.update(b"\0")
         digest.update(path.read_bytes())
         digest.update(b"\0")
-    for dist in ("componentize-py", "wasmtime"):
+    for dist in ("componentize-py", "wasmtime", TZDATA):
         digest.update(f"{dist}={importlib.metadata.version(dist)}\0".encode())
     digest.update(f"{platform.machine()}-{sys.platform}".encode())
     if packages is not None:
@@ -198,6 +199,7 @@ def componentize(output: Path, packages: PackageLock | None = None) -> None:
             modules += packages.imports
             (src / f"{PACKAGES_MODULE}.py").write_text(f"MODULES = {tuple(modules)!r}\n")
             paths += ["-p", str(site)]
+        paths += ["-p", str(_tzdata_path(Path(tmp)))]
         command = [sys.executable, "-c",
                    "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()",
                    "-q", "-d", str(src / "wit"), "-w", WORLD, "componentize", APP_MODULE,
@@ -214,6 +216,22 @@ def componentize(output: Path, packages: PackageLock | None = None) -> None:
         if proc.returncode != 0:
             raise BuildError(f"componentize-py failed ({proc.returncode}): "
                              f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
+
+
+def _tzdata_path(tmp: Path) -> Path:
+    """A directory holding a copy of the installed ``tzdata`` package (a dependency), last
+    on the guest's path at build time: the guest holds its zone files in memory
+    (tracer/memory_resources.py) for ``zoneinfo``. Last, so that a package lock's own
+    tzdata wins."""
+    import importlib.util  # here: a worker never builds
+
+    spec = importlib.util.find_spec(TZDATA)
+    if spec is None or not spec.submodule_search_locations:
+        raise BuildError("the tzdata package (a dependency of steptrace) is not installed")
+    target = tmp / "tzdata-package"
+    shutil.copytree(Path(spec.submodule_search_locations[0]), target / TZDATA,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return target
 
 
 def ensure_component(force: bool = False, variant: str = "",
