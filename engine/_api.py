@@ -127,7 +127,8 @@ atexit.register(_SANDBOX.close)
 def trace_one(code: str, input: str, entry: str = "f", expected: str | None = None,
               limits: Limits | Mapping[str, float] | None = None, *, shape: str = "call",
               calls: list | None = None, test: str | None = None,
-              stdin: str | None = None) -> Run:
+              stdin: str | None = None, files: Mapping[str, str] | None = None,
+              argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> Run:
     """Run one call of a program in the sandbox, traced, and return it decoded as a
     ``Run`` (status, output, exception, stdout, counts, ``steps`` and ``states``, and the
     object state: ``objects``, ``attributes``, ``globals``).
@@ -143,6 +144,10 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
         (``expected``: its expected stdout); ``calls`` a method chain
         (``[{"method": "push", "input": "1"}]``); ``test`` test code; ``stdin`` a call's
         standard input.
+    files, argv, env: what the program starts with (docs/guides/corpus.md, "Files,
+        arguments and environment"): files written into its working directory
+        (``{"data/in.txt": "1 2\\n"}``), ``sys.argv[1:]`` and ``os.environ``. What it
+        leaves in its directories is ``run.files``.
 
     The run is made as ``steptrace trace`` makes it (a fresh interpreter, the same
     request) and decoded by the code that stores runs, so it equals the same job read
@@ -152,7 +157,9 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
     from steptrace.store._store import TracedRun, run_rows
     limits = as_limits(limits)
     record = {"code": code, "input": input, "output": expected, "shape": shape,
-              "calls": calls, "test": test, "stdin": stdin}
+              "calls": calls, "test": test, "stdin": stdin,
+              "files": None if files is None else dict(files), "argv": argv,
+              "env": None if env is None else dict(env)}
     if shape != "script":
         record["entry"] = entry
     try:
@@ -160,12 +167,13 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
     except CorpusError as exc:
         raise InputError(str(exc)) from None
     outcome = _SANDBOX.run(job.request(), limits)
-    row, steps, states, objects, attributes, globals_ = run_rows(
+    row, steps, states, objects, attributes, globals_, files_ = run_rows(
         TracedRun(job, outcome.result, outcome.duration_us, "job"))
     row.update(shape=job.program.shape, test=job.program.test)
     return Run.from_rows(row, job.program.code, job.program.entry, steps.to_pylist(),
                          states.to_pylist(), stored=False, objects=objects.to_pylist(),
-                         attributes=attributes.to_pylist(), globals=globals_.to_pylist())
+                         attributes=attributes.to_pylist(), globals=globals_.to_pylist(),
+                         files=files_.to_pylist())
 
 
 # ====================================================================== the pipeline

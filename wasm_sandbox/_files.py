@@ -170,7 +170,8 @@ class JobFiles:
         self.root = root
         self.hosts = tuple(os.path.join(root, name) for name, _guest in ROOTS)
         self._fds = tuple(os.open(path, _DIR_FLAGS) for path in self.hosts)
-        self._written: dict[str, str] = {}  # the record's files: guest path -> SHA-256
+        # the record's files: guest path -> SHA-256 (None: a directory made for them)
+        self._written: dict[str, str | None] = {}
 
     def close(self) -> None:
         for fd in self._fds:
@@ -198,11 +199,12 @@ class JobFiles:
             data = text.encode("utf-8", "surrogatepass")
             fd = os.dup(self._fds[0])
             try:
-                for part in parts[:-1]:
+                for depth, part in enumerate(parts[:-1], 1):
                     try:
                         os.mkdir(part, 0o700, dir_fd=fd)
                     except FileExistsError:
                         pass
+                    self._written[f"{GUEST_WORK}/{'/'.join(parts[:depth])}"] = None
                     inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
                     os.close(fd)
                     fd = inner
@@ -309,9 +311,11 @@ def _measure(fd: int, usage: _Usage, depth: int) -> bool:
     return True
 
 
-def _collect(fd: int, prefix: str, records: list[FileRecord], written: dict[str, str]) -> None:
+def _collect(fd: int, prefix: str, records: list[FileRecord],
+             written: dict[str, str | None]) -> None:
     """Record what is under the directory ``fd`` (guest path ``prefix``), sorted by
-    path; the record's own files are left out while their content is unchanged. Only
+    path; the record's own files are left out while their content is unchanged, and the
+    directories made for them. Only
     called within the bounds (``over`` found none), so depth and bytes are bounded."""
     with os.scandir(fd) as listing:
         entries = sorted(listing, key=lambda entry: entry.name)
@@ -320,7 +324,8 @@ def _collect(fd: int, prefix: str, records: list[FileRecord], written: dict[str,
         info = entry.stat(follow_symlinks=False)
         mode = info.st_mode
         if stat.S_ISDIR(mode):
-            records.append(FileRecord(path, "dir", 0))
+            if path not in written or written[path] is not None:  # not made for the record
+                records.append(FileRecord(path, "dir", 0))
             inner = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
             try:
                 _collect(inner, path, records, written)

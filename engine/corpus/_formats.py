@@ -9,7 +9,9 @@ Accepted corpora:
   as ``inputs``, entries may be null); optional ``id``. Program shapes (see
   docs/guides/corpus.md): ``calls`` (a method chain), ``test`` (test code run against the
   program), ``stdin``, and ``shape: "script"`` (module-level code; ``input`` is its stdin
-  and ``output`` its expected stdout). CRUXEval lines are a special case of this format.
+  and ``output`` its expected stdout); ``files``, ``argv`` and ``env``, what the program
+  starts with (steptrace.corpus._environment). CRUXEval lines are a special case of
+  this format.
 * **A directory of ``.py`` files**: each ``NAME.py`` is a program; its inputs are in
   ``NAME.json`` beside it, an object with the generic keys except ``code``
   (``{"entry": "f", "inputs": ["1, 2", "'abc'"], "outputs": ["3", null]}``).
@@ -52,6 +54,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence, Union
 
+from steptrace.corpus._environment import record_environment, request_fields
 from steptrace.corpus._meta import record_meta
 from steptrace.corpus._statements import MODULE  # a script's entry: its module code's name
 from steptrace.corpus._text import NotUtf8Error, decode_line, decode_text, file_kind
@@ -111,6 +114,9 @@ class Program:
     # the record's metadata (its keys the format does not use) as JSON text, None if none;
     # stored in programs.meta and not part of the key (steptrace.corpus._meta)
     meta: str | None = field(default=None, compare=False)
+    # the record's files, argv and env as JSON text, None if none; stored in
+    # programs.environment and part of the key (steptrace.corpus._environment)
+    environment: str | None = None
 
     # cached_property: a key is asked for several times a job (the trace's two passes over
     # the corpus, the resume check, the store's rows) and hashing it each time cost the
@@ -129,6 +135,8 @@ class Program:
             fields.append(["shape", self.shape])
         if self.test is not None:
             fields.append(["test", _sha256(self.test)])
+        if self.environment is not None:
+            fields.append(["environment", _sha256(self.environment)])
         return _digest(fields)
 
 
@@ -173,14 +181,17 @@ class Job:
         return guest_request(program.code, program.entry, self.input, self.expected,
                              program.shape, program.test,
                              None if self.calls is None else chain_records(self.calls),
-                             self.stdin)
+                             self.stdin, program.environment)
 
 
 def guest_request(code: str, entry: str, input: str, expected: str | None,
                   shape: str = "call", test: str | None = None,
-                  calls: list[dict] | None = None, stdin: str | None = None) -> dict:
+                  calls: list[dict] | None = None, stdin: str | None = None,
+                  environment: str | None = None) -> dict:
     """The request of one job as the guest reads it (tracer/job.py): a script has no
-    entry; the shape fields only when given, so a plain call's request is as it was."""
+    entry; the shape fields only when given, so a plain call's request is as it was.
+    ``environment`` (a program's, steptrace.corpus._environment) adds ``argv``, ``env``
+    and ``files`` (the last read by the sandbox: wasm_sandbox/_files.py)."""
     request = {"code": code, "entry": entry, "input": input, "expected": expected}
     if shape != "call":
         request["shape"] = shape
@@ -191,6 +202,8 @@ def guest_request(code: str, entry: str, input: str, expected: str | None,
         request["calls"] = calls
     if stdin is not None:
         request["stdin"] = stdin
+    if environment is not None:
+        request.update(request_fields(environment))
     return request
 
 
@@ -535,7 +548,8 @@ def jobs_from_record(record: object, source: str, default_id: str) -> list[Job]:
     chains = _chains(record.get("calls"), len(inputs))
     sample_id = record.get("id")
     program = Program(source=source, sample_id=default_id if sample_id is None else str(sample_id),
-                      code=code, entry=entry, shape=shape, test=test, meta=record_meta(record))
+                      code=code, entry=entry, shape=shape, test=test, meta=record_meta(record),
+                      environment=record_environment(record))
     return [Job(program, text, expected, index, chain, stdin)
             for index, (text, expected, chain) in enumerate(zip(inputs, outputs, chains))]
 

@@ -22,7 +22,7 @@ import json
 
 # The keys the corpus formats read (engine/corpus/_formats.py); every other key is metadata.
 FORMAT_KEYS = frozenset({"id", "code", "entry", "input", "inputs", "output", "outputs",
-                         "shape", "test", "stdin", "calls"})
+                         "shape", "test", "stdin", "calls", "argv", "env", "files"})
 MAX_META_CHARS = 64 * 1024
 # The metadata key of a record a model wrote (any value but false or null marks it).
 MODEL_WRITTEN = "model_written"

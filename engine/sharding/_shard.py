@@ -31,11 +31,11 @@ from steptrace.sharding._plan import (MANIFEST, FORMAT, FORMAT_VERSION, GuestMis
                                       read_shard_jobs, shard_name, write_atomic)
 from steptrace.store._store import SCHEMA_VERSION, RunRows, TracedRun, run_matches
 from steptrace.tracing._trace import chunks
-from steptrace.store._tables import (ATTRIBUTES, GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS, RUNS,
-                                     STATES, STEPS)
+from steptrace.store._tables import (ATTRIBUTES, FILES, GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS,
+                                     RUNS, STATES, STEPS)
 
 # the tables of a shard, in the order RunRows.tables() gives them, then guests
-SHARD_TABLES = (RUNS, STEPS, STATES, PROGRAMS, OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS)
+SHARD_TABLES = (RUNS, STEPS, STATES, PROGRAMS, OBJECTS, ATTRIBUTES, GLOBAL_STATES, FILES, GUESTS)
 DONE = "done.json"
 CHUNK_SIZE = 16
 COMMIT_BYTES = 32 << 20

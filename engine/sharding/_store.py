@@ -39,7 +39,7 @@ from steptrace.store._tables import CONNECT_TABLES, PROGRAMS, RUNS, Table
 COMPANION = "store.duckdb"
 TRACE_TABLES = frozenset(t.name for t in SHARD_TABLES)
 # tables whose rows within a step keep the guest's order (a store orders them by rowid)
-ORDERED = frozenset({"steps", "states", "objects", "attributes", "global_states"})
+ORDERED = frozenset({"steps", "states", "objects", "attributes", "global_states", "files"})
 
 
 def _files(directory: Path, table: Table, shard: int | None = None) -> str:
@@ -51,17 +51,19 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
     """The view of ``table`` over the finished shards, or over shard ``shard`` only (typed
     and empty before any is)."""
     columns = ", ".join(c.name for c in table.columns)
-    if not any_done:
+    # shards written before the files table (schema 7) have none: it is empty
+    if not any_done or table.name == "files" and not _has_file(directory, table, shard):
         nulls = ", ".join(f"CAST(NULL AS {c.type}) AS {c.name}" for c in table.columns)
         if table.name in ORDERED:
             nulls += ", CAST(NULL AS BIGINT) AS rowid"
         body = f"SELECT {nulls} WHERE false"
     elif table.name == "programs":
-        # union_by_name: a shard written before programs.meta existed reads it as NULL
+        # union_by_name: a shard written before programs.meta (or .environment) existed
+        # reads it as NULL
         files = f"read_parquet({_files(directory, table, shard)}, union_by_name = true)"
-        if not _has_meta(files):
-            columns = ", ".join("CAST(NULL AS VARCHAR) AS meta" if c.name == "meta" else c.name
-                                for c in table.columns)
+        present = _columns_of(files)
+        columns = ", ".join(c.name if c.name in present else f"CAST(NULL AS {c.type}) AS {c.name}"
+                            for c in table.columns)
         body = f"SELECT DISTINCT {columns} FROM {files}"
     elif table.name == "guests":
         body = (f"SELECT guest, any_value(lock) AS lock, min(first_used) AS first_used "
@@ -76,11 +78,17 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
     return f'CREATE OR REPLACE VIEW "{table.name}" AS {body}'
 
 
-def _has_meta(files: str) -> bool:
-    """Whether any of the programs files has the ``meta`` column (schema 6)."""
+def _columns_of(files: str) -> set[str]:
+    """The columns the programs files have together (``meta`` since schema 6,
+    ``environment`` since schema 7)."""
     with duckdb.connect() as con:
-        return any(name == "meta" for name, *_ in
-                   con.execute(f"DESCRIBE SELECT * FROM {files}").fetchall())
+        return {name for name, *_ in con.execute(f"DESCRIBE SELECT * FROM {files}").fetchall()}
+
+
+def _has_file(directory: Path, table: Table, shard: int | None) -> bool:
+    """Whether a finished shard (or shard ``shard``) has ``table``'s Parquet file."""
+    folder = "*" if shard is None else shard_name(shard)
+    return any((directory / "shards").glob(f"{folder}/{table.name}.parquet"))
 
 
 def _any_done(directory: Path) -> bool:

@@ -23,7 +23,7 @@ from steptrace.errors import StoreError
 from steptrace.store._runs import Run
 from steptrace.store._store import (STATE_COLUMNS, STEP_COLUMNS, check_database_file, connect,
                                     first_line, has_table, shape_columns)
-from steptrace.store._tables import ATTRIBUTES, GLOBAL_STATES, OBJECTS
+from steptrace.store._tables import ATTRIBUTES, FILES, GLOBAL_STATES, OBJECTS
 
 if TYPE_CHECKING:
     import polars as pl
@@ -35,7 +35,8 @@ _STATE_FIELDS = STATE_COLUMNS[1:6]
 # order they are read in). A version 3 store opened read-only has none of them.
 _OBJECT_TABLES = (("objects", OBJECTS.column_names[1:], "object_id"),
                   ("attributes", ATTRIBUTES.column_names[1:], "step, rowid"),
-                  ("global_states", GLOBAL_STATES.column_names[1:], "step, rowid"))
+                  ("global_states", GLOBAL_STATES.column_names[1:], "step, rowid"),
+                  ("files", FILES.column_names[1:], "path"))
 
 # The tables later commands add, and the command (library function) that makes each.
 MADE_BY = {"tasks": "make_tasks (steptrace tasks)", "predictions": "predict (steptrace predict)",
@@ -148,7 +149,7 @@ class Store:
                     f"ORDER BY {order}", [run_id]))
         return Run.from_rows(run, run.pop("code"), run.pop("entry"), steps, states,
                              objects=details["objects"], attributes=details["attributes"],
-                             globals=details["global_states"])
+                             globals=details["global_states"], files=details["files"])
 
     def steps(self, run_id: int) -> "pl.DataFrame":
         """The steps of run ``run_id`` in order: step, event, func, line, depth, frame

@@ -105,6 +105,31 @@ class GlobalState:
     object_id: int | None
 
 
+@dataclass(frozen=True)
+class File:
+    """A file, directory or symlink the run left in ``/work`` or ``/tmp`` (schema 7; the
+    store's ``files`` table): its guest ``path``, ``kind`` (``file``, ``dir``,
+    ``symlink``), ``size`` in bytes, ``sha256`` (a file's), its first 65,536 bytes as
+    ``content`` (a symlink's target; None for a directory), whether they were cut
+    (``truncated``) and whether they are UTF-8 text (``utf8``)."""
+
+    path: str
+    kind: str
+    size: int
+    sha256: str | None
+    content: bytes | None
+    truncated: bool
+    utf8: bool | None
+
+    @property
+    def text(self) -> str | None:
+        """The content as text, when it is UTF-8 (a cut one without the character it
+        may end inside); None otherwise."""
+        if not self.utf8 or self.content is None:
+            return None
+        return self.content.decode("utf-8", "ignore" if self.truncated else "strict")
+
+
 # The polars schemas of the frames: the store's column types (DuckDB INTEGER is Int32).
 STEP_SCHEMA = {"step": "Int32", "event": "String", "func": "String", "line": "Int32",
                "depth": "Int32", "frame": "Int32"}
@@ -132,7 +157,8 @@ class Run:
     ``attributes_frame()``, ``globals_frame()``; empty for a run traced before schema 4).
 
     ``status`` is one of ok, exception, invalid, timeout, step_limit, memory_limit,
-    output_limit, unsupported, missing_module, exited, tampered, crashed, loops; ``output`` is
+    output_limit, unsupported, missing_module, exited, tampered, crashed, loops,
+    file_limit; ``files`` what it left in its directories; ``output`` is
     the return value's repr (for ``ok``), ``output_matches`` whether it equals
     ``expected`` (None without one)."""
 
@@ -165,6 +191,8 @@ class Run:
     objects: tuple[Object, ...] = ()
     attributes: tuple[Attribute, ...] = ()
     globals: tuple[GlobalState, ...] = ()
+    # What the program left in its directories (docs/guides/runs.md, "Files"): compared.
+    files: tuple[File, ...] = ()
     # Where the run is stored and what was measured: kept, not compared.
     run_id: int | None = field(default=None, compare=False)
     sample_id: str | None = field(default=None, compare=False)
@@ -179,7 +207,8 @@ class Run:
                   steps: Iterable[Mapping[str, Any]], states: Iterable[Mapping[str, Any]],
                   stored: bool = True, *, objects: Iterable[Mapping[str, Any]] = (),
                   attributes: Iterable[Mapping[str, Any]] = (),
-                  globals: Iterable[Mapping[str, Any]] = ()) -> "Run":
+                  globals: Iterable[Mapping[str, Any]] = (),
+                  files: Iterable[Mapping[str, Any]] = ()) -> "Run":
         """The run of a ``runs`` row (a mapping of its columns), its program's ``code`` and
         ``entry``, and its ``steps`` and ``states`` rows (mappings of their columns, a
         ``run_id`` column ignored). States are ordered by step, keeping their recorded
@@ -189,7 +218,7 @@ class Run:
         objects, attributes, globals: its ``objects``, ``attributes`` and
         ``global_states`` rows (none: a run traced before schema 4); a states row without
         ``object_id`` has None. Objects are ordered by object id, attributes and globals
-        by step as states are."""
+        by step as states are. files: its ``files`` rows (ordered by path)."""
         state_rows = sorted(states, key=lambda row: row["step"])  # stable: recorded order
         return cls(
             code=code, entry=entry, input=run["input"], expected=run["expected"],
@@ -213,6 +242,10 @@ class Run:
             globals=tuple(GlobalState(r["step"], r["name"], r["value"], r["type"],
                                       r["truncated"], r["object_id"])
                           for r in sorted(globals, key=lambda row: row["step"])),
+            files=tuple(File(r["path"], r["kind"], r["size"], r["sha256"],
+                             None if r["content"] is None else bytes(r["content"]),
+                             r["truncated"], r["utf8"])
+                        for r in sorted(files, key=lambda row: row["path"])),
             run_id=run["run_id"] if stored else None,
             sample_id=run["sample_id"] if stored else None,
             input_index=run["input_index"] if stored else None,
@@ -286,6 +319,9 @@ class Run:
             lines.append("stdout: " + self.stdout.rstrip("\n").replace("\n", "\n        "))
         if self.note:
             lines.append(f"note: {self.note}")
+        for file in self.files:
+            lines.append(f"left {file.kind} {file.path}" + (f" ({file.size:,} bytes)"
+                                                            if file.kind == "file" else ""))
         code = source_lines(self.code)
         lines += [f"{number:>4} | {text}" for number, text in enumerate(code, start=1)]
         counts = ("" if self.line_steps is None else

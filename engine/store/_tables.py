@@ -34,6 +34,7 @@ ARROW_TYPES: dict[str, pa.DataType] = {
     "BOOLEAN": pa.bool_(),
     "VARCHAR": pa.string(),
     "TIMESTAMP": pa.timestamp("us"),
+    "BLOB": pa.binary(),
 }
 
 
@@ -165,7 +166,11 @@ PROGRAMS = Table(
         "added in schema 4"),
      _c("meta", "VARCHAR", "the corpus record's metadata: its keys the format does not use "
         "(`release_date`, `source`, ...) as JSON text of an object, keys sorted, at most "
-        "65,536 characters; NULL if none; `--where` reads it as `meta.KEY`; added in schema 6")),
+        "65,536 characters; NULL if none; `--where` reads it as `meta.KEY`; added in schema 6"),
+     _c("environment", "VARCHAR", "what the program starts with: the record's `files` "
+        "(path → text, written into `/work`), `argv` and `env`, JSON text of an object, "
+        "keys sorted (docs/guides/corpus.md, \"Files, arguments and environment\"); NULL if "
+        "none; part of `program_key`; added in schema 7")),
     primary_key=("program_id",), made_by="trace")
 
 RUNS = Table(
@@ -284,6 +289,23 @@ GLOBAL_STATES = Table(
      _c("truncated", "BOOLEAN", "whether `value` was cut", null=False),
      _c("object_id", "INTEGER", "→ objects, when the value is a tracked object")),
     made_by="trace")
+
+FILES = Table(
+    "files", "one row per file, directory or symlink a run left in its working directory "
+    "(`/work`) or `/tmp` when it ended (see Files; added in schema 7): the record's own "
+    "files only when the run changed them; none for a run stopped by `file_limit`",
+    (_c("run_id", "BIGINT", "→ runs", null=False),
+     _c("path", "VARCHAR", "where the program saw it: `/work/...` or `/tmp/...`", null=False),
+     _c("kind", "VARCHAR", "`file`, `dir` or `symlink` (never followed)", null=False),
+     _c("size", "BIGINT", "bytes: a file's length, a symlink's target's; 0 for a directory",
+        null=False),
+     _c("sha256", "VARCHAR", "SHA-256 (hex) of a file's whole content; NULL otherwise"),
+     _c("content", "BLOB", "a file's first 65,536 bytes, a symlink's target; NULL for a "
+        "directory"),
+     _c("truncated", "BOOLEAN", "whether `content` is shorter than the file", null=False),
+     _c("utf8", "BOOLEAN", "whether `content` is UTF-8 text (read it with "
+        "`decode(content)`; a cut one may end inside a character); NULL for a directory")),
+    primary_key=("run_id", "path"), made_by="trace")
 
 GUESTS = Table(
     "guests", "one row per guest build that traced runs of the store (added in schema 5)",
@@ -449,14 +471,15 @@ RUN_FEATURES = Table(
 
 # The tables every store opened for writing has (connect creates what is missing).
 CONNECT_TABLES = (META, PROGRAMS, RUNS, STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
-                  GUESTS, ANALYSES, BRANCHES)
+                  FILES, GUESTS, ANALYSES, BRANCHES)
 # Pipeline order: what the schema page lists, in this order.
 _ALL = CONNECT_TABLES + (TASKS, EXPERIMENTS, PREDICTIONS, SCORES, CHECKS, RUN_FEATURES)
 
 
 def tables() -> tuple[Table, ...]:
     """Every table of a store, in pipeline order: meta, then what ``trace`` writes
-    (programs, runs, steps, states, objects, attributes, global_states, guests), ``analyse`` (analyses, branches), ``tasks``,
+    (programs, runs, steps, states, objects, attributes, global_states, files, guests),
+    ``analyse`` (analyses, branches), ``tasks``,
     ``predict`` (experiments, predictions), ``score`` (scores, checks) and ``features``
     (run_features)."""
     return _ALL

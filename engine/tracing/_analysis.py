@@ -92,13 +92,14 @@ class StoredRun:
     chain: str | None = None
     stdin: str | None = None
     guest: str | None = None  # the guest build that traced it (runs.guest)
+    environment: str | None = None  # the program's files, argv and env (programs.environment)
 
     def request(self, mode: str | None = None) -> dict:
         """The traced job's request again (Job.request: the same shape fields)."""
         request = guest_request(self.code, self.entry, self.input, self.expected,
                                 self.shape, self.test,
                                 None if self.chain is None else json.loads(self.chain),
-                                self.stdin)
+                                self.stdin, self.environment)
         if mode:
             request["mode"] = mode
         return request
@@ -106,7 +107,8 @@ class StoredRun:
 
 _RUN_QUERY = """
 SELECT r.run_id, p.code, p.entry, r.input, r.expected, r.status, r.output,
-       r.exception_type, r.stdout, p.shape, p.test, r.chain, r.stdin, r.guest
+       r.exception_type, r.stdout, p.shape, p.test, r.chain, r.stdin, r.guest,
+       p.environment
 FROM runs r JOIN programs p USING (program_id)
 WHERE r.status IN ('ok', 'exception') AND {missing}
 ORDER BY r.run_id

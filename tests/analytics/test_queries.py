@@ -694,7 +694,7 @@ def test_export_layout_and_manifest(stores, tmp_path):
         assert by_name[table].partition_by is None
         assert [p.name for p in (out / table).iterdir()] == ["data_0.parquet"]
     manifest = json.loads((out / MANIFEST).read_text())
-    assert manifest["runs_per_bucket"] == 2 and manifest["schema_version"] == "6"
+    assert manifest["runs_per_bucket"] == 2 and manifest["schema_version"] == "7"
     assert {t["name"]: t["rows"] for t in manifest["tables"]} == {
         t: sql_rows(stores.full, f"SELECT count(*) FROM {t}")[0][0] for t in by_name}
 

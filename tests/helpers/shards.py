@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from steptrace.store._store import connect
-from steptrace.store._tables import (ATTRIBUTES, GLOBAL_STATES, OBJECTS, PROGRAMS, RUNS, STATES,
-                                     STEPS)
+from steptrace.store._tables import (ATTRIBUTES, FILES, GLOBAL_STATES, OBJECTS, PROGRAMS, RUNS,
+                                     STATES, STEPS)
 
 TIMING = {"duration_us", "call_us", "traced_at", "first_used"}
 IDS = {"run_id", "program_id"}
@@ -43,6 +43,10 @@ def trace_tables(db: str | Path) -> dict[str, list[tuple]]:
                 f"SELECT r.run_key, {', '.join('t.' + c for c in cols)} FROM {table.name} t "
                 "JOIN runs r USING (run_id) ORDER BY r.run_key, t.step, t.rowid").fetchall()
             out[table.name] = rows
+        cols = _columns(FILES, IDS)
+        out["files"] = con.execute(
+            f"SELECT r.run_key, {', '.join('t.' + c for c in cols)} FROM files t "
+            "JOIN runs r USING (run_id) ORDER BY r.run_key, t.path").fetchall()
         out["guests"] = sorted(con.execute("SELECT guest, lock FROM guests").fetchall())
         return out
     finally:

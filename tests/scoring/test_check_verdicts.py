@@ -362,7 +362,7 @@ def test_a_schema_5_store_gets_its_checks_table_when_scored(store, sandbox_reque
         con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
     first = score_json(db, tasks_file)
     assert (first["input_checks"], first["input_checks_reused"]) == (4, 0)
-    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
+    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
     assert rows(db, "SELECT count(*) FROM checks") == [(4,)]
     assert score_json(db, tasks_file)["input_checks_reused"] == 4
     assert sandbox_requests == [4]

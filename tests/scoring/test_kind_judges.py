@@ -252,7 +252,7 @@ def test_a_schema_5_stores_scores_gain_the_part_columns(tmp_path):
     con.close()
     connect(db).close()
     con = duckdb.connect(str(db), read_only=True)
-    assert con.execute("SELECT value FROM meta").fetchall() == [("6",)]
+    assert con.execute("SELECT value FROM meta").fetchall() == [("7",)]
     assert con.execute("SELECT task_id, correct, type_correct, message_correct FROM scores"
                        ).fetchall() == [("a", True, None, None)]
     con.close()

@@ -68,13 +68,13 @@ def test_programs_rows(traced):
     corpus, db, _ = traced
     keys = {job.program.sample_id: job.program.key for job in load_corpus(corpus).jobs}
     assert rows(db, "SELECT * FROM programs ORDER BY program_id") == [
-        (1, "small.jsonl", "add", ADD, "f", sha(ADD), keys["add"], "call", None, None),
-        (2, "small.jsonl", "sq", SQUARE, "f", sha(SQUARE), keys["sq"], "call", None, None),
-        (3, "small.jsonl", "boom", BOOM, "f", sha(BOOM), keys["boom"], "call", None, None),
-        (4, "small.jsonl", "neg", NEG, "f", sha(NEG), keys["neg"], "call", None, None),
-        (5, "small.jsonl", "loop", LOOP, "f", sha(LOOP), keys["loop"], "call", None, None),
+        (1, "small.jsonl", "add", ADD, "f", sha(ADD), keys["add"], "call", None, None, None),
+        (2, "small.jsonl", "sq", SQUARE, "f", sha(SQUARE), keys["sq"], "call", None, None, None),
+        (3, "small.jsonl", "boom", BOOM, "f", sha(BOOM), keys["boom"], "call", None, None, None),
+        (4, "small.jsonl", "neg", NEG, "f", sha(NEG), keys["neg"], "call", None, None, None),
+        (5, "small.jsonl", "loop", LOOP, "f", sha(LOOP), keys["loop"], "call", None, None, None),
     ]
-    assert rows(db, "SELECT * FROM meta") == [("schema_version", "6")]
+    assert rows(db, "SELECT * FROM meta") == [("schema_version", "7")]
 
 
 def test_runs_rows(traced):

@@ -34,7 +34,7 @@ CONTRACT = {
     "meta": ("key VARCHAR!, value VARCHAR", ("key",)),
     "programs": ("program_id BIGINT!, source VARCHAR!, sample_id VARCHAR!, code VARCHAR!, "
                  "entry VARCHAR!, code_sha256 VARCHAR!, program_key VARCHAR!, shape VARCHAR!, "
-                 "test VARCHAR, meta VARCHAR", ("program_id",)),
+                 "test VARCHAR, meta VARCHAR, environment VARCHAR", ("program_id",)),
     "runs": ("run_id BIGINT!, program_id BIGINT!, sample_id VARCHAR!, input_index INTEGER!, "
              "input VARCHAR!, status VARCHAR!, output VARCHAR, output_type VARCHAR, "
              "output_truncated BOOLEAN, exception_type VARCHAR, exception_message VARCHAR, "
@@ -53,6 +53,8 @@ CONTRACT = {
                    "value VARCHAR, type VARCHAR, truncated BOOLEAN!, ref_id INTEGER", ()),
     "global_states": ("run_id BIGINT!, step INTEGER!, name VARCHAR!, value VARCHAR, "
                       "type VARCHAR, truncated BOOLEAN!, object_id INTEGER", ()),
+    "files": ("run_id BIGINT!, path VARCHAR!, kind VARCHAR!, size BIGINT!, sha256 VARCHAR, "
+              "content BLOB, truncated BOOLEAN!, utf8 BOOLEAN", ("run_id", "path")),
     "guests": ("guest VARCHAR!, lock VARCHAR, first_used TIMESTAMP", ("guest",)),
     "analyses": ("run_id BIGINT!, status VARCHAR!, agrees BOOLEAN, disagreement VARCHAR, "
                  "int_ops BIGINT, int_ops_large BIGINT, seq_ops BIGINT, seq_ops_long BIGINT, "
@@ -103,7 +105,7 @@ def test_the_declarations_are_the_documented_schema():
         assert (spelled(declared), declared.primary_key) == (columns, key), declared.name
         assert {(declared.name, c.name) for c in declared.columns if c.unique} == {
             pair for pair in UNIQUE if pair[0] == declared.name}
-    assert table("scores") is tables()[14]
+    assert table("scores") is tables()[15]
     with pytest.raises(KeyError):
         table("nope")
 
@@ -161,7 +163,8 @@ def test_arrow_types_are_what_duckdb_reads_back():
                             "WHERE table_name = ? ORDER BY ordinal_position",
                             [declared.name]).fetchall()
         assert found == [(c.name, c.type) for c in declared.columns]
-    assert set(ARROW_TYPES) == {"BIGINT", "INTEGER", "DOUBLE", "BOOLEAN", "VARCHAR", "TIMESTAMP"}
+    assert set(ARROW_TYPES) == {"BIGINT", "INTEGER", "DOUBLE", "BOOLEAN", "VARCHAR", "TIMESTAMP",
+                                "BLOB"}
 
 
 @pytest.fixture(scope="module")
@@ -219,5 +222,6 @@ def test_connect_creates_the_store_tables_from_their_declarations(tmp_path):
     finally:
         con.close()
     assert names == sorted(["meta", "programs", "runs", "steps", "states", "objects",
-                            "attributes", "global_states", "guests", "analyses", "branches"])
-    assert SCHEMA == "".join(t.ddl() for t in tables()[:11])
+                            "attributes", "global_states", "files", "guests", "analyses",
+                            "branches"])
+    assert SCHEMA == "".join(t.ddl() for t in tables()[:12])

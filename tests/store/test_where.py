@@ -149,6 +149,8 @@ def test_a_store_of_schema_5_gains_programs_meta_in_place(tmp_path, store):
     db = tmp_path / "old.duckdb"
     db.write_bytes(store.read_bytes())
     con = duckdb.connect(str(db))
+    con.execute("ALTER TABLE programs DROP COLUMN environment")  # schema 7's
+    con.execute("DROP TABLE files")
     con.execute("ALTER TABLE programs DROP COLUMN meta")
     con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
     con.close()
@@ -156,7 +158,7 @@ def test_a_store_of_schema_5_gains_programs_meta_in_place(tmp_path, store):
     st.trace(_corpus(tmp_path / "more.jsonl", [
         {"id": "more", "code": "def f(x):\n    return x", "input": "0", "year": 2026}]),
         db, workers=0)
-    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
+    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
     assert rows(db, "SELECT sample_id, meta FROM programs ORDER BY program_id") == [
         ("old", None), ("new", None), ("newer", None), ("none", None),
         ("more", '{"year": 2026}')]
