@@ -130,6 +130,16 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
               show_default=True, help="Guest linear memory per job, MiB.")
 @click.option("--max-repr", type=click.IntRange(min=1), default=Limits.max_repr,
               show_default=True, help="Characters kept of each variable's repr.")
+@click.option("--max-script-stdout", type=click.IntRange(min=1),
+              default=Limits.max_script_stdout, show_default=True,
+              help="Characters a script may write to stdout (and to stderr); a call's cap is "
+                   f"{Limits.max_stdout:,}.")
+@click.option("--max-file-bytes", type=click.IntRange(min=1), default=Limits.max_file_bytes,
+              show_default=True, help="Bytes of all the files a job has in /work and /tmp "
+                                      "(status file_limit).")
+@click.option("--max-files", type=click.IntRange(min=1), default=Limits.max_files,
+              show_default=True, help="Files, directories and symlinks a job may have in "
+                                      "/work and /tmp (status file_limit).")
 @click.option("--isolation", type=click.Choice(ISOLATIONS), default="job", show_default=True,
               help="job: a fresh interpreter per job; batch: reuse one per chunk (trusted code; "
                    "a corpus with records marked model_written runs in job isolation).")
@@ -144,7 +154,8 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
 @format_option
 def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engine: str,
           address: str | None, shard_size: int, plan_only: bool, workers: int | None, timeout: float,
-          max_steps: int, memory_mb: int, max_repr: int, isolation: str, force: bool,
+          max_steps: int, memory_mb: int, max_repr: int, max_script_stdout: int,
+          max_file_bytes: int, max_files: int, isolation: str, force: bool,
           lock: Path | None, quiet: bool, no_loop_detection: bool, fmt: str) -> None:
     """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
     read once, into a temporary file) into the store; with --out, of every CORPUS into a
@@ -154,7 +165,9 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
     if demo == bool(corpus):
         raise click.UsageError("give a CORPUS path or --demo (not both)")
     paths = [demo_corpus_path()] if demo else list(corpus)
-    limits = Limits(timeout_s=timeout, max_steps=max_steps, memory_mb=memory_mb, max_repr=max_repr)
+    limits = Limits(timeout_s=timeout, max_steps=max_steps, memory_mb=memory_mb, max_repr=max_repr,
+                    max_script_stdout=max_script_stdout, max_file_bytes=max_file_bytes,
+                    max_files=max_files)
     if out is None:
         given = [name for name, value in (("--engine", engine != "local"), ("--address", address),
                                           ("--shard-size", shard_size != DEFAULT_SHARD_SIZE),
