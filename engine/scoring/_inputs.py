@@ -22,6 +22,7 @@ import functools
 import json
 import os
 
+from steptrace.corpus._environment import request_fields
 from steptrace.scoring._verdicts import Progress, ScoreOptions
 
 UNSAFE_INPUT = "unsafe_input"  # the note (and the reward service's status) of such an input
@@ -141,18 +142,20 @@ def input_requests(tasks: dict[str, dict], pending: list[tuple[dict, str]],
     locks: list = []
     order: list[int | None] = []
     for task, predicted in pending:
-        code, entry, lock = programs[task["run_id"]]
+        code, entry, lock, environment = programs[task["run_id"]]
         if not safe_arguments(predicted, program_names(code)):
             order.append(None)
             continue
         output = json.loads(task["question"])["output"]
-        key = (code, entry, predicted, output, lock.digest if lock is not None else None)
+        key = (code, entry, predicted, output, lock.digest if lock is not None else None,
+               environment)
         if key not in index:
             index[key] = len(requests)
             # "answer": the guest refuses values of classes the answer made
-            # (tracer/answer_values.py)
+            # (tracer/answer_values.py); the program's files, argv and env as it was traced
             requests.append({"code": code, "entry": entry, "input": predicted,
-                             "expected": output, "mode": "run", "answer": True})
+                             "expected": output, "mode": "run", "answer": True,
+                             **request_fields(environment)})
             locks.append(lock)
         order.append(index[key])
     return requests, order, locks

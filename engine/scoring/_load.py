@@ -74,23 +74,27 @@ def load_predictions(con: duckdb.DuckDBPyConnection, tasks: dict[str, dict],
 
 
 def load_programs(con: duckdb.DuckDBPyConnection, tasks: Iterable[dict]
-                  ) -> dict[int, tuple[str, str, PackageLock | None]]:
-    """(code, entry, package lock of the guest that traced it: None for the standard guest)
-    of the runs the input tasks are about, checked against their sample (``con``: the store
+                  ) -> dict[int, tuple[str, str, PackageLock | None, str | None]]:
+    """(code, entry, package lock of the guest that traced it: None for the standard guest,
+    the program's files, argv and env: programs.environment, None before schema 7) of the
+    runs the input tasks are about, checked against their sample (``con``: the store
     opened for writing, so an older one has runs.guest)."""
     wanted = {t["run_id"]: t["sample_id"] for t in tasks}
     if not wanted:
         return {}
+    environment = "p.environment" if con.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'main' AND "
+        "table_name = 'programs' AND column_name = 'environment'").fetchall()[0][0] else "NULL"
     con.register("wanted_runs", pa.table({"run_id": list(wanted)}))
-    rows = con.execute("SELECT r.run_id, r.sample_id, p.code, p.entry, r.guest FROM runs r "
-                       "JOIN programs p USING (program_id) JOIN wanted_runs w USING (run_id)"
-                       ).fetchall()
+    rows = con.execute(f"SELECT r.run_id, r.sample_id, p.code, p.entry, r.guest, {environment} "
+                       "FROM runs r JOIN programs p USING (program_id) "
+                       "JOIN wanted_runs w USING (run_id)").fetchall()
     con.unregister("wanted_runs")
     locks = guest_locks(con)
-    found = {run_id: (sample, code, entry, locks.get(key))
-             for run_id, sample, code, entry, key in rows}
+    found = {run_id: (sample, code, entry, locks.get(key), given)
+             for run_id, sample, code, entry, key, given in rows}
     for run_id, sample in wanted.items():
         if run_id not in found or found[run_id][0] != sample:
             raise ScoreError(f"input tasks need their programs: run {run_id} ({sample}) is not "
                              "in this store (score with the --db the tasks were made from)")
-    return {run_id: (code, entry, lock) for run_id, (_, code, entry, lock) in found.items()}
+    return {run_id: program[1:] for run_id, program in found.items()}

@@ -129,3 +129,34 @@ def test_a_traced_record_gets_its_files_argv_and_env_and_its_run_what_it_wrote(t
         assert con.execute("SELECT count(*) FROM files").fetchall() == [(2,)]
     finally:
         con.close()
+
+
+def test_an_input_check_runs_the_program_with_its_environment(tmp_path):
+    """A predicted input is checked in the sandbox with the program's files, argv and env,
+    as it was traced: the right input passes, a wrong one does not."""
+    import steptrace as st
+    from steptrace.scoring._inputs import input_requests, input_verdict, run_input_checks
+    from steptrace.scoring._load import load_programs
+    from steptrace.scoring._verdicts import ScoreOptions
+    code = ("import os, sys\n"
+            "def f(x):\n"
+            "    return x + int(os.environ['K']) + len(open('n.txt').read()) + len(sys.argv)\n")
+    corpus = write_jsonl(tmp_path / "c.jsonl", {
+        "id": "k", "code": code, "input": "1", "output": "15", "env": {"K": "10"},
+        "files": {"n.txt": "ab"}, "argv": ["one"]})
+    db = tmp_path / "s.duckdb"
+    assert st.trace(corpus, db, workers=0).matched == 1
+    tasks = st.make_tasks(db, "input").tasks.to_dicts()
+    assert [(t["kind"], t["answer"]) for t in tasks] == [("input", "1")]
+    con = connect(db)
+    try:
+        programs = load_programs(con, tasks)
+    finally:
+        con.close()
+    task = tasks[0]
+    assert programs[task["run_id"]][3] == ('{"argv": ["one"], "env": {"K": "10"}, '
+                                           '"files": {"n.txt": "ab"}}')
+    requests, order, _locks = input_requests({task["task_id"]: task},
+                                             [(task, "1"), (task, "2")], programs)
+    results = run_input_checks(requests, ScoreOptions(workers=0))
+    assert [input_verdict(results[i]) for i in order] == [(True, None), (False, "returned 16")]
