@@ -236,7 +236,10 @@ class EpochTicker:
         while not self._stop.wait(TICK_S):
             self._engine.increment_epoch()
             if self._on_tick is not None:
-                self._on_tick()
+                try:
+                    self._on_tick()
+                except Exception:  # never stop ticking: the epoch is every job's time limit
+                    pass
 
     def stop(self) -> None:
         self._stop.set()
