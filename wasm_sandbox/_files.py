@@ -32,7 +32,8 @@ ticker.
 What the job left in its directories is recorded with its run (:meth:`JobFiles.finish`;
 the store's ``files`` table): every file, directory and symlink except the corpus
 record's own files left unchanged, with its size, SHA-256 and up to ``CONTENT_CAP``
-bytes of its content (a symlink: its target, never followed).
+bytes of its content (``RUN_CONTENT_CAP`` for all of a run's files; a symlink: its
+target, never followed).
 
 The host reads these directories while the guest may be changing them (the ticker) and
 after it stopped (the job's end): every read is relative to an open directory descriptor,
@@ -50,7 +51,7 @@ import tempfile
 import weakref
 from dataclasses import dataclass, field
 
-from steptrace.errors import InputError
+from steptrace.errors import InputError, SandboxError
 
 GUEST_WORK = "/work"  # the guest's working directory
 GUEST_TMP = "/tmp"    # tempfile.gettempdir() in the guest
@@ -59,6 +60,10 @@ ROOTS = (("work", GUEST_WORK), ("tmp", GUEST_TMP))
 PREFIX = "steptrace-files-"
 MAX_DEPTH = 64  # directories nested deeper than this end the job (file_limit)
 CONTENT_CAP = 65_536  # bytes of a file's content recorded with its run
+# bytes of content of all of a run's files: a worker holds a chunk's results until the
+# chunk ends (16 runs of 64 MiB of files each would be 1 GiB); past it, only the sizes
+# and digests (each file's content cut where the budget ends: ``truncated``)
+RUN_CONTENT_CAP = 1 << 20
 FILES_EVERY_TICKS = 1  # the ticker measures the directories every this many ticks
 _READ = 1 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -244,12 +249,17 @@ class JobFiles:
         found.touched = True
         found.over = self.over()
         if found.over is None:
+            budget = [RUN_CONTENT_CAP]
             for fd, (_name, guest), is_empty in zip(self._fds, ROOTS, empty):
                 if not is_empty:
-                    _collect(fd, guest, found.records, written)
+                    _collect(fd, guest, found.records, written, budget)
         for fd, is_empty in zip(self._fds, empty):
             if not is_empty:
-                _clear(fd)
+                try:
+                    _clear(fd)
+                except OSError as exc:  # WASI gives a program no way to make this happen
+                    raise SandboxError(f"cannot empty the jobs' directory {self.root}: "
+                                       f"{exc.strerror or exc}") from None
         return found
 
 
@@ -312,11 +322,12 @@ def _measure(fd: int, usage: _Usage, depth: int) -> bool:
 
 
 def _collect(fd: int, prefix: str, records: list[FileRecord],
-             written: dict[str, str | None]) -> None:
+             written: dict[str, str | None], budget: list[int]) -> None:
     """Record what is under the directory ``fd`` (guest path ``prefix``), sorted by
     path; the record's own files are left out while their content is unchanged, and the
-    directories made for them. Only
-    called within the bounds (``over`` found none), so depth and bytes are bounded."""
+    directories made for them; ``budget[0]``: the bytes of content still to keep
+    (``RUN_CONTENT_CAP``). Only called within the bounds (``over`` found none), so depth
+    and bytes are bounded."""
     with os.scandir(fd) as listing:
         entries = sorted(listing, key=lambda entry: entry.name)
     for entry in entries:
@@ -328,7 +339,7 @@ def _collect(fd: int, prefix: str, records: list[FileRecord],
                 records.append(FileRecord(path, "dir", 0))
             inner = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
             try:
-                _collect(inner, path, records, written)
+                _collect(inner, path, records, written, budget)
             finally:
                 os.close(inner)
         elif stat.S_ISLNK(mode):
@@ -337,17 +348,17 @@ def _collect(fd: int, prefix: str, records: list[FileRecord],
             records.append(FileRecord(path, "symlink", len(data), None, data, False,
                                       _is_utf8(data)))
         elif stat.S_ISREG(mode):
-            record = _read_file(fd, entry.name, path)
+            record = _read_file(fd, entry.name, path, min(CONTENT_CAP, budget[0]))
             if record is not None and written.get(path) != record.sha256:
                 records.append(record)
+                budget[0] -= len(record.content)
         else:
             records.append(FileRecord(path, "other", info.st_size))
 
 
-def _read_file(fd: int, name: str, path: str) -> FileRecord | None:
-    """A regular file's record: its digest over all of it, its first ``CONTENT_CAP``
-    bytes. Opened without following a symlink and checked to be a regular file once
-    open."""
+def _read_file(fd: int, name: str, path: str, cap: int) -> FileRecord | None:
+    """A regular file's record: its digest over all of it, its first ``cap`` bytes.
+    Opened without following a symlink and checked to be a regular file once open."""
     try:
         handle = os.open(name, _FILE_FLAGS, dir_fd=fd)
     except OSError:
@@ -361,8 +372,8 @@ def _read_file(fd: int, name: str, path: str) -> FileRecord | None:
         while chunk := os.read(handle, _READ):
             digest.update(chunk)
             size += len(chunk)
-            if len(head) < CONTENT_CAP:
-                head += chunk[:CONTENT_CAP - len(head)]
+            if len(head) < cap:
+                head += chunk[:cap - len(head)]
     finally:
         os.close(handle)
     content = bytes(head)

@@ -300,8 +300,8 @@ FILES = Table(
      _c("size", "BIGINT", "bytes: a file's length, a symlink's target's; 0 for a directory",
         null=False),
      _c("sha256", "VARCHAR", "SHA-256 (hex) of a file's whole content; NULL otherwise"),
-     _c("content", "BLOB", "a file's first 65,536 bytes, a symlink's target; NULL for a "
-        "directory"),
+     _c("content", "BLOB", "a file's first 65,536 bytes (1 MiB for all of a run's files, in "
+        "path order), a symlink's target; NULL for a directory"),
      _c("truncated", "BOOLEAN", "whether `content` is shorter than the file", null=False),
      _c("utf8", "BOOLEAN", "whether `content` is UTF-8 text (read it with "
         "`decode(content)`; a cut one may end inside a character); NULL for a directory")),

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from steptrace.sandbox._files import CONTENT_CAP, MAX_DEPTH, JobFiles, FileBounds, check_path
+from steptrace.sandbox._files import (CONTENT_CAP, MAX_DEPTH, RUN_CONTENT_CAP, FileBounds,
+                                      JobFiles, check_path)
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._pool import WorkerPool
 from steptrace.sandbox._runtime import Sandbox
@@ -128,6 +129,23 @@ def test_content_is_cut_at_the_cap_and_the_digest_covers_everything(box):
     assert result["status"] == "ok"
     assert recorded(result) == [("/work/big.txt", "file", len(data), sha(data),
                                  data[:CONTENT_CAP], True, True)]
+
+
+def test_a_runs_content_is_bounded_as_a_whole():
+    """RUN_CONTENT_CAP bytes of content for all of a run's files (in path order): the
+    files past it keep their size and digest, their content cut where the budget ended."""
+    count = RUN_CONTENT_CAP // CONTENT_CAP + 2
+    with Sandbox(Limits(timeout_s=60.0)) as roomy:
+        result, _ = script(roomy, f"for i in range({count}):\n"
+                                  f"    open(f'f{{i:02d}}', 'wb').write(bytes([i]) * {CONTENT_CAP})\n")
+    assert result["status"] == "ok"
+    files = recorded(result)
+    assert [path for path, *_ in files] == [f"/work/f{i:02d}" for i in range(count)]
+    assert [(size, digest) for _, _, size, digest, *_ in files] == [
+        (CONTENT_CAP, sha(bytes([i]) * CONTENT_CAP)) for i in range(count)]
+    kept = [(len(content), truncated) for *_, content, truncated, _ in files]
+    assert kept == [(CONTENT_CAP, False)] * (count - 2) + [(0, True)] * 2
+    assert sum(length for length, _ in kept) == RUN_CONTENT_CAP
 
 
 # ---------------------------------------------------------------------- the record's files
