@@ -462,7 +462,7 @@ def test_show_on_a_duckdb_file_that_is_not_a_store(tmp_path):
 
 # ------------------------------------------------------------------ build, --version
 def test_build_json():
-    """build --format json reports the cached component, 196 preloaded stdlib modules and
+    """build --format json reports the cached component, 204 preloaded stdlib modules and
     the three codecs the guest cannot import."""
     result = invoke("build", "--format", "json")
     assert result.exit_code == 0, result.output
@@ -474,7 +474,7 @@ def test_build_json():
     component = Path(items["component"])
     assert component.parent == cache_dir() and component.suffix == ".wasm"
     assert items["component_bytes"] == component.stat().st_size
-    assert items["preloaded_modules"] == 196
+    assert items["preloaded_modules"] == 204
     assert items["unavailable"] == "encodings.bz2_codec, encodings.mbcs, encodings.oem"
 
 
