@@ -38,7 +38,7 @@ def pytest_configure(config) -> None:
     key = build.cache_key()
     if source.is_dir():
         for path in source.glob(f"guest-{key}*"):
-            if path.is_file() and not path.name.endswith(".checked"):
+            if path.is_file() and not path.name.endswith((".checked", ".lock", ".build")):
                 shutil.copy2(path, private / path.name)
     os.environ[build.CACHE_ENV] = str(private)
 
@@ -63,7 +63,8 @@ def pytest_unconfigure(config) -> None:
     try:
         source.mkdir(parents=True, exist_ok=True)
         for path in sorted(private.glob("guest-*")):
-            if path.name.endswith(".checked") or (source / path.name).exists():
+            if (path.name.endswith((".checked", ".lock", ".build"))
+                    or (source / path.name).exists()):
                 continue
             partial = source / f".{path.name}.{os.getpid()}.partial"
             shutil.copy2(path, partial)

@@ -45,6 +45,7 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
     """Build (or verify) the guest component and its compiled cache; with packages, a
     guest that bundles them (docs/guides/packages.md)."""
     from steptrace.sandbox._build import cache_dir, ensure_component
+    from steptrace.sandbox._cache import cached_builds, max_bytes
     from steptrace.sandbox._packages import (PackageError, read_lock, read_requirements,
                                              resolve)
     from steptrace.sandbox._runtime import Sandbox
@@ -68,11 +69,15 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
         learned = learn_imports(learn_from, lock)
         lock = learned.lock
         lock_path.write_text(lock.text)
-    found = ensure_component(force=force, packages=lock)
+    found = ensure_component(force=force, packages=lock, announce=False)
     with Sandbox(Limits(), found) as sandbox:
         modules = sandbox.preloaded_modules()
-    rows = [("cache_dir", str(cache_dir())), ("component", str(found.wasm)),
+    used = sum(b.size for b in cached_builds(cache_dir())) / (1 << 20)
+    rows = [("cache_dir", str(cache_dir())),
+            ("cache_mb", f"{used:,.0f} of {max_bytes() >> 20:,} (STEPTRACE_CACHE_MAX_MB)"),
+            ("component", str(found.wasm)),
             ("component_bytes", found.wasm.stat().st_size), ("guest", found.key),
+            ("built_now", found.built or "no: the cached build is verified"),
             ("preloaded_modules", len(modules["imported"])),
             ("unavailable", ", ".join(sorted(modules["failed"])) or "-")]
     if lock is not None:
