@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -55,20 +56,27 @@ def pytest_unconfigure(config) -> None:
     """The session's cache goes; what it built that the user's cache lacks (a first
     build, the determinism variant) is kept there first, so the next session need not
     build it again. Each file arrives whole (a temporary name, then a rename), as the
-    build writes it: a process reading the user's cache meanwhile sees it or not."""
+    build writes it: a process reading the user's cache meanwhile sees it or not; and a
+    build's files arrive under its build lock, as a build there writes them
+    (wasm_sandbox/_cache.py), so they never mix with another process's build of it."""
+    from steptrace.sandbox import _cache as cache
     private = getattr(config, "_steptrace_cache", None)
     if private is None:
         return
     source = config._steptrace_cache_source
     try:
         source.mkdir(parents=True, exist_ok=True)
-        for path in sorted(private.glob("guest-*")):
-            if (path.name.endswith((".checked", ".lock", ".build"))
-                    or (source / path.name).exists()):
-                continue
-            partial = source / f".{path.name}.{os.getpid()}.partial"
-            shutil.copy2(path, partial)
-            os.replace(partial, source / path.name)
+        groups = {m.group(1) for p in private.glob("guest-*")
+                  if (m := re.match(r"guest-([0-9a-f]{24})", p.name))}
+        for group in sorted(groups):
+            with cache.building(source, group):
+                for path in sorted(private.glob(f"guest-{group}*")):
+                    if (path.name.endswith((".checked", ".lock", ".build"))
+                            or (source / path.name).exists()):
+                        continue
+                    partial = source / f".{path.name}.{os.getpid()}.partial"
+                    shutil.copy2(path, partial)
+                    os.replace(partial, source / path.name)
     except OSError:
         pass  # a read-only or full cache: the next session builds again
     shutil.rmtree(private, ignore_errors=True)
