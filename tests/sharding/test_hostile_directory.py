@@ -38,6 +38,8 @@ from steptrace.sandbox._runtime import compiled_path
 from steptrace.sharding._plan import guest_path, read_plan
 from steptrace.store._store import connect
 from helpers.cli import assert_one_line_error, invoke, ok
+from helpers.openai_stub import answer
+from helpers.predict import predict_with_stub
 from helpers.processes import HANG_GUARD_S, write_jsonl
 
 RECORDS = [
@@ -129,8 +131,9 @@ def test_a_hostile_guest_is_never_installed_in_an_empty_cache(traced, hostile, t
 
 
 def test_a_hostile_guest_changes_nothing_a_later_trace_produces(traced, hostile, tmp_path):
-    """With this machine's build in the cache: the readers, then ``analyse`` (which runs
-    the directory's programs again, in this machine's build), install nothing; a plain
+    """With this machine's build in the cache: the readers, then ``analyse`` and ``score`` of
+    predicted inputs (which run the directory's programs again, in this machine's build),
+    install nothing; a plain
     ``trace`` afterwards runs this machine's build, key and digest, with the reference's
     results."""
     corpus, _, reference, key, digest = traced
@@ -139,6 +142,13 @@ def test_a_hostile_guest_changes_nothing_a_later_trace_produces(traced, hostile,
     before = cache_guests(cache)
     run_readers(directory, tmp_path)
     assert "analysed" in ok("analyse", "--db", directory, "--workers", 1, "--quiet")
+    tasks_file = tmp_path / "input-tasks.jsonl"
+    ok("tasks", "--db", directory, "--kinds", "input", "--out", tasks_file)
+    predict_with_stub(tasks_file, directory,
+                      lambda task: [answer(f"[ANSWER]\n{task['answer']}\n[/ANSWER]")])
+    scored = json.loads(ok("score", "--tasks", tasks_file, "--db", directory, "--workers", 1,
+                           "--format", "json"))
+    assert scored["input_checks"] > 0  # the predicted inputs ran, in this machine's build
     assert cache_guests(cache) == before and not (cache / "foreign").exists()
     assert build.file_digest(build.artifacts(key).wasm) == digest
     later = tmp_path / "later.duckdb"
