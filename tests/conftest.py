@@ -30,18 +30,31 @@ def pytest_configure(config) -> None:
     cache directory (another ``make test``, a user's ``steptrace trace``) would otherwise
     add, prune and rewrite files that tests count and compare. It starts as a copy of the
     current build in the user's cache (copies, not links: a test may damage a cached file
-    on purpose), so no rebuild is needed when one is there, and goes with the session."""
+    on purpose), so no rebuild is needed when one is there, and goes with the session.
+    The copy is made under the build's lock, so it is never half of one build and half
+    of another being made there (wasm_sandbox/_cache.py).
+
+    When there is none (a cold cache, or the guest's sources changed), it is built here,
+    once: a build says why on stderr, which belongs to no test's output."""
+    from steptrace.errors import SteptraceError
     from steptrace.sandbox import _build as build
+    from steptrace.sandbox import _cache as cache
     source = build.cache_dir()
     private = Path(tempfile.mkdtemp(prefix="steptrace-test-cache-"))
     config._steptrace_cache = private
     config._steptrace_cache_source = source
     key = build.cache_key()
     if source.is_dir():
-        for path in source.glob(f"guest-{key}*"):
-            if path.is_file() and not path.name.endswith((".checked", ".lock", ".build")):
-                shutil.copy2(path, private / path.name)
+        with cache.building(source, key):
+            for path in source.glob(f"guest-{key}*"):
+                if path.is_file() and not path.name.endswith((".checked", ".lock", ".build")):
+                    shutil.copy2(path, private / path.name)
     os.environ[build.CACHE_ENV] = str(private)
+    if not build.is_verified(build.artifacts(key).wasm):
+        try:
+            build.ensure_component()
+        except SteptraceError:
+            pass  # the tests that need the guest say why
 
 
 def pytest_collection_modifyitems(config, items) -> None:
