@@ -107,7 +107,8 @@ def lease(root: Path, key: str) -> bool:
     """Hold ``key``'s build in use for the rest of this process (once per process; see the
     module doc), so no eviction removes it; False when the lock cannot be made (a
     read-only cache, which nothing evicts from either). A variant key's own lease is held
-    too (after its build's), which a forced rebuild of that variant alone waits for. Waits
+    too (after its build's): a forced rebuild of that variant alone is refused while
+    another process holds it. Waits
     only while another process removes the build (an eviction, or a forced rebuild of
     it): then the caller finds it missing and builds it."""
     held = True
@@ -117,12 +118,15 @@ def lease(root: Path, key: str) -> bool:
             continue
         try:
             fd = _lock(path, fcntl.LOCK_SH)
-            assert fd is not None
-            os.utime(fd)  # the build's last use, which eviction orders by
         except OSError:
             held = False
             break
+        assert fd is not None
         _HELD[path] = fd
+        try:
+            os.utime(fd)  # the build's last use, which eviction orders by
+        except OSError:
+            pass  # another user's lock file: the lease holds all the same
     return held
 
 
