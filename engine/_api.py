@@ -225,7 +225,8 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
                   packages: PackageLock | str | os.PathLike | None = None,
                   plan_only: bool = False,
                   shard_progress: Progress | None = None,
-                  on_note: Callable[[str], None] | None = None) -> ShardSummary:
+                  on_note: Callable[[str], None] | None = None,
+                  trust_guest: str | None = None) -> ShardSummary:
     """Trace ``corpora`` (corpus files or directories) into the shard directory ``out``
     (``steptrace trace CORPUS... --out DIR``): a plan of fixed shards of jobs, then each
     shard's runs as Parquet files, on ``engine`` ``local`` (this machine's worker pool) or
@@ -239,7 +240,9 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
     shard_progress: ``shard_progress(shards done, shards planned)``, before ``progress``.
     on_note: called with each note on what the trace does otherwise than asked (batch
         isolation asked for corpora holding records marked ``model_written``: the plan
-        is made in job isolation); default: a warning."""
+        is made in job isolation); default: a warning.
+    trust_guest: the SHA-256 of the plan's guest, to run it when it is not a build made on
+        this machine (a directory planned elsewhere): docs/guides/shards.md."""
     from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE
     from steptrace.sharding._run import ShardOptions, trace_shards
     if isinstance(corpora, (str, os.PathLike)):
@@ -262,19 +265,21 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
     options = ShardOptions(shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
                            workers=workers, limits=as_limits(limits), isolation=isolation,
                            packages=None if packages is None else as_lock(packages),
-                           engine=engine, address=address, plan_only=plan_only)
+                           engine=engine, address=address, plan_only=plan_only,
+                           trust_guest=trust_guest)
     return trace_shards(corpora, out, options, progress, shard_progress)
 
 
-def trace_shard(directory: str | os.PathLike, index: int, *, workers: int | None = None
-                ) -> ShardResult:
+def trace_shard(directory: str | os.PathLike, index: int, *, workers: int | None = None,
+                trust_guest: str | None = None) -> ShardResult:
     """Run shard ``index`` of the shard directory ``directory`` on this machine (``steptrace
     trace-shard``: one process per shard index under a batch scheduler); a done shard is
-    not run again. ``workers``: worker processes (default one per CPU)."""
+    not run again. ``workers``: worker processes (default one per CPU). ``trust_guest``:
+    as for ``trace_sharded``."""
     from steptrace.sharding._run import run_one
     if workers is not None and workers < 1:
         raise InputError(f"workers must be 1 or more, not {workers}")
-    return run_one(directory, index, workers)
+    return run_one(directory, index, workers, trust_guest)
 
 
 def import_shards(directory: str | os.PathLike, store: Store | str | os.PathLike, *,

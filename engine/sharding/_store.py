@@ -32,11 +32,12 @@ import pyarrow as pa
 
 from steptrace.analytics._export import sql_literal
 from steptrace.errors import StoreError
-from steptrace.sharding._plan import check_path, is_shard_directory, read_plan, shard_name
-from steptrace.sharding._shard import SHARD_TABLES, offer_guest
+from steptrace.sharding._check import check_shard_files
+from steptrace.sharding._plan import (COMPANION, check_path, is_shard_directory, read_plan,
+                                      shard_name)
+from steptrace.sharding._shard import SHARD_TABLES
 from steptrace.store._tables import CONNECT_TABLES, PROGRAMS, RUNS, Table
 
-COMPANION = "store.duckdb"
 TRACE_TABLES = frozenset(t.name for t in SHARD_TABLES)
 # tables whose rows within a step keep the guest's order (a store orders them by rowid)
 ORDERED = frozenset({"steps", "states", "objects", "attributes", "global_states"})
@@ -93,10 +94,9 @@ def open_shard_store(directory: str | Path, read_only: bool = False,
     with ``shard`` (read-only), its trace tables hold that finished shard's runs only."""
     from steptrace.store._store import SCHEMA_VERSION, _open_error, _open_waiting, first_line
     directory = Path(directory).resolve()
-    plan = read_plan(directory)  # a broken plan is refused here, with its own message
+    read_plan(directory)  # a broken plan is refused here, with its own message
     check_path(directory)
-    if not read_only:  # a command that may run the programs again: the guest that traced them
-        offer_guest(directory, plan)
+    check_shard_files(directory, shard)
     any_done = _any_done(directory)
     if shard is not None:
         if not read_only:
@@ -176,6 +176,7 @@ def import_shards(directory: str | Path, db: str | Path, force: bool = False) ->
     directory = Path(directory).resolve()
     read_plan(directory)  # refuses a directory that is not a shard directory
     check_path(directory)
+    check_shard_files(directory)
     if is_shard_directory(db):  # its trace tables are views: nothing can be inserted
         raise StoreError(f"{db} is a shard directory: import into a store (--db FILE)")
     summary = ImportSummary(str(directory), str(db))

@@ -30,7 +30,8 @@ from steptrace.sandbox._pool import WorkerPool
 from steptrace.sandbox._runtime import wasm_stack_bytes
 from steptrace.sharding._plan import MANIFEST, GuestMismatchError, guest_path, read_plan
 from steptrace.sharding._run import ShardOptions, run_one, trace_shards
-from steptrace.sharding._shard import install_guest, read_done, run_shard
+from steptrace.sharding._shard import (THIS_MACHINE, TRUSTED, describe_guest, plan_guest,
+                                       read_done, run_shard)
 from steptrace.sharding._store import import_shards
 from steptrace.store._store import SCHEMA_VERSION, connect
 from steptrace.tracing._trace import TraceOptions, trace_corpus
@@ -108,7 +109,8 @@ def test_shards_hold_what_trace_stores(mixed):
         "shards_traced": 5, "runs": 20, "traced": 20,
         "by_status": {"exception": 3, "invalid": 2, "ok": 14, "step_limit": 1},
         "with_expected": 13, "matched": 11, "line_steps": 2078, "steps": 2144,
-        "complete": True, "corpus_errors": [f"{corpus}:20: missing 'code'"]}
+        "complete": True, "corpus_errors": [f"{corpus}:20: missing 'code'"],
+        "guest": describe_guest(read_plan(out), THIS_MACHINE)}
     assert (traced.jobs, traced.duplicates, dict(traced.by_status), traced.with_expected,
             traced.matched, traced.line_steps, traced.steps, traced.corpus_errors) == (
         sharded.jobs, sharded.duplicates, dict(sharded.by_status), sharded.with_expected,
@@ -207,7 +209,7 @@ def test_running_again_resumes_without_tracing_a_done_shard(mixed, tmp_path):
         "cross_shard_duplicates": 1, "shards": 5, "shards_done_before": 5, "shards_traced": 0,
         "runs": 20, "traced": 0, "by_status": {}, "with_expected": 0, "matched": 0,
         "line_steps": 0, "steps": 0, "complete": True,
-        "corpus_errors": [f"{corpus}:20: missing 'code'"]}
+        "corpus_errors": [f"{corpus}:20: missing 'code'"], "guest": ""}  # no guest ran
     assert progress == [(20, 20)]
     after = files_of(out)
     assert {k: v for k, v in after.items() if k != MANIFEST} == {
@@ -300,7 +302,7 @@ def pool_for(tmp_path):
 
     def make(directory: Path) -> WorkerPool:
         plan = read_plan(directory)
-        pool = WorkerPool(1, plan.limits, plan.isolation, artifacts=install_guest(directory, plan))
+        pool = WorkerPool(1, plan.limits, plan.isolation, artifacts=plan_guest(directory, plan).artifacts)
         pools.append(pool.__enter__())
         return pools[-1]
     yield make
@@ -391,24 +393,26 @@ def planned(tmp_path):
 
 
 def test_a_tampered_guest_copy_is_refused(planned, private_cache):
-    """A worker without the build installs the plan's copy only if it has the plan's
-    digest: a changed copy is refused, nothing installed, no shard done."""
+    """A worker without the build runs the plan's copy only if the user trusts its digest,
+    and only if the copy has it: a changed copy is refused, nothing installed, no shard
+    done."""
     _, out, plan = planned
     copy = guest_path(out, plan.guest)
     data = copy.read_bytes()
     copy.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     digest = file_digest(copy)
     with pytest.raises(GuestMismatchError) as caught:
-        run_one(out, 0, workers=1)
+        run_one(out, 0, workers=1, trust_guest=plan.guest.digest)
     assert str(caught.value) == (f"the guest component given has digest {digest[:16]}..., the "
                                  f"plan's is {plan.guest.digest[:16]}...")
     assert list(private_cache.iterdir()) == []
     assert not (out / "shards").exists()
 
 
-def test_another_build_under_the_plans_key_is_refused(planned, private_cache):
+def test_another_build_under_the_plans_key_is_not_run_untrusted(planned, private_cache):
     """A worker whose cache holds another build under the plan's key (a separate build
-    draws another string-hash secret) refuses to run the plan's shards."""
+    draws another string-hash secret) does not take the plan's guest for its own: one
+    line saying how to trust it, nothing changed."""
     _, out, plan = planned
     other = guest_path(out, plan.guest).read_bytes() + b"\0"
     found = artifacts(key=plan.guest.key)
@@ -417,24 +421,39 @@ def test_another_build_under_the_plans_key_is_refused(planned, private_cache):
         run_one(out, 0, workers=1)
     digest = file_digest(found.wasm)
     assert str(caught.value) == (
-        f"guest {plan.guest.key} in this worker's cache ({found.wasm}) has digest "
-        f"{digest[:16]}..., the plan's is {plan.guest.digest[:16]}...: a separate build "
-        "(remove it, or point STEPTRACE_CACHE_DIR elsewhere, to run the plan's)")
-    assert not (out / "shards").exists()
+        f"the plan's guest {plan.guest.key} (sha256 {plan.guest.digest[:16]}...) is not a "
+        f"build made on this machine (this machine's build of that key has sha256 "
+        f"{digest[:16]}...); to run the component {guest_path(out, plan.guest)} anyway, if "
+        f"you trust where it came from: --trust-guest {plan.guest.digest}")
+    assert found.wasm.read_bytes() == other
+    assert not (out / "shards").exists() and not (private_cache / "foreign").exists()
 
 
 @pytest.mark.slow  # compiles the component (5-15 s)
-def test_a_worker_without_the_build_installs_the_plans(planned, private_cache):
-    """An empty cache: the plan's copy is installed (its digest checked) and compiled, and
-    the shard traced with it."""
+def test_a_trusted_guest_runs_from_the_foreign_folder(planned, private_cache):
+    """Trusted by its digest, the plan's copy runs from the cache's ``foreign/`` folder,
+    named by that digest and compiled there; the build this machine keeps under the
+    plan's key is left as it was, and the summary says which guest ran."""
     _, out, plan = planned
-    result = run_one(out, 1, workers=1)
-    assert (result.runs, result.skipped) == (8, False)
+    other = guest_path(out, plan.guest).read_bytes() + b"\0"
     found = artifacts(key=plan.guest.key)
-    assert found.wasm.parent == private_cache
-    assert file_digest(found.wasm) == plan.guest.digest == file_digest(
-        guest_path(out, plan.guest))
+    write_verified(found.wasm, other)
+    result = run_one(out, 1, workers=1, trust_guest=plan.guest.digest.upper())
+    assert (result.runs, result.skipped) == (8, False)
+    assert result.guest == (f"{plan.guest.key} sha256 {plan.guest.digest[:16]}... ({TRUSTED})")
+    foreign = private_cache / "foreign" / f"guest-{plan.guest.digest}.wasm"
+    assert file_digest(foreign) == plan.guest.digest == file_digest(guest_path(out, plan.guest))
+    assert found.wasm.read_bytes() == other
+    # (a stamp of a check may be there too: .checked)
+    assert sorted(p.name for p in private_cache.iterdir() if p.suffix != ".checked") == [
+        "foreign", found.wasm.name.replace(".wasm", ".lock"), found.wasm.name,
+        found.wasm.name + ".sha256"]
+    assert any(p.suffix == ".cwasm" for p in foreign.parent.iterdir())
     assert sql(out, "SELECT DISTINCT guest FROM runs") == [(cache_key(),)]
+    installed = foreign.stat().st_ino
+    again = run_one(out, 2, workers=1, trust_guest=plan.guest.digest)
+    assert (again.runs, again.guest) == (4, result.guest)
+    assert foreign.stat().st_ino == installed  # installed once, then reused
 
 
 def test_another_wasm_stack_is_refused(planned):
