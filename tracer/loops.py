@@ -139,13 +139,15 @@ _REFUSED_NAMES = frozenset({
 # Dunder attributes a program may read (any other dunder attribute refuses, and setting
 # or deleting one refuses); dunder *names* (globals, a class body's methods) are its own
 # variables, in the snapshot, but for those in _REFUSED_NAMES.
+# Not ``__annotations__`` and ``__annotate__``: a function's annotations are a dict the
+# snapshot does not read, made by running its ``__annotate__``.
 _ALLOWED_DUNDERS = frozenset({
     "__name__", "__module__", "__qualname__", "__doc__", "__firstlineno__",
     "__static_attributes__", "__classcell__", "__classdictcell__", "__init__", "__new__",
     "__repr__", "__str__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
     "__hash__", "__len__", "__contains__", "__getitem__", "__setitem__", "__delitem__",
     "__iter__", "__next__", "__add__", "__sub__", "__mul__", "__bool__", "__call__",
-    "__class__", "__annotations__", "__annotate__", "__conditional_annotations__"})
+    "__class__", "__conditional_annotations__"})
 # Names that make objects whose repr or hash can come from their address.
 _ADDRESS_MAKERS = frozenset({
     "object", "iter", "map", "zip", "enumerate", "reversed", "filter", "super", "type",
@@ -824,11 +826,14 @@ def _instance_dict(value, kind):
     module = _TYPE_MODULE(kind)
     if type(module) is not str or module != "__main__" or not _DICTOFFSET(kind):
         return None
-    for klass in _TYPE_MRO(kind):
+    mro = _TYPE_MRO(kind)
+    for klass in mro:  # every base before the dict is looked for: a list subclass's own
+        if klass is not _OBJECT and (  # class dict holds the __dict__ descriptor
+                not _TYPE_FLAGS(klass) & _HEAPTYPE or type(klass) is not type):
+            return None  # a built-in base (int, list, Exception, ...) holds hidden state
+    for klass in mro:
         if klass is _OBJECT:
             continue
-        if not _TYPE_FLAGS(klass) & _HEAPTYPE or type(klass) is not type:
-            return None  # a built-in base (int, list, Exception, ...) holds hidden state
         descriptor = None
         for name, item in _MAPPING_ITEMS(_TYPE_DICT(klass)):
             if type(name) is not str:

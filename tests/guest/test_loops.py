@@ -223,6 +223,62 @@ def test_str_hash_order_in_a_set_is_not_a_proof(box):
     assert traced["status"] == "step_limit"
 
 
+# Programs that end, whose loop changes state the snapshot does not show while what it
+# shows repeats (issue 32): whatever the snapshot cannot see must make the program
+# ineligible, never count as equal. Each ends ``ok`` with its output, as with the
+# detection off (the first ones were called ``loops`` before).
+def _loop(setup: str, init: list, condition: str, bump: str) -> str:
+    """A loop whose visible state (``i``, cycling) repeats while ``bump`` changes other
+    state, until ``condition`` (which reads it) fails; returns ``i``."""
+    return (setup + "def f(xs):\n" + "".join(f"    {line}\n" for line in init) +
+            f"    i = 0\n    while {condition}:\n        {bump}\n        i = (i + 1) % 3\n"
+            "    return i\n")
+
+
+ENDS = {
+    # issue 32's two programs: a dict outside the snapshot; a list subclass's list
+    "a function's __annotations__ grown to 5,000": (_loop(
+        "def g():\n    pass\n\n\n", [], "len(g.__annotations__) < 5000",
+        "g.__annotations__[len(g.__annotations__)] = i"), "2"),
+    "a list subclass grown to 5,000": (_loop(
+        "class Stack(list):\n    pass\n\n\n", ["s = Stack()"], "len(s) < 5000", "s.append(i)"),
+        "2"),
+    # instances of subclasses of built-in types: the base's part is state too
+    "a dict subclass": (_loop("class Table(dict):\n    pass\n\n\n", ["t = Table()"],
+                              "len(t) < 3000", "t[len(t)] = i"), "0"),
+    "a bytearray subclass": (_loop("class Buffer(bytearray):\n    pass\n\n\n", ["b = Buffer()"],
+                                   "len(b) < 3000", "b.append(i)"), "0"),
+    "a list subclass with a repr and attributes": (_loop(
+        "class Stack(list):\n    def __init__(self):\n        self.name = 'stack'\n\n"
+        "    def __repr__(self):\n        return 'Stack()'\n\n\n", ["s = Stack()"],
+        "len(s) < 3000", "s.append(i)"), "0"),
+    "an int subclass made anew": (_loop("class Count(int):\n    pass\n\n\n", ["n = Count(0)"],
+                                        "n < 3000", "n = Count(n + 1)"), "0"),
+    "a float subclass made anew": (_loop("class Amount(float):\n    pass\n\n\n",
+                                         ["x = Amount(0)"], "x < 3000", "x = Amount(x + 1)"),
+                                   "0"),
+    "a str subclass made anew": (_loop("class Text(str):\n    pass\n\n\n", ["s = Text()"],
+                                       "len(s) < 3000", "s = Text(s + 'a')"), "0"),
+    "an exception subclass's args": (_loop("class Fault(Exception):\n    pass\n\n\n",
+                                           ["e = Fault(0)"], "e.args[0] < 3000",
+                                           "e.args = (e.args[0] + 1,)"), "0"),
+    "an exception's args": (_loop("", ["e = ValueError(0)"], "e.args[0] < 3000",
+                                  "e.args = (e.args[0] + 1,)"), "0"),
+}
+# traced too (the others trace slowly: the tracer renders a growing list subclass or
+# counts every call of a Key's __hash__, up to the step limit)
+TRACED = ("a function's __annotations__ grown to 5,000", "an int subclass made anew")
+
+
+@pytest.mark.parametrize("name", ENDS)
+def test_programs_that_end_are_never_loops(box, name):
+    code, output = ENDS[name]
+    for mode in ("run", "trace") if name in TRACED else ("run",):
+        result = run(box, code, mode)
+        assert (result["status"], result["exception_message"], result["output"]) == (
+            "ok", None, output)
+
+
 # Adversarial: a hostile program cannot produce or suppress the verdict.
 def test_a_handler_that_could_catch_the_stop_is_never_judged(box, short):
     """Only a handler of BaseException (or a bare except, a finally) could catch the
