@@ -201,6 +201,14 @@ LOOKS_CYCLIC = {
     "an address in a repr": (
         "def f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
         "        if str(object())[-3] == 'z':\n            return i\n", "step_limit", None),
+    # the same through the dunder methods: __hash__ refuses as hash, __repr__ makes text
+    # (no hash is -1: the loop never ends, and no proof can know it)
+    "an address through __hash__": (
+        "class A:\n    pass\n\ndef f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
+        "        if A().__hash__() == -1:\n            return i\n", "step_limit", None),
+    "an address through __repr__": (
+        "class A:\n    pass\n\ndef f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
+        "        if A().__repr__()[-3] == 'z':\n            return i\n", "step_limit", None),
 }
 
 
@@ -235,6 +243,43 @@ def _loop(setup: str, init: list, condition: str, bump: str) -> str:
             "    return i\n")
 
 
+def _nan_counter(bits: int) -> str:
+    """A binary counter kept in which NaN objects a list holds: bit j is set when slot j
+    holds the constant of ``nan{j}()`` (the code's own NaN object), clear when it holds a
+    NaN made at run time with the same bits; ``in`` tests identity first. The caller's
+    state repeats at every round; it ends when the counter overflows."""
+    lines = []
+    for j in range(bits):
+        lines += [f"def nan{j}():", "    return 1e999 - 1e999", "", ""]
+    lines += [f"NANS = ({', '.join(f'nan{j}' for j in range(bits))})", "", "",
+              "def increment(ys, x):", "    j = 0",
+              f"    while j < {bits} and NANS[j]() in ys[j:j + 1]:",
+              "        ys[j] = x - x", "        j += 1", f"    if j == {bits}:",
+              "        return False", "    ys[j] = NANS[j]()", "    return True", "", "",
+              "def f(xs):", "    x = 1e999", f"    ys = [x - x for _ in range({bits})]",
+              "    while increment(ys, x):", "        pass", "    return 'ends'"]
+    return "\n".join(lines) + "\n"
+
+
+def _hash_counter(bits: int) -> str:
+    """A binary counter kept in the hashes dicts stored for their keys: bit j is set when
+    dict j's one key went in while its ``__hash__`` said 1, clear when 0; every key's own
+    state is 0 between rounds. It ends when the counter overflows."""
+    return ("class Key:\n    def __init__(self):\n        self.n = 0\n\n"
+            "    def __hash__(self):\n        return self.n\n\n"
+            "    def __eq__(self, other):\n        return False\n\n"
+            "    def __repr__(self):\n        return 'Key()'\n\n\n"
+            "def stored(k, d):\n    k.n = 1\n    found = k in d\n    k.n = 0\n    return found\n\n\n"
+            "def store(k, d, old, new):\n    k.n = old\n    del d[k]\n    k.n = new\n"
+            "    d[k] = 0\n    k.n = 0\n\n\n"
+            f"def increment(ks, ds):\n    j = 0\n    while j < {bits} and stored(ks[j], ds[j]):\n"
+            "        store(ks[j], ds[j], 1, 0)\n        j += 1\n"
+            f"    if j == {bits}:\n        return False\n"
+            "    store(ks[j], ds[j], 0, 1)\n    return True\n\n\n"
+            f"def f(xs):\n    ks = [Key() for _ in range({bits})]\n    ds = [{{k: 0}} for k in ks]\n"
+            "    while increment(ks, ds):\n        pass\n    return 'ends'\n")
+
+
 ENDS = {
     # issue 32's two programs: a dict outside the snapshot; a list subclass's list
     "a function's __annotations__ grown to 5,000": (_loop(
@@ -264,10 +309,99 @@ ENDS = {
                                            "e.args = (e.args[0] + 1,)"), "0"),
     "an exception's args": (_loop("", ["e = ValueError(0)"], "e.args[0] < 3000",
                                   "e.args = (e.args[0] + 1,)"), "0"),
+    # builtins the snapshot shows as one name (the builtins module): objects of their own
+    "__spec__'s attribute": (_loop("", ["__spec__.n = 0"], "__spec__.n < 3000",
+                                   "__spec__.n += 1"), "0"),
+    "__loader__'s attribute": (_loop("", ["__loader__.n = 0"], "__loader__.n < 3000",
+                                     "__loader__.n += 1"), "0"),
+    "exit's attribute": (_loop("", ["exit.n = 0"], "exit.n < 3000", "exit.n += 1"), "0"),
+    "license's attribute": (_loop("", ["license.n = 0"], "license.n < 3000",
+                                  "license.n += 1"), "0"),
+    # objects whose state the snapshot read in part
+    "a staticmethod's attribute": (_loop(
+        "def g():\n    pass\n\n\nbox = staticmethod(g)\n\n\n", ["box.n = 0"], "box.n < 3000",
+        "box.n += 1"), "0"),
+    "a classmethod's attribute": (_loop(
+        "def g(cls):\n    pass\n\n\nbox = classmethod(g)\n\n\n", ["box.n = 0"], "box.n < 3000",
+        "box.n += 1"), "0"),
+    "a property's doc": (_loop("", ["p = property(None, None, None, '')"],
+                               "len(p.__doc__) < 3000",
+                               "p = property(None, None, None, p.__doc__ + 'x')"), "0"),
+    "a function's __module__ (the globals' __name__ when it was made)": (
+        "__name__ = 0\n\n\ndef g():\n    pass\n\n\n__name__ = '__main__'\n\n\n"
+        "def f(xs):\n    global __name__, g\n    i = 0\n    while True:\n"
+        "        __name__ = g.__module__ + 1\n\n        def g():\n            pass\n\n"
+        "        __name__ = '__main__'\n        if g.__module__ == 3000:\n            return i\n"
+        "        i = (i + 1) % 3\n", "2"),
+    "a class's __name__ (kept in the type)": (_loop(
+        "def r(self):\n    return 'C()'\n\n\n", ["C = type('', (), {'__repr__': r})"],
+        "len(C.__name__) < 3000", "C = type(C.__name__ + 'x', (), {'__repr__': r})"), "0"),
+    # hashes dicts keep for their keys; identities of NaN constants
+    "a dict's stored hashes of keys with a __hash__": (_hash_counter(11), "'ends'"),
+    "which NaN objects a list holds": (_nan_counter(11), "'ends'"),
+    # a class body's namespace made by a metaclass's __prepare__ (a dict subclass)
+    "a class body's namespace from __prepare__": (
+        "class Namespace(dict):\n    def __init__(self):\n        self.n = 0\n\n"
+        "    def __setitem__(self, key, value):\n        self.n += 1\n        if self.n > 3000:\n"
+        "            raise KeyError(key)\n        dict.__setitem__(self, key, value)\n\n\n"
+        "class Meta(type):\n    @classmethod\n    def __prepare__(cls, name, bases):\n"
+        "        return Namespace()\n\n\n"
+        "def f(xs):\n    try:\n        class C(metaclass=Meta):\n            i = 0\n"
+        "            while True:\n                i = (i + 1) % 3\n    except KeyError:\n"
+        "        return 'ends'\n", "'ends'"),
+    # state never read, which refuses the program (statically or in the snapshot)
+    "another module's global": (_loop("import string\n\n\n", ["string.n = 0"],
+                                      "string.n < 3000", "string.n += 1"), "0"),
+    "the recursion limit": (_loop("import sys\n\n\n", ["sys.setrecursionlimit(1000)"],
+                                  "sys.getrecursionlimit() < 4000",
+                                  "sys.setrecursionlimit(sys.getrecursionlimit() + 1)"), "0"),
+    "random's state (2,118 rounds)": (_loop("import random\n\n\n", ["random.seed(5)"],
+                                            "random.random() < 0.9995", "pass"), "0"),
+    "a StringIO's position": (_loop("import io\n\n\n", ["s = io.StringIO()"],
+                                    "s.tell() < 3000", "s.write('x')"), "0"),
+    "a weak reference's referent": (_loop(
+        "import weakref\n\n\nclass Box:\n    pass\n\n\nKEEP = Box()\nKEEP.n = 0\n\n\n",
+        ["r = weakref.ref(KEEP)"], "r().n < 3000", "r().n += 1"), "0"),
+    "a list iterator's position": (_loop("", ["it = iter([0] * 3000)"],
+                                         "next(it, None) is not None", "pass"), "0"),
+    "a range iterator's position": (_loop("", ["it = iter(range(3000))"],
+                                          "next(it, -1) >= 0", "pass"), "0"),
+    "itertools.count": (_loop("import itertools\n\n\n", ["c = itertools.count()"],
+                              "next(c) < 3000", "pass"), "0"),
+    "itertools.accumulate": (_loop("import itertools\n\n\n",
+                                   ["a = itertools.accumulate(itertools.repeat(1))"],
+                                   "next(a) <= 3000", "pass"), "0"),
+    "itertools.cycle": (_loop("import itertools\n\n\n",
+                              ["c = itertools.cycle([0, 1])", "n = 0"], "n < 3000",
+                              "n += next(c) * 2"), "0"),
+    "a generator's state": (_loop(
+        "def gen():\n    n = 0\n    while True:\n        yield n\n        n += 1\n\n\n",
+        ["g = gen()"], "next(g) < 3000", "pass"), "0"),
+    "a coroutine's state": (
+        "class Tick:\n    def __await__(self):\n        yield\n\n\n"
+        "async def count():\n    n = 0\n    while n < 2000:\n        await Tick()\n"
+        "        n += 1\n    return n\n\n\n"
+        "def f(xs):\n    c = count()\n    i = 0\n    try:\n        while True:\n"
+        "            c.send(None)\n            i = (i + 1) % 3\n"
+        "    except StopIteration as stop:\n        return stop.value, i\n", "(2000, 2)"),
+    "an instance with __slots__": (_loop("class Point:\n    __slots__ = ('n',)\n\n\n",
+                                         ["p = Point()", "p.n = 0"], "p.n < 3000",
+                                         "p.n += 1"), "0"),
+    # state the snapshot shows (it differs each round): never equal
+    "a keyword-only default": (_loop(
+        "def g(*, box=[0]):\n    box[0] += 1\n    return box[0]\n\n\n", [], "g() < 3000",
+        "pass"), "2"),
+    "a closure made by a factory": (_loop(
+        "def counter():\n    n = 0\n\n    def bump():\n        nonlocal n\n        n += 1\n"
+        "        return n\n\n    return bump\n\n\n", ["bump = counter()"], "bump() < 3000",
+        "pass"), "2"),
 }
 # traced too (the others trace slowly: the tracer renders a growing list subclass or
 # counts every call of a Key's __hash__, up to the step limit)
-TRACED = ("a function's __annotations__ grown to 5,000", "an int subclass made anew")
+TRACED = ("a function's __annotations__ grown to 5,000", "__spec__'s attribute",
+          "exit's attribute", "a property's doc", "a function's __module__ (the globals' "
+          "__name__ when it was made)", "a class body's namespace from __prepare__",
+          "a staticmethod's attribute", "an int subclass made anew")
 
 
 @pytest.mark.parametrize("name", ENDS)
