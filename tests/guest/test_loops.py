@@ -7,7 +7,11 @@ powers of two count backward jumps, never time)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import Sandbox
@@ -544,3 +548,163 @@ def test_identity_tests_of_values_are_never_judged(box):
     assert proved["status"] == "loops"
     assert proved["exception_message"].startswith(
         "the program loops forever: the complete state of f at line 3 repeated")
+
+
+# Property: a program that ends is never called ``loops``. Generated programs: a loop (in
+# a function, a helper it calls, or a method) changes one piece of state of a kind drawn
+# below while what else it changes cycles (or nothing else changes), and ends after at
+# most a few thousand rounds; with the detection on each ends ``ok`` with the same output
+# as with it off.
+@dataclass(frozen=True)
+class _State:
+    """A piece of state a loop changes: module-level ``setup``, lines run before the loop
+    (``init``), an int expression reading it (``read``) and a statement adding 1 to it
+    (``bump``; ``pass`` where reading it moves it on)."""
+    setup: str
+    init: tuple
+    read: str
+    bump: str
+
+
+def _class(name: str, base: str, slots: bool, repr_: bool, attribute: bool) -> str:
+    body = ["    __slots__ = ()"] if slots else []
+    if attribute and not slots:
+        body += ["    def __init__(self, *args):", "        self.name = 'box'"]
+    if repr_:
+        body += ["    def __repr__(self):", f"        return '{name}()'"]
+    return f"class {name}({base}):\n" + "\n".join(body or ["    pass"]) + "\n\n\n"
+
+
+# containers of a built-in base: (base, setup of an import or "", how it grows)
+_GROWING = {"list": ("", "s.append(0)"), "dict": ("", "s[len(s)] = 0"),
+            "bytearray": ("", "s.append(0)"), "set": ("", "s.add(len(s))"),
+            "collections.deque": ("import collections\n\n\n", "s.append(0)"),
+            "collections.OrderedDict": ("import collections\n\n\n", "s[len(s)] = 0"),
+            "array.array": ("import array\n\n\n", "s.append(0)")}
+# immutable values of a built-in base, made anew: (base, start, next, read)
+_REMADE = {"int": ("0", "S(s + 1)", "s"), "float": ("0.0", "S(s + 1)", "int(s)"),
+           "str": ("''", "S(s + 'a')", "len(s)"), "tuple": ("()", "S(s + (0,))", "len(s)"),
+           "bytes": ("b''", "S(s + b'a')", "len(s)"), "complex": ("0j", "S(s + 1)", "int(s.real)")}
+# objects of the builtins module with attributes of their own
+_BUILTIN_OBJECTS = ("__spec__", "__loader__", "exit", "quit", "license", "credits",
+                    "copyright")
+_FIXED_STATES = (
+    _State("def g():\n    pass\n\n\n", (), "len(g.__annotations__)",
+           "g.__annotations__[len(g.__annotations__)] = 0"),
+    _State("class C:\n    x: int = 0\n\n\n", (), "len(C.__annotations__)",
+           "C.__annotations__[len(C.__annotations__)] = 0"),
+    _State("def g():\n    pass\n\n\n", ("g.n = 0",), "g.n", "g.n += 1"),
+    _State("class C:\n    n = 0\n\n\n", (), "C.n", "C.n += 1"),
+    _State("class C:\n    def __init__(self):\n        self.n = 0\n\n\n", ("o = C()",), "o.n",
+           "o.n += 1"),
+    _State("class C:\n    __slots__ = ('n',)\n\n\n", ("o = C()", "o.n = 0"), "o.n", "o.n += 1"),
+    _State("def g(box=[0]):\n    return box\n\n\n", (), "g()[0]", "g()[0] += 1"),
+    _State("def g(*, box=[0]):\n    return box\n\n\n", (), "g()[0]", "g()[0] += 1"),
+    _State("def counter():\n    n = 0\n\n    def bump():\n        nonlocal n\n        n += 1\n"
+           "\n    def get():\n        return n\n\n    return bump, get\n\n\n",
+           ("bump, get = counter()",), "get()", "bump()"),
+    _State("def g():\n    pass\n\n\nbox = staticmethod(g)\n\n\n", ("box.n = 0",), "box.n",
+           "box.n += 1"),
+    _State("def g(cls):\n    pass\n\n\nbox = classmethod(g)\n\n\n", ("box.n = 0",), "box.n",
+           "box.n += 1"),
+    _State("", ("p = property(None, None, None, '')",), "len(p.__doc__)",
+           "p = property(None, None, None, p.__doc__ + 'x')"),
+    _State("", ("e = ValueError(0)",), "e.args[0]", "e.args = (e.args[0] + 1,)"),
+    _State("class Fault(Exception):\n    pass\n\n\n", ("e = Fault()", "e.n = 0"), "e.n",
+           "e.n += 1"),
+    _State("import string\n\n\n", ("string.n = 0",), "string.n", "string.n += 1"),
+    _State("import sys\n\n\n", ("sys.setrecursionlimit(1000)",),
+           "sys.getrecursionlimit() - 1000",
+           "sys.setrecursionlimit(sys.getrecursionlimit() + 1)"),
+    _State("import io\n\n\n", ("s = io.StringIO()",), "s.tell()", "s.write('x')"),
+    _State("import weakref\n\n\nclass Box:\n    pass\n\n\nKEEP = Box()\n\n\n",
+           ("KEEP.n = 0", "r = weakref.ref(KEEP)"), "r().n", "r().n += 1"),
+    _State("", ("it = iter(list(range(10000)))",), "next(it)", "pass"),
+    _State("", ("it = iter(range(10000))",), "next(it)", "pass"),
+    _State("import itertools\n\n\n", ("it = itertools.count()",), "next(it)", "pass"),
+    _State("import itertools\n\n\n", ("it = itertools.accumulate(itertools.repeat(1))",),
+           "next(it) - 1", "pass"),
+    _State("import itertools\n\n\n", ("it = itertools.cycle(range(10000))",), "next(it)",
+           "pass"),
+    _State("def gen():\n    n = 0\n    while True:\n        yield n\n        n += 1\n\n\n",
+           ("it = gen()",), "next(it)", "pass"),
+    _State("def gen():\n    n = 0\n    while True:\n        n += yield n\n\n\n",
+           ("it = gen()", "next(it)"), "it.send(1)", "pass"),
+)
+
+
+@st.composite
+def _states(draw) -> _State:
+    kind = draw(st.integers(0, 3))
+    if kind == 0:
+        base = draw(st.sampled_from(sorted(_GROWING)))
+        setup, grow = _GROWING[base]
+        cls = _class("S", base, draw(st.booleans()), draw(st.booleans()), draw(st.booleans()))
+        start = "'i'" if base == "array.array" else ""
+        return _State(setup + cls, (f"s = S({start})",), "len(s)", grow)
+    if kind == 1:
+        base = draw(st.sampled_from(sorted(_REMADE)))
+        start, remade, read = _REMADE[base]
+        cls = _class("S", base, draw(st.booleans()), draw(st.booleans()), False)
+        return _State(cls, (f"s = S({start})",), read, f"s = {remade}")
+    if kind == 2:
+        name = draw(st.sampled_from(_BUILTIN_OBJECTS))
+        return _State("", (f"{name}.n = 0",), f"{name}.n", f"{name}.n += 1")
+    return draw(st.sampled_from(_FIXED_STATES))
+
+
+# what else the loop changes, cycling: (lines before the loop, a statement, the result)
+_CYCLES = (((), "pass", "'done'"), (("i = 0",), "i = (i + 1) % 3", "i"),
+           (("a, b = 1, 2",), "a, b = b, a", "(a, b)"),
+           (("ys = [0, 1, 2]",), "ys.append(ys.pop(0))", "ys"),
+           (("d = {'on': True}",), "d['on'] = not d['on']", "d"),
+           (("t = (1, 'x', 2.5)",), "t = t[1:] + t[:1]", "t"))
+
+
+@st.composite
+def _ending_programs(draw) -> str:
+    state = draw(_states())
+    before, step, result = draw(st.sampled_from(_CYCLES))
+    every = draw(st.sampled_from([1, 1, 2, 3]))
+    bound = draw(st.integers(1100, 3000)) // every
+    form = draw(st.sampled_from(["while", "while True", "every", "for", "nested"]))
+    bump = [state.bump]
+    if form == "every" and every > 1:
+        bump = ["c = (c + 1) % " + str(every), "if c == 0:", "    " + state.bump]
+        before = before + ("c = 0",)
+    if form in ("while", "every"):
+        head, body = f"while {state.read} < {bound}:", bump + [step]
+    elif form == "while True":
+        head, body = "while True:", [step] + bump + [f"if {state.read} >= {bound}:", "    break"]
+    elif form == "for":  # the loop's iterator is on the value stack
+        head, body = "for _ in range(10 ** 6):", [step] + bump + [
+            f"if {state.read} >= {bound}:", "    break"]
+    else:  # an inner loop of a few rounds under the loop that changes the state
+        head, body = f"while {state.read} < {bound}:", [
+            "j = 0", "while j < 2:", "    j += 1", "    " + step] + bump
+    loop = [*state.init, *before, head] + ["    " + line for line in body] + [
+        f"return {result}"]
+    where = draw(st.sampled_from(["f", "helper", "method"]))
+    if where == "f":
+        return state.setup + "def f(xs):\n" + "".join(f"    {line}\n" for line in loop)
+    if where == "helper":
+        return (state.setup + "def run(n):\n" + "".join(f"    {line}\n" for line in loop) +
+                "\n\ndef f(xs):\n    return run(len(xs))\n")
+    return (state.setup + "class Runner:\n    def __repr__(self):\n        return 'Runner()'\n\n"
+            "    def go(self):\n" + "".join(f"        {line}\n" for line in loop) +
+            "\n\ndef f(xs):\n    return Runner().go()\n")
+
+
+@settings(max_examples=120, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_ending_programs())
+@example(ENDS["a function's __annotations__ grown to 5,000"][0])
+@example(ENDS["a list subclass grown to 5,000"][0])
+@example(_hash_counter(11))
+@example(_nan_counter(11))
+def test_a_program_that_ends_is_never_loops(box, code):
+    off = run(box, code, "run", loops=False)
+    assert off["status"] == "ok", (code, off)  # the programs drawn end
+    on = run(box, code, "run")
+    assert (on["status"], on["exception_message"], on["output"]) == (
+        "ok", None, off["output"]), code
