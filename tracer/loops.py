@@ -39,7 +39,8 @@ functions (defaults, keyword defaults, closure cells, each by number as two clos
 share one, ``__dict__``, ``__module__``), staticmethod and classmethod objects (function
 and ``__dict__``), properties (accessors, doc, name), classes (metaclass ``type``, their
 dicts, bases and names; none that defines ``__hash__``: dicts and tuples keep the hashes
-they computed, which no snapshot shows) and instances (``__dict__`` only: no slots, no
+they computed, which no snapshot shows; traced, none with a ``__repr__`` or ``__str__`` of
+its own, which the tracer runs when its caches say so) and instances (``__dict__`` only: no slots, no
 built-in base). Objects whose identity a program can observe through an address (its
 functions, classes and instances: a default repr, an identity hash) are also keyed by
 their ``id``. Anything else reachable (iterators, generators, sets, modules, files, C
@@ -57,8 +58,8 @@ no snapshot reads), ``__del__`` finalizers, which run when the collector decides
 ``getter``, which copies a property with state no getter shows, and builtins that are
 objects of their own: ``__spec__``, ``__loader__``, ``exit``, ``license``, ...); and no
 program that both can make objects whose repr or hash comes from their address
-(``object()``, iterators, bound methods, closures, generators, instances of classes
-without ``__repr__``) and can turn objects into text or sets (``str``, ``__repr__``,
+(``object()``, iterators, ``__iter__``, bound methods, closures, generators, instances of
+classes without ``__repr__``) and can turn objects into text or sets (``str``, ``__repr__``,
 f-strings, ``%``-formatting, ``set``): the address of a new object depends on the memory
 allocator's state, which no snapshot shows; and no handler that could catch a MemoryError
 (``_handlers_miss_memory_error``): whether an allocation fails depends on the allocator's
@@ -192,6 +193,8 @@ _TEXT_MAKERS = frozenset({"str", "repr", "ascii", "format", "set", "frozenset", 
                           "issubset", "issuperset", "isdisjoint", "keys", "items"})
 # ... and attributes that do (``x.__repr__()``: an address for an object without a repr)
 _TEXT_ATTRIBUTES = frozenset({"__repr__", "__str__"})
+# Dunder attributes that make objects whose repr comes from their address (an iterator)
+_ADDRESS_ATTRIBUTES = frozenset({"__iter__"})
 _TEXT_OPS = frozenset({"FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "BUILD_SET",
                        "SET_ADD", "SET_UPDATE"})
 # Exception classes an ``except`` may name and still never catch a MemoryError (every
@@ -553,6 +556,8 @@ def _static_refusal(code):
                             return f"the program sets {target!r}"
                         if target in _TEXT_ATTRIBUTES:
                             makes_text = True
+                        if target in _ADDRESS_ATTRIBUTES:
+                            makes_addresses = True
                     elif target in _REFUSED_ATTRIBUTES:
                         return f"the program uses {target!r}"
                 if target in _ADDRESS_MAKERS:
@@ -912,6 +917,9 @@ def _program_class(cls, stack: list) -> bool:
             return False
         if name == "__hash__" and item is not None:
             return False  # dicts and tuples keep the hashes they computed (hidden state)
+        if traced and (name == "__repr__" or name == "__str__"):
+            return False  # the tracer runs it when its caches say so (as in the static
+                          # check, for a class made by type() with no class body)
         names.append(name)
     stack.append(_TYPE_BASES(cls))
     stack.append(tuple(names))

@@ -124,6 +124,21 @@ def test_a_traced_class_with_its_own_repr_is_not_judged(box):
         "loops", MESSAGE.format(func="f", line=13, jump=2464))
 
 
+def test_a_traced_class_made_by_type_with_a_repr_is_not_judged(box):
+    """The same for a class ``type()`` makes (no class body for the static check to see):
+    the snapshot refuses a class whose dict has ``__repr__`` or ``__str__`` when traced."""
+    for method in ("__repr__", "__str__"):
+        code = ("def text(self):\n    return 'Light()'\n\n\n"
+                "def step(self):\n    self.color = {'red': 'green', 'green': 'red'}[self.color]\n\n\n"
+                f"Light = type('Light', (), {{'{method}': text, 'step': step}})\n\n\n"
+                "def f(xs):\n    light = Light()\n    light.color = 'red'\n"
+                "    while light.color != 'blue':\n        light.step()\n")
+        assert run(box, code, "trace")["status"] == "step_limit"
+        result = run(box, code, "run")
+        assert (result["status"], result["exception_message"]) == (
+            "loops", MESSAGE.format(func="f", line=15, jump=1216))
+
+
 def test_detection_off_runs_to_the_limits(box, short):
     traced = run(box, ROTATE, "trace", loops=False)
     assert (traced["status"], len(traced["steps"]["event"])) == ("step_limit", MAX_STEPS)
@@ -213,6 +228,9 @@ LOOKS_CYCLIC = {
     "an address through __repr__": (
         "class A:\n    pass\n\ndef f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
         "        if A().__repr__()[-3] == 'z':\n            return i\n", "step_limit", None),
+    "an address through __iter__": (
+        "def f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
+        "        if str(xs.__iter__())[-3] == 'z':\n            return i\n", "step_limit", None),
 }
 
 
