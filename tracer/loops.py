@@ -21,7 +21,9 @@ of a frame that is
   interpretation of the code's stack effects and exception table): nothing of the frame's
   state is on the value stack (a ``for`` loop's iterator, a ``with``'s ``__exit__``, an
   ``except``'s exception, a partial expression), so the frame's state is its instruction
-  offset and its locals.
+  offset and its locals;
+* while no caller handles an exception (a bare ``raise`` would raise it again: an object
+  outside the snapshot, as ``sys.exception()`` says).
 
 Until this frame returns or raises, its future depends on its locals, its globals (the
 program's namespace), the builtins, every object reachable from them, and nothing of its
@@ -87,6 +89,7 @@ __builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may r
 import dis as _dis  # noqa: E402  (read when the guest is built, never at job time)
 from _opcode import stack_effect as _stack_effect  # noqa: E402
 from _struct import pack as _pack  # noqa: E402
+from sys import exception as _handled_exception  # noqa: E402
 from types import (BuiltinFunctionType, CellType, CodeType, FunctionType,  # noqa: E402
                    GetSetDescriptorType, MemberDescriptorType, ModuleType)
 
@@ -451,6 +454,13 @@ def on_jump(code, destination: int):
     frame = frame_at(2)
     if frame.f_globals is not namespace or frame.f_code is not code:
         return False
+    if _handled_exception() is not None:
+        # a caller is handling an exception: a bare ``raise`` here raises it again, an
+        # object no snapshot shows (its attributes, its traceback); the same for the
+        # whole activation (its callers wait), so each check stops here
+        frame = None
+        next_check = jumps + MIN_STRIDE
+        return None
     snapshot, cost = _snapshot(code, destination, frame)
     frame = None
     next_check = jumps + max(MIN_STRIDE, JUMPS_PER_OBJECT * cost)

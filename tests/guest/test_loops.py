@@ -371,6 +371,13 @@ ENDS = {
         "def f(xs):\n    try:\n        class C(metaclass=Meta):\n            i = 0\n"
         "            while True:\n                i = (i + 1) % 3\n    except KeyError:\n"
         "        return 'ends'\n", "'ends'"),
+    # the exception a caller handles, which a bare raise raises again
+    "the exception a caller handles (a bare raise)": (
+        "def inner():\n    i = 0\n    while True:\n        try:\n            raise\n"
+        "        except ValueError as e:\n            e.args = (e.args[0] + 1,)\n"
+        "            if e.args[0] > 3000:\n                return i\n        i = (i + 1) % 3\n\n\n"
+        "def f(xs):\n    try:\n        raise ValueError(0)\n    except ValueError:\n"
+        "        return inner()\n", "0"),
     # state never read, which refuses the program (statically or in the snapshot)
     "another module's global": (_loop("import string\n\n\n", ["string.n = 0"],
                                       "string.n < 3000", "string.n += 1"), "0"),
@@ -423,7 +430,8 @@ ENDS = {
 TRACED = ("a function's __annotations__ grown to 5,000", "__spec__'s attribute",
           "exit's attribute", "a property's doc", "a function's __module__ (the globals' "
           "__name__ when it was made)", "a class body's namespace from __prepare__",
-          "a staticmethod's attribute", "an int subclass made anew")
+          "a staticmethod's attribute", "an int subclass made anew",
+          "the exception a caller handles (a bare raise)")
 
 
 @pytest.mark.parametrize("name", ENDS)
@@ -569,19 +577,21 @@ def test_identity_tests_of_values_are_never_judged(box):
 
 
 # Property: a program that ends is never called ``loops``. Generated programs: a loop (in
-# a function, a helper it calls, or a method) changes one piece of state of a kind drawn
-# below while what else it changes cycles (or nothing else changes), and ends after at
-# most a few thousand rounds; with the detection on each ends ``ok`` with the same output
-# as with it off.
+# a function, a helper it calls, one called while f handles an exception, or a method)
+# changes one piece of state of a kind drawn below while what else it changes cycles (or
+# nothing else changes), and ends after at most a few thousand rounds; with the detection
+# on each ends ``ok`` with the same output as with it off.
 @dataclass(frozen=True)
 class _State:
     """A piece of state a loop changes: module-level ``setup``, lines run before the loop
     (``init``), an int expression reading it (``read``) and a statement adding 1 to it
-    (``bump``; ``pass`` where reading it moves it on)."""
+    (``bump``; ``pass`` where reading it moves it on); ``handled``: it is the exception
+    a caller handles, so the loop runs under a handler."""
     setup: str
     init: tuple
     read: str
     bump: str
+    handled: bool = False
 
 
 def _class(name: str, base: str, slots: bool, repr_: bool, attribute: bool) -> str:
@@ -648,6 +658,10 @@ _FIXED_STATES = (
            ("it = gen()",), "next(it)", "pass"),
     _State("def gen():\n    n = 0\n    while True:\n        n += yield n\n\n\n",
            ("it = gen()", "next(it)"), "it.send(1)", "pass"),
+    _State("def count():\n    try:\n        raise\n    except ValueError as e:\n"
+           "        return e.args[0]\n\n\ndef bump():\n    try:\n        raise\n"
+           "    except ValueError as e:\n        e.args = (e.args[0] + 1,)\n\n\n", (),
+           "count()", "bump()", handled=True),
 )
 
 
@@ -702,7 +716,12 @@ def _ending_programs(draw) -> str:
             "j = 0", "while j < 2:", "    j += 1", "    " + step] + bump
     loop = [*state.init, *before, head] + ["    " + line for line in body] + [
         f"return {result}"]
-    where = draw(st.sampled_from(["f", "helper", "method"]))
+    where = "handler" if state.handled else draw(
+        st.sampled_from(["f", "helper", "method", "handler"]))
+    if where == "handler":  # a helper called while f handles an exception
+        return (state.setup + "def run(n):\n" + "".join(f"    {line}\n" for line in loop) +
+                "\n\ndef f(xs):\n    try:\n        raise ValueError(0)\n"
+                "    except ValueError:\n        return run(len(xs))\n")
     if where == "f":
         return state.setup + "def f(xs):\n" + "".join(f"    {line}\n" for line in loop)
     if where == "helper":
