@@ -70,7 +70,9 @@ visible state repeated); and no identity test but against None, True, False or `
 (``_identity_tests_safe``: a snapshot shows ints, strs and tuples by value, the code's
 constants included, which ``is`` tells from equal values made at run time); and no NaN
 constant (``_nan_constant``: ``in`` and ``index`` test identity first, and tell the code's
-NaN from an equal NaN made at run time).
+NaN from an equal NaN made at run time); and, traced, no class with its own ``__repr__``
+or ``__str__`` and nothing that can make a class at run time (``type``, ``__class__``,
+``__new__``): the tracer runs a program's ``__repr__`` when its own caches say so.
 
 Reading never runs program code: type names, dicts and members are read with C getters
 captured here, containers with the C functions of their exact types, and the snapshot is
@@ -198,6 +200,11 @@ _TEXT_MAKERS = frozenset({"str", "repr", "ascii", "format", "set", "frozenset", 
 _TEXT_ATTRIBUTES = frozenset({"__repr__", "__str__"})
 # Dunder attributes that make objects whose repr comes from their address (an iterator)
 _ADDRESS_ATTRIBUTES = frozenset({"__iter__"})
+# Traced, what can make a class at run time (``type(name, bases, dict)``, also reached as
+# ``x.__class__.__class__`` or through ``__new__``): its ``__repr__``, which the tracer runs
+# when its caches say so, is in no class body for the static check to see.
+_CLASS_MAKERS = frozenset({"type", "__build_class__"})
+_CLASS_ATTRIBUTES = frozenset({"__class__", "__new__"})
 _TEXT_OPS = frozenset({"FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "BUILD_SET",
                        "SET_ADD", "SET_UPDATE"})
 # Exception classes an ``except`` may name and still never catch a MemoryError (every
@@ -558,6 +565,9 @@ def _static_refusal(code):
                     return "the program defines a finalizer"
                 if target in _SHARED_BUILTINS and name in _GLOBAL_LOADS:
                     return f"the program uses {target!r}, a builtin the snapshot does not read"
+                if traced and (target in _CLASS_MAKERS and name in _GLOBAL_LOADS
+                               or target in _CLASS_ATTRIBUTES and name in _ATTRIBUTE_OPS):
+                    return f"a traced program uses {target!r} (it can make a class at run time)"
                 if name in _ATTRIBUTE_OPS:
                     if target[:2] == "__" and target[-2:] == "__":
                         if target not in _ALLOWED_DUNDERS:

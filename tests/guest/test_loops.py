@@ -126,7 +126,9 @@ def test_a_traced_class_with_its_own_repr_is_not_judged(box):
 
 def test_a_traced_class_made_by_type_with_a_repr_is_not_judged(box):
     """The same for a class ``type()`` makes (no class body for the static check to see):
-    the snapshot refuses a class whose dict has ``__repr__`` or ``__str__`` when traced."""
+    traced, a program that can make a class at run time (``type``, ``__class__``,
+    ``__new__``) is not judged, and the snapshot refuses a class whose dict has
+    ``__repr__`` or ``__str__`` (one the input made)."""
     for method in ("__repr__", "__str__"):
         code = ("def text(self):\n    return 'Light()'\n\n\n"
                 "def step(self):\n    self.color = {'red': 'green', 'green': 'red'}[self.color]\n\n\n"
@@ -137,6 +139,16 @@ def test_a_traced_class_made_by_type_with_a_repr_is_not_judged(box):
         result = run(box, code, "run")
         assert (result["status"], result["exception_message"]) == (
             "loops", MESSAGE.format(func="f", line=15, jump=1216))
+    # made by the input (never checked statically): the snapshot refuses the class
+    code = ("def text(self):\n    return 'Light()'\n\n\n"
+            "def step(self):\n    self.color = {'red': 'green', 'green': 'red'}[self.color]\n\n\n"
+            "def f(cls):\n    light = cls()\n    light.color = 'red'\n"
+            "    while light.color != 'blue':\n        light.step()\n")
+    made = "type('Light', (), {'__repr__': text, 'step': step})"
+    assert run(box, code, "trace", input=made)["status"] == "step_limit"
+    result = run(box, code, "run", input=made)
+    assert (result["status"], result["exception_message"]) == (
+        "loops", MESSAGE.format(func="f", line=12, jump=1196))
 
 
 def test_detection_off_runs_to_the_limits(box, short):
