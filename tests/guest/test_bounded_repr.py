@@ -85,9 +85,23 @@ def test_nesting_deeper_than_the_recursion_limit_fails_like_repr():
         bounded.bounded_repr(deep, 10**6)
 
 
-def test_objects_with_their_own_repr_use_it():
+def test_objects_with_their_own_repr_are_rendered_by_their_attributes():
+    """An instance of a class written in Python is ``QualName(attr=value, ...)`` whatever
+    its ``__repr__`` says, which never runs; the run's output (``program_reprs``) is the
+    object's own repr."""
+    calls = []
+
     class Point:
+        def __init__(self):
+            self.x = 1
+
         def __repr__(self):
+            calls.append("repr")
             return "Point(1, 2)"
-    assert bounded.bounded_repr([Point(), Point()], 100) == ("[Point(1, 2), Point(1, 2)]", False)
-    assert bounded.bounded_repr(Point(), 5) == ("Point", True)
+
+    name = Point.__qualname__
+    assert bounded.bounded_repr([Point(), Point()], 200) == (f"[{name}(x=1), {name}(x=1)]", False)
+    assert bounded.bounded_repr(Point(), 5) == (name[:5], True)
+    assert calls == []
+    assert bounded.bounded_repr([Point()], 100, program_reprs=True) == ("[Point(1, 2)]", False)
+    assert calls == ["repr"]
