@@ -75,7 +75,8 @@ from _operator import is_ as _is  # noqa: E402
 from _weakref import ref as _weakref  # noqa: E402
 from collections import Counter  # noqa: E402
 from itertools import islice as _islice  # noqa: E402
-from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType  # noqa: E402
+from types import (BuiltinFunctionType, CodeType, FrameType, FunctionType,  # noqa: E402
+                   ModuleType)
 
 import bounded_repr as _br  # noqa: E402
 import loops as _loops  # noqa: E402
@@ -118,6 +119,12 @@ _MISSING = object()  # not a program object: made by the runner, never handed ou
 
 _getframe = sys._getframe
 _FRAME_LOCALS = type((lambda: _getframe(0).f_locals)())  # a function frame's: FrameLocalsProxy
+_GENERATOR = FrameType.__dict__.get("f_generator")  # Python 3.14: the frame's generator
+
+
+def _generator_of(frame):
+    """The generator or coroutine whose frame this is (None where frames do not say)."""
+    return None if _GENERATOR is None else _GENERATOR.__get__(frame)
 # sys.monitoring's functions, bound once (the program never sees the namespace itself).
 _MONITORING = sys.monitoring
 _get_tool = _MONITORING.get_tool
@@ -181,7 +188,9 @@ snapshots: list = []      # full_locals mode: (step, {name: repr})
 funcs: list = []
 code_index: dict = {}     # traced code object -> index into funcs
 offset_lines: dict = {}   # code object -> {offset: line}
-frame_ids: dict = {}      # live frame object -> frame id
+frame_ids: dict = {}      # running program frame object -> frame id
+suspended: dict = {}      # address of a suspended generator's frame -> (frame id, code,
+                          #   yield offset, (weak reference to, address of) its generator)
 frame_depths: dict = {}   # running program frame -> Python depth above base
 prev: dict = {}           # frame id -> {name: (kept value or _MISSING, repr, type's
                           #   address, object id, (type, address, flat items): _FLAT_SAME)}
@@ -217,6 +226,7 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
     step_events, step_lines, step_depths, step_frames, step_funcs = [], [], [], [], []
     states, snapshots, funcs = [], [], []
     code_index, offset_lines, frame_ids, frame_depths, prev = {}, {}, {}, {}, {}
+    suspended.clear()
     stack = []
     next_frame = line_steps = instructions = calls = quiet = 0
     max_depth = -1
@@ -268,6 +278,7 @@ def finish() -> None:
     base_frame = namespace = None
     _loops.finish()
     frame_ids.clear()
+    suspended.clear()
     frame_depths.clear()
     prev.clear()
     stack.clear()
@@ -939,6 +950,10 @@ def _enter(kind: int, code, offset: int) -> None:
     global next_frame, calls
     frame = frame_at(2)
     fid = frame_ids.get(frame)
+    if fid is None:  # a suspended generator's frame, known by its address (see _leave)
+        known = suspended.pop(_address(frame), None)
+        if known is not None and _resumes(known, frame, code, offset):
+            fid = frame_ids[frame] = known[0]
     adopted = fid is None
     if adopted:
         # A generator frame the trace has not seen start: one thrown into before it ever
@@ -958,6 +973,20 @@ def _enter(kind: int, code, offset: int) -> None:
     _record(kind, code, line_of(code, offset), frame, fid)
 
 
+def _resumes(known: tuple, frame, code, offset: int) -> bool:
+    """Whether ``frame``, resumed or thrown into at ``offset``, is the suspended activation
+    ``known`` (``suspended``): the same code, at a yield (a generator that never ran is at
+    its start, before any yield), of the same generator. Finalizing a generator clears the
+    weak references to it first: then its address says."""
+    if known[1] is not code or offset < known[2]:
+        return False
+    if known[3] is None:
+        return True
+    owner = _generator_of(frame)
+    alive = known[3][0]()
+    return alive is owner if alive is not None else known[3][1] == _address(owner)
+
+
 def _on_resume(code, offset):
     if quiet or not active:
         return None
@@ -974,7 +1003,9 @@ def _on_throw(code, offset, exc):
         # No program activation is running: this is a generator that a finished
         # activation abandoned, being closed as it is freed. Its clean-up is not part of
         # the call; forgetting the frame drops its later events too.
-        frame_ids.pop(frame_at(1), None)
+        frame = frame_at(1)
+        frame_ids.pop(frame, None)
+        suspended.pop(_address(frame), None)
         return None
     _register(code)  # a generator function thrown into before any of its runs
     _enter(THROW, code, offset)
@@ -1022,8 +1053,16 @@ def _leave(kind: int, code, offset: int, key: str, value) -> None:
     _state(index, key, text, type_name(value_kind), truncated, _event_object(value, index))
     stack.pop()
     frame_depths.pop(frame, None)
-    if kind != YIELD:
-        del frame_ids[frame]
+    del frame_ids[frame]
+    if kind == YIELD:
+        # The frame object is not kept while its generator is suspended: it would keep the
+        # generator alive (and its locals, whose finalizers would run late) after the
+        # program dropped it. Its address (stable while the generator lives) and code say
+        # which activation a resume continues.
+        owner = _generator_of(frame)
+        suspended[_address(frame)] = (fid, code, offset, None if owner is None else (
+            _weakref(owner), _address(owner)))
+    else:
         del prev[fid]
 
 
