@@ -105,3 +105,80 @@ def test_objects_with_their_own_repr_are_rendered_by_their_attributes():
     assert calls == []
     assert bounded.bounded_repr([Point()], 100, program_reprs=True) == ("[Point(1, 2)]", False)
     assert calls == ["repr"]
+
+
+# Every dunder rendering could be tempted to run, on instances and (through a metaclass)
+# on classes: each logs its call.
+_DUNDERS = ("__repr__", "__str__", "__format__", "__eq__", "__hash__", "__lt__", "__len__",
+            "__bool__", "__iter__", "__getitem__", "__contains__", "__sizeof__", "__getattr__",
+            "__getattribute__", "__dir__", "__index__", "items", "keys", "values")
+_RESULTS = {"__repr__": "R", "__str__": "S", "__format__": "F", "__eq__": False, "__hash__": 7,
+            "__lt__": True, "__len__": 0, "__bool__": True, "__sizeof__": 8, "__index__": 1,
+            "__contains__": False, "__getitem__": 0, "__getattr__": 0, "__dir__": [],
+            "items": [], "keys": [], "values": []}
+
+
+def _logging(calls: list, name: str):
+    def method(self, *args):
+        calls.append(name)
+        if name == "__getattribute__":
+            return object.__getattribute__(self, *args)
+        if name == "__iter__":
+            return iter(())
+        if name == "meta __eq__":
+            return self is args[0]
+        return _RESULTS[name.rpartition(" ")[2]]
+    return method
+
+
+@st.composite
+def _hostile_values(draw, calls: list):
+    """An instance of a generated class (a built-in base or none, a metaclass with its own
+    dunders or none, any of ``_DUNDERS``), alone or inside containers of every kind the
+    renderer knows."""
+    from collections import Counter, OrderedDict, defaultdict, deque, namedtuple
+    from types import SimpleNamespace
+    base = draw(st.sampled_from([object, list, dict, str, int, tuple, set]))
+    names = draw(st.lists(st.sampled_from(_DUNDERS), unique=True, max_size=8))
+    if base in (str, int, tuple):  # their __getattribute__ would be asked by the constructor
+        names = [name for name in names if name != "__getattribute__"]
+    meta = type
+    meta_names = draw(st.lists(st.sampled_from(["__repr__", "__hash__", "__eq__"]), unique=True))
+    if meta_names:
+        meta = type("Meta", (type,), {name: _logging(calls, "meta " + name)
+                                      for name in meta_names})
+    klass = meta("Hostile", (base,), {name: _logging(calls, name) for name in names})
+    made = {object: lambda: klass(), list: lambda: klass([1]), dict: lambda: klass(k=1),
+            str: lambda: klass("s"), int: lambda: klass(3), tuple: lambda: klass((1,)),
+            set: lambda: klass({1})}[base]()
+    if base is object:
+        object.__setattr__(made, "attr", [1, "x"])
+    pair = namedtuple("Pair", "a b")
+    wrap = draw(st.sampled_from(["bare", "list", "tuple", "dict value", "set", "deque",
+                                 "ordered", "counter", "defaultdict", "namedtuple",
+                                 "exception", "namespace", "slice", "view", "class"]))
+    keyed = {made: 1} if wrap in ("set", "ordered", "counter") and (
+        "__hash__" in names or "__eq__" not in names) and base not in (list, dict, set) else None
+    return {
+        "bare": lambda: made, "list": lambda: [made, [made]], "tuple": lambda: (made,),
+        "dict value": lambda: {"k": made}, "set": lambda: set(keyed) if keyed else [made],
+        "deque": lambda: deque([made]), "ordered": lambda: OrderedDict(keyed or {"k": made}),
+        "counter": lambda: Counter(keyed or {"k": 1}),
+        "defaultdict": lambda: defaultdict(klass, {"k": made}),
+        "namedtuple": lambda: pair(made, 1), "exception": lambda: ValueError(made),
+        "namespace": lambda: SimpleNamespace(a=made), "slice": lambda: slice(made),
+        "view": lambda: {"k": made}.values(), "class": lambda: [klass, made],
+    }[wrap]()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data(), st.integers(min_value=1, max_value=300))
+def test_rendering_runs_no_dunder_of_a_generated_class(data, limit):
+    """Whatever dunders a class (and its metaclass) defines, rendering its instances, alone
+    or in any container, calls none of them and never fails."""
+    calls: list = []
+    value = data.draw(_hostile_values(calls))
+    calls.clear()  # what making the value ran
+    text, truncated = bounded.bounded_repr(value, limit)
+    assert calls == []
+    assert type(text) is str and len(text) <= limit and "repr failed" not in text

@@ -22,6 +22,8 @@ cannot change"): not tested here as equal.
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from helpers.traces import steps_of
 
@@ -1011,3 +1013,95 @@ def test_a_class_bodys_namespace_of_the_programs_own(sandbox, isolation):
     assert [step[:2] for step in steps_of(result)][19:21] == [("call", "f.<locals>.B"),
                                                                ("line", "f.<locals>.B")]
     assert globals_of(result) == [(0, "log", "[]", "list", False, 1)]
+
+
+# ---------------------------------------------------------------- generated classes
+# Every dunder the tracer could be tempted to run, each logging and printing its call. A
+# body returns a value of the right type so that the program's own uses of it work.
+DUNDERS = {
+    "__repr__": "return {name!r}", "__str__": "return 's'", "__format__": "return 'F'",
+    "__eq__": "return False", "__hash__": "return 7", "__lt__": "return True",
+    "__len__": "return 1", "__bool__": "return True", "__iter__": "return iter(())",
+    "__getitem__": "return 0", "__contains__": "return False", "__sizeof__": "return 8",
+    "__getattr__": "return 0", "__dir__": "return []", "__index__": "return 1",
+    "__getattribute__": "return object.__getattribute__(self, args[0])",
+    "__del__": "return None",
+}
+META_DUNDERS = {"__repr__": "return 'M'", "__hash__": "return 5", "__eq__": "return cls is args[0]",
+                "__getattribute__": "return type.__getattribute__(cls, args[0])"}
+BASES = {"": "{v}", "list": "[{v}]", "dict": "{{'k': {v}}}", "str": "'{v}'", "int": "{v}",
+         "tuple": "({v},)"}
+# a thread started in a __repr__: the run stops as ``unsupported`` where the program's own
+# code runs it (in both modes), never because the tracer did
+THREAD = "threading.Thread(target=len, args=((),)).start(); "
+
+
+@st.composite
+def programs(draw) -> str:
+    """A program of 1-3 classes with side-effecting dunders (some with a metaclass of
+    their own, some derived from a built-in type) and an ``f`` that makes instances,
+    stores them in containers, attributes and a global, rebinds and deletes them, and
+    returns what its dunders logged (or an instance: the output's own repr)."""
+    lines = ["import threading", "log = []", "G = None", ""]
+    classes = []
+    for index in range(draw(st.integers(1, 3))):
+        name = f"C{index}"
+        meta = draw(st.lists(st.sampled_from(sorted(META_DUNDERS)), unique=True, max_size=3))
+        if meta:
+            lines.append(f"class M{index}(type):")
+            for dunder in meta:
+                lines += [f"    def {dunder}(cls, *args):",
+                          f"        log.append('M{index}.{dunder}'); print('M{index}.{dunder}')",
+                          f"        {META_DUNDERS[dunder]}"]
+            lines.append("")
+        base = draw(st.sampled_from(sorted(BASES)))
+        header = ", ".join(([base] if base else []) + ([f"metaclass=M{index}"] if meta else []))
+        lines.append(f"class {name}({header}):")
+        lines.append("    pass")
+        for dunder in draw(st.lists(st.sampled_from(sorted(DUNDERS)), unique=True, max_size=6)):
+            body = DUNDERS[dunder].format(name=name)
+            thread = THREAD if dunder == "__repr__" and draw(st.booleans()) else ""
+            lines += [f"    def {dunder}(self, *args):",
+                      f"        log.append('{name}.{dunder}'); print('{name}.{dunder}')",
+                      f"        {thread}{body}"]
+        lines.append("")
+        classes.append((name, base))
+    body = []
+    names: list[str] = []
+    for step in range(draw(st.integers(1, 8))):
+        action = draw(st.integers(0, 6))
+        if action <= 1 or not names:
+            name, base = draw(st.sampled_from(classes))
+            var = f"x{step}"
+            body.append(f"{var} = {name}({BASES[base].format(v=step)})")
+            names.append(var)
+        elif action == 2:
+            body.append(f"{draw(st.sampled_from(names))}.a = [{step}, 'v']")
+        elif action == 3:
+            chosen = draw(st.sampled_from(names))
+            body.append(f"box{step} = [{chosen}, ({chosen}, 1), {{'k': {chosen}}}]")
+        elif action == 4:
+            body.append(f"{draw(st.sampled_from(names))} = None")
+        elif action == 5:
+            chosen = draw(st.sampled_from(names))
+            body.append(f"del {chosen}")
+            names.remove(chosen)
+        else:
+            body.append(f"G = {draw(st.sampled_from(names))}")
+    result = draw(st.sampled_from(["log[:]"] + names))
+    lines += ["def f():", "    global G"] + [f"    {line}" for line in body]
+    lines += [f"    return {result}", ""]
+    return "\n".join(lines)
+
+
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(code=programs(), isolation=st.sampled_from(ISOLATIONS))
+def test_generated_classes_with_side_effecting_dunders(sandbox, code, isolation):
+    """Whatever dunders a class defines, the traced run's status, output, exception,
+    stdout and returned log are the untraced run's; every value is recorded (no repr
+    failed or was cut short by a dunder)."""
+    result = traced_and_run(sandbox, isolation, code)
+    assert result["status"] in ("ok", "exception", "unsupported"), result
+    values = [value for value in result["states"]["value"] if value is not None]
+    assert not [value for value in values if "repr failed" in value]
