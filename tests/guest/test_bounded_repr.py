@@ -182,3 +182,118 @@ def test_rendering_runs_no_dunder_of_a_generated_class(data, limit):
     text, truncated = bounded.bounded_repr(value, limit)
     assert calls == []
     assert type(text) is str and len(text) <= limit and "repr failed" not in text
+
+
+def test_the_rendering_rule_case_by_case():
+    """Each case of the rule (bounded_repr's docstring) on the host, exact: what Python
+    prints where the rule says so, the rule's own form elsewhere."""
+    import datetime
+    import decimal
+    import enum
+    import re
+    import types
+    from collections import Counter, OrderedDict, defaultdict, deque, namedtuple
+    from dataclasses import dataclass
+
+    def show(value):
+        return bounded.bounded_repr(value, 10_000)[0]
+
+    class Stack(list):
+        def __repr__(self):
+            return "nope"
+
+    class Name(str):
+        pass
+
+    class Count(int):
+        pass
+
+    class Plain:
+        __slots__ = ("a", "b")
+
+    class Sub(Plain):
+        __slots__ = ("c",)
+
+    @dataclass
+    class Pt:
+        x: int
+        y: list
+
+    class Color(enum.Enum):
+        RED = 1
+
+    class Perm(enum.Flag):
+        R = 4
+        W = 2
+
+    class Oops(Exception):
+        def __repr__(self):
+            return "nope"
+
+    class Meta(type):
+        def __repr__(cls):
+            return "nope"
+
+    class Shown(metaclass=Meta):
+        def m(self):
+            return 1
+
+    stack = Stack([1, 2])
+    stack.limit = 5
+    stack.append(stack)
+    sub = Sub()
+    sub.c, sub.a = 3, 1
+    point = namedtuple("Point", "x y")(1, [2])
+    nested = Pt(0, [])
+    for _ in range(6):
+        nested = Pt(1, [nested])
+    looped = Pt(1, [])
+    looped.y.append(looped)
+    counted = Counter("abracadabra")
+    odd_counts = Counter({"a": 1, "b": Pt(1, [])})
+    keyed = OrderedDict([("x", 1), ("y", 2)])
+    keyed.move_to_end("x")
+    zone = datetime.timezone(datetime.timedelta(hours=1))
+    shuffled = OrderedDict([(Name("b"), 1), ("a", 2)])
+    shuffled.move_to_end(Name("b"))
+    prefix = "test_the_rendering_rule_case_by_case.<locals>."
+    cases = [
+        (counted, "Counter({'a': 5, 'b': 2, 'r': 2, 'c': 1, 'd': 1})"),
+        (odd_counts, f"Counter({{'a': 1, 'b': {prefix}Pt(x=1, y=[])}})"),
+        (keyed, "OrderedDict({'y': 2, 'x': 1})"),
+        # keys that are not plain values: insertion order (its own order is read by hashing)
+        (shuffled, f"OrderedDict({{{prefix}Name('b'): 1, 'a': 2}})"),
+        (deque([1], maxlen=2), "deque([1], maxlen=2)"),
+        (defaultdict(list, a=[1]), "defaultdict(<class 'list'>, {'a': [1]})"),
+        (stack, f"{prefix}Stack([1, 2, [...]], limit=5)"),
+        (Name("ab"), f"{prefix}Name('ab')"),
+        (Count(3), f"{prefix}Count(3)"),
+        (sub, f"{prefix}Sub(a=1, c=3)"),
+        (point, "Point(x=1, y=[2])"),
+        (nested, (f"{prefix}Pt(x=1, y=[" * 4 + f"{prefix}Pt(...)" + "])" * 4)),
+        (looped, f"{prefix}Pt(x=1, y=[{prefix}Pt(...)])"),
+        (Color.RED, "<Color.RED: 1>"),
+        (Perm.R | Perm.W, "<Perm.R|W: 6>"),
+        (Oops("bad", 2), "Oops('bad', 2)"),
+        (ValueError(Pt(1, [])), f"ValueError({prefix}Pt(x=1, y=[]))"),
+        (KeyError(), "KeyError()"),
+        (int, "<class 'int'>"),
+        (Shown().m, f"<bound method {prefix}Shown.m>"),
+        (len, "<built-in function len>"),
+        (re, f"<module 're' from {re.__spec__.origin!r}>"),
+        (types.ModuleType("m"), "<module 'm'>"),
+        (decimal.Decimal("1.50"), "Decimal('1.50')"),
+        (datetime.date(2024, 1, 2), "datetime.date(2024, 1, 2)"),
+        (datetime.datetime(2024, 1, 2, tzinfo=zone),
+         "datetime.datetime(2024, 1, 2, 0, 0, tzinfo=datetime.timezone(datetime.timedelta("
+         "seconds=3600)))"),
+        (re.compile("a+"), "re.compile('a+')"),
+        (slice(1, Count(2)), f"slice(1, {prefix}Count(2), None)"),
+        ({"k": Name("v")}.values(), f"dict_values([{prefix}Name('v')])"),
+        (types.SimpleNamespace(a=Name("v")), f"namespace(a={prefix}Name('v'))"),
+        (iter([1]), "<list_iterator object>"),
+        (object(), "<object object>"),
+    ]
+    for value, expected in cases:
+        assert show(value) == expected
+    assert show(Shown).startswith("<class '") and show(Shown).endswith(f".{prefix}Shown'>")

@@ -827,6 +827,43 @@ def test_an_escaping_exceptions_message_is_its_str_in_both_modes(sandbox, isolat
     ]
 
 
+THREADED_OUTPUT = """\
+import threading
+
+
+class Busy:
+    def __init__(self):
+        self.n = 1
+
+    def __repr__(self):
+        print("repr of Busy")
+        threading.Thread(target=print).start()
+        return "Busy()"
+
+
+def f():
+    b = Busy()
+    return b
+"""
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_an_output_repr_that_starts_a_thread_is_unsupported_in_both_modes(sandbox, isolation):
+    """The returned object's ``__repr__`` (the output) starts a thread: both modes stop
+    there with ``unsupported`` (it was ``crashed``, the runner's StopTracing escaping);
+    while recording, the ``__repr__`` never ran."""
+    result = traced_and_run(sandbox, isolation, THREADED_OUTPUT)
+    assert outcome(result) == ("unsupported", None, None,
+                               "the program starts a thread; the sandbox (WASI) has no threads",
+                               "repr of Busy\n")
+    assert states_of(result) == [
+        (2, "self", "Busy()", "Busy", False, 1),
+        (4, "self", "Busy(n=1)", "Busy", False, 1),
+        (4, "<return>", "None", "NoneType", False, None),
+        (5, "b", "Busy(n=1)", "Busy", False, 1),
+        (6, "<return>", "Busy(n=1)", "Busy", False, 1)]
+
+
 # ---------------------------------------------------------------- namespaces
 SCRIPT = """\
 log = []
