@@ -877,7 +877,7 @@ def run(code, text):
             result = {"status": "exception", "type": type(exc).__name__}
         else:
             try:
-                shown = bounded_repr(value, 100000)[0]
+                shown = bounded_repr(value, 100000, True)[0]  # the output's rendering
             except BaseException as exc:
                 shown = "<repr failed: %s>" % type(exc).__name__
             result = {"status": "ok", "output": shown[:100000]}
