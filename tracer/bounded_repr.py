@@ -36,9 +36,9 @@ subclass of one is a class written in Python (rule 2):
    ``<generator object gen>``, ``<built-in function len>``, ``Decimal('1.5')``,
    ``datetime.date(2024, 1, 2)``, ``re.compile('a+')``), or the parts it reads are
    rendered here by this rule (``slice(1, None, None)``, ``dict_keys(['a'])``,
-   ``namespace(a=1)``, a ``datetime``'s ``tzinfo``, ``sys.stdin``'s name); any other is
-   what ``object.__repr__`` prints: ``<functools.partial object>``,
-   ``<list_iterator object>``.
+   ``namespace(a=1)``, ``functools.partial(<function f>, 1)``, a ``datetime``'s
+   ``tzinfo``, ``sys.stdin``'s name); any other is what ``object.__repr__`` prints:
+   ``<itertools.count object>``, ``<list_iterator object>``.
 
 No program code runs for any of it, so recording a run never changes what it does: no
 ``__repr__``/``__str__``/``__format__``, ``__eq__``/``__hash__`` (of an object, or of a
@@ -84,6 +84,7 @@ from datetime import timedelta as _timedelta  # noqa: E402
 from datetime import timezone as _timezone  # noqa: E402
 from decimal import Decimal as _Decimal  # noqa: E402
 from enum import EnumType as _EnumType  # noqa: E402
+from functools import partial as _partial  # noqa: E402
 from itertools import repeat as _repeat  # noqa: E402
 from re import Match as _Match  # noqa: E402
 from re import Pattern as _Pattern  # noqa: E402
@@ -167,7 +168,8 @@ _GEN_QUALNAMES = {kind: (kind.__dict__["__qualname__"].__get__, word) for kind, 
     (AsyncGeneratorType, "async_generator"))}
 _TZINFO = {_time: _time.__dict__["tzinfo"].__get__, _datetime: _datetime.__dict__["tzinfo"].__get__}
 _NO_TZINFO = {_time: _time.replace, _datetime: _datetime.replace}
-_TZNAME = _timezone.tzname
+_TZNAME, _UTCOFFSET = _timezone.tzname, _timezone.utcoffset
+_PARTIAL = tuple(_partial.__dict__[name].__get__ for name in ("func", "args", "keywords"))
 _PATTERN_TEXT = _Pattern.__dict__["pattern"].__get__
 _MATCH_TEXT = _Match.__dict__["string"].__get__
 _STREAM = _TextIOWrapper.__dict__
@@ -190,7 +192,7 @@ _BASES = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int, float, 
 _OWN_REPRS = (FunctionType, BuiltinFunctionType, MethodWrapperType, WrapperDescriptorType,
               MethodDescriptorType, ClassMethodDescriptorType, GetSetDescriptorType,
               MemberDescriptorType, CodeType, CellType, bytearray, memoryview, _date,
-              _timedelta, _Decimal, _array)
+              _timedelta, _Decimal, _array, type(NotImplemented))
 # keys whose hash is the C hash of the exact type (no program code)
 _HASH_SAFE = frozenset(_FLAT)
 _SORTABLE = frozenset(_SMALL | _TEXT)  # counts a Counter is ordered by (C comparisons)
@@ -894,8 +896,8 @@ def _emit_module(value, kind, parts, budget, active, nesting) -> None:
     members = _MODULE_DICT(value)
     plain = exact_keys(members)
     spec = item(members, "__spec__", plain)
-    if type(spec) is _SPEC_CLASS:
-        fields = _GETSET_GET(_SPEC_DICT, spec, _SPEC_CLASS)
+    fields = _GETSET_GET(_SPEC_DICT, spec, _SPEC_CLASS) if type(spec) is _SPEC_CLASS else None
+    if type(fields) is dict:  # (a dict subclass set as its __dict__ would run its methods)
         plain_fields = exact_keys(fields)
         name = item(fields, "name", plain_fields)
         origin = item(fields, "origin", plain_fields)
@@ -940,8 +942,11 @@ def _emit_clock(value, kind, parts, budget, active, nesting) -> None:
 
 
 def _emit_timezone(value, kind, parts, budget, active, nesting) -> None:
-    name = _TZNAME(value, None)
-    _add(parts, budget, repr(value) if type(name) is str else _object_repr(value, kind))
+    """Its repr when its name and offset are plain (a timedelta subclass or a str
+    subclass given to ``timezone()`` would answer ``repr`` with the program's code)."""
+    name, offset = _TZNAME(value, None), _UTCOFFSET(value, None)
+    plain = type(name) is str and type(offset) is _timedelta
+    _add(parts, budget, repr(value) if plain else _object_repr(value, kind))
 
 
 def _emit_pattern(value, kind, parts, budget, active, nesting) -> None:
@@ -973,7 +978,26 @@ def _emit_stream(value, kind, parts, budget, active, nesting) -> None:
          else ">")
 
 
-_SPECIALS = ((MethodType, _emit_method), (GeneratorType, _emit_generator),
+def _emit_partial(value, kind, parts, budget, active, nesting) -> None:
+    """``functools.partial(func, arg, key=value)``: its parts by the rule."""
+    if address(value) in active:
+        _add(parts, budget, "...")
+        return
+    active.add(address(value))
+    function, args, keywords = (get(value) for get in _PARTIAL)
+    _add(parts, budget, "functools.partial(")
+    _emit(function, parts, budget, active, nesting)
+    for entry in (args if type(args) is tuple else ()):
+        _add(parts, budget, ", ")
+        _emit(entry, parts, budget, active, nesting)
+    for key, entry in (_DICT_ITEMS(keywords) if type(keywords) is dict else ()):
+        _add(parts, budget, f", {plain_text(key) or '?'}=")
+        _emit(entry, parts, budget, active, nesting)
+    _add(parts, budget, ")")
+    active.discard(address(value))
+
+
+_SPECIALS = ((MethodType, _emit_method), (_partial, _emit_partial), (GeneratorType, _emit_generator),
              (CoroutineType, _emit_generator), (AsyncGeneratorType, _emit_generator),
              (slice, _emit_slice), (ModuleType, _emit_module),
              (SimpleNamespace, _emit_namespace), (_time, _emit_clock),

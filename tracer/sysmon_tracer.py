@@ -47,11 +47,20 @@ order the tracer first sees them (``objects``); a state row carries its value's 
 every step the objects reachable from the frame's locals (through containers and
 instance attributes, within ``MAX_WALK_DEPTH``/``MAX_WALK_OBJECTS``) are visited, and the
 attributes of program instances that changed since the object was last seen are recorded
-(``attributes``). The tracer keeps no program object beyond a step: the object's address
-(``bounded_repr.address``, not ``id``: see there) maps to the object id, checked by a weak
-reference where the type allows one (a dead referent at the address means a new object).
-The program's globals that its code names are recorded at the first step and whenever
-they change (``global_states``).
+(``attributes``). The tracer keeps no program object, class or frame beyond a step: the
+object's address (``bounded_repr.address``, not ``id``: see there) maps to the object id,
+checked by a weak reference where the type allows one (a dead referent at the address
+means a new object); a type is kept as its address; a suspended generator's frame is
+found again by its address (``suspended``), since holding it would keep the generator
+alive. The program's globals that its code names are recorded at the first step and
+whenever they change (``global_states``).
+
+Recording never runs the program's code, so a traced run does what the untraced one does
+(docs/guides/runs.md, "What recording cannot change"): values are rendered by
+bounded_repr.py's rule; a type is put in a set or dict only when its metaclass is
+``type`` itself (a metaclass's ``__hash__`` would run: ``type(kind) is type and kind in
+...``); a namespace is read with dict's own iteration, its plain ``str`` keys only
+(``_namespace_items``), and looked up only when all its keys are plain strings.
 
 Trust: the tracer shares its interpreter with the program, so it keeps no state where the
 program can reach it. It is a module (no classes: a class is reachable through

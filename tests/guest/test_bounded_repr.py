@@ -136,6 +136,7 @@ def _hostile_values(draw, calls: list):
     """An instance of a generated class (a built-in base or none, a metaclass with its own
     dunders or none, any of ``_DUNDERS``), alone or inside containers of every kind the
     renderer knows."""
+    import functools
     from collections import Counter, OrderedDict, defaultdict, deque, namedtuple
     from types import SimpleNamespace
     base = draw(st.sampled_from([object, list, dict, str, int, tuple, set]))
@@ -156,7 +157,8 @@ def _hostile_values(draw, calls: list):
     pair = namedtuple("Pair", "a b")
     wrap = draw(st.sampled_from(["bare", "list", "tuple", "dict value", "set", "deque",
                                  "ordered", "counter", "defaultdict", "namedtuple",
-                                 "exception", "namespace", "slice", "view", "class"]))
+                                 "exception", "namespace", "slice", "view", "class",
+                                 "partial"]))
     keyed = {made: 1} if wrap in ("set", "ordered", "counter") and (
         "__hash__" in names or "__eq__" not in names) and base not in (list, dict, set) else None
     return {
@@ -168,6 +170,7 @@ def _hostile_values(draw, calls: list):
         "namedtuple": lambda: pair(made, 1), "exception": lambda: ValueError(made),
         "namespace": lambda: SimpleNamespace(a=made), "slice": lambda: slice(made),
         "view": lambda: {"k": made}.values(), "class": lambda: [klass, made],
+        "partial": lambda: functools.partial(klass, made, k=made),
     }[wrap]()
 
 
@@ -190,6 +193,7 @@ def test_the_rendering_rule_case_by_case():
     import datetime
     import decimal
     import enum
+    import functools
     import re
     import types
     from collections import Counter, OrderedDict, defaultdict, deque, namedtuple
@@ -204,6 +208,10 @@ def test_the_rendering_rule_case_by_case():
 
     class Name(str):
         pass
+
+    class Span(datetime.timedelta):
+        def __repr__(self):
+            raise AssertionError("run")
 
     class Count(int):
         pass
@@ -291,6 +299,10 @@ def test_the_rendering_rule_case_by_case():
         (slice(1, Count(2)), f"slice(1, {prefix}Count(2), None)"),
         ({"k": Name("v")}.values(), f"dict_values([{prefix}Name('v')])"),
         (types.SimpleNamespace(a=Name("v")), f"namespace(a={prefix}Name('v'))"),
+        (datetime.timezone(Span(hours=1)), "<datetime.timezone object>"),  # repr asks Span
+        (NotImplemented, "NotImplemented"),
+        (functools.partial(len, Name("v"), key=[1]),
+         f"functools.partial(<built-in function len>, {prefix}Name('v'), key=[1])"),
         (iter([1]), "<list_iterator object>"),
         (object(), "<object object>"),
     ]
