@@ -997,7 +997,8 @@ def _emit_partial(value, kind, parts, budget, active, nesting) -> None:
     active.discard(address(value))
 
 
-_SPECIALS = ((MethodType, _emit_method), (_partial, _emit_partial), (GeneratorType, _emit_generator),
+_SPECIALS = ((MethodType, _emit_method), (_partial, _emit_partial),
+             (GeneratorType, _emit_generator),
              (CoroutineType, _emit_generator), (AsyncGeneratorType, _emit_generator),
              (slice, _emit_slice), (ModuleType, _emit_module),
              (SimpleNamespace, _emit_namespace), (_time, _emit_clock),

@@ -25,7 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.traces import steps_of
+from helpers.traces import attributes_of, globals_of, objects_of, outcome, steps_of
+from helpers.traces import state_rows as states_of
 
 ISOLATIONS = ["job", "batch"]
 SAME = ("status", "output", "output_type", "output_truncated", "exception_type",
@@ -39,33 +40,6 @@ def traced_and_run(sandbox, isolation: str, code: str, input: str = "", **reques
                         isolation).result
     assert {key: traced.get(key) for key in SAME} == {key: plain.get(key) for key in SAME}
     return traced
-
-
-def states_of(result: dict) -> list[tuple]:
-    s = result["states"]
-    return list(zip(s["step"], s["var"], s["value"], s["type"], s["truncated"], s["object_id"]))
-
-
-def attributes_of(result: dict) -> list[tuple]:
-    a = result.get("attributes") or {"step": []}
-    return list(zip(a["step"], a.get("object_id", []), a.get("attr", []), a.get("value", []),
-                    a.get("type", []), a.get("truncated", []), a.get("ref_id", [])))
-
-
-def objects_of(result: dict) -> list[tuple]:
-    o = result.get("objects") or {"type": [], "step": []}
-    return [(index + 1, kind, step) for index, (kind, step) in enumerate(zip(o["type"], o["step"]))]
-
-
-def globals_of(result: dict) -> list[tuple]:
-    g = result.get("global_states") or {"step": []}
-    return list(zip(g["step"], g.get("name", []), g.get("value", []), g.get("type", []),
-                    g.get("truncated", []), g.get("object_id", [])))
-
-
-def outcome(result: dict) -> tuple:
-    return (result["status"], result["output"], result["exception_type"],
-            result["exception_message"], result["stdout"])
 
 
 # ---------------------------------------------------------------- reprs
@@ -119,7 +93,7 @@ def test_reprs_strs_and_formats_never_run(sandbox, isolation):
     a tuple, a dict, a namedtuple, a dataclass (whose own repr would call the item's), an
     exception's args and a defaultdict: rendered by its attributes, nothing of its runs."""
     result = traced_and_run(sandbox, isolation, REPRS, "3")
-    assert outcome(result) == ("ok", "0", None, None, "")
+    assert outcome(result) == ("ok", None, None, "0", "")
     assert states_of(result) == [
         (0, "n", "3", "int", False, None),
         (2, "self", "Loud()", "Loud", False, 2),
@@ -127,7 +101,9 @@ def test_reprs_strs_and_formats_never_run(sandbox, isolation):
         (4, "self", "Loud(n=3)", "Loud", False, 2),
         (4, "<return>", "None", "NoneType", False, None),
         (5, "a", "Loud(n=3)", "Loud", False, 2),
-        (6, "items", "[Loud(n=3), (Loud(n=3),), {'k': Loud(n=3)}, Pair(a=Loud(n=3), b=1), Box(item=Loud(n=3)), ValueError(Loud(n=3)), defaultdict(<class 'list'>, {'k': [Loud(n=3)]})]", "list", False, 3),
+        (6, "items", "[Loud(n=3), (Loud(n=3),), {'k': Loud(n=3)}, Pair(a=Loud(n=3), b=1), "
+                     "Box(item=Loud(n=3)), ValueError(Loud(n=3)), "
+                     "defaultdict(<class 'list'>, {'k': [Loud(n=3)]})]", "list", False, 3),
         (7, "<return>", "0", "int", False, None),
     ]
     assert objects_of(result) == [
@@ -217,10 +193,11 @@ def test_eq_hash_lt_and_the_metaclass_never_run(sandbox, isolation):
     list with the class itself (``type.__repr__``'s form). The 5 calls logged before the
     call and the 3 in ``{K2, K1}`` (traced) are the program's own."""
     result = traced_and_run(sandbox, isolation, HASHING, "0")
-    assert outcome(result) == ("ok", "8", None, None, "")
+    assert outcome(result) == ("ok", None, None, "8", "")
     assert states_of(result) == [
         (0, "n", "0", "int", False, None),
-        (2, "keys", "[Key(k=1), <class '__main__.Key'>, (Key(k=2), <class '__main__.Key'>)]", "list", False, 7),
+        (2, "keys", "[Key(k=1), <class '__main__.Key'>, (Key(k=2), <class '__main__.Key'>)]",
+         "list", False, 7),
         (3, "table", "{Key(k=1): 'one'}", "dict", False, 5),
         (4, "ordered", "OrderedDict({Key(k=1): 1, Key(k=2): 2})", "OrderedDict", False, 4),
         (5, "counts", "Counter({'x': Key(k=1), 'y': Key(k=2)})", "Counter", False, 1),
@@ -356,7 +333,7 @@ def test_properties_getattr_and_descriptors_never_run(sandbox, isolation):
     class, ``__len__``/``__bool__``/``__iter__``/``__dir__``/``__sizeof__`` never run; a slot
     whose member descriptor was replaced by the program's descriptor is not read."""
     result = traced_and_run(sandbox, isolation, ATTRIBUTES, "5")
-    assert outcome(result) == ("ok", "0", None, None, "")
+    assert outcome(result) == ("ok", None, None, "0", "")
     assert states_of(result) == [
         (0, "n", "5", "int", False, None),
         (2, "self", "Shifty()", "Shifty", False, 2),
@@ -502,7 +479,7 @@ def test_container_subclasses_are_read_with_the_builtin_types_own_functions(sand
     ``__format__`` and ``__index__``: each is ``Class(value)``, its value read with the
     built-in type's C functions (a list holding itself: ``[...]``)."""
     result = traced_and_run(sandbox, isolation, SUBCLASSES, "5")
-    assert outcome(result) == ("ok", "0", None, None, "")
+    assert outcome(result) == ("ok", None, None, "0", "")
     assert states_of(result) == [
         (0, "n", "5", "int", False, None),
         (2, "h", "Hoard([1, 2])", "Hoard", False, 2),
@@ -575,8 +552,8 @@ def test_finalizers_run_where_they_run_untraced(sandbox, isolation):
     generator's frame, so its ``del gen`` came after the call), and at the call's end.
     Each ``__del__`` run inside the call is a traced activation."""
     result = traced_and_run(sandbox, isolation, FINALIZERS, "5")
-    assert outcome(result) == ("ok", "5", None, None, "del a\nrebound\ndel c\ncleared\ndel d\ndeleted\ndel gen\n"
-                               "closed\ndel e\ndel b\n")
+    assert outcome(result) == ("ok", None, None, "5", "del a\nrebound\ndel c\ncleared\ndel d\n"
+                               "deleted\ndel gen\nclosed\ndel e\ndel b\n")
     assert states_of(result) == [
         (0, "n", "5", "int", False, None),
         (2, "self", "Noisy()", "Noisy", False, 1),
@@ -684,7 +661,7 @@ def test_keys_of_the_programs_own_in_class_dicts_and_globals(sandbox, isolation)
     the global ``count``): the tracer scans such dicts for plain keys, so the only
     ``__eq__`` calls are the program's own (3, traced, in ``f``)."""
     result = traced_and_run(sandbox, isolation, KEYS, "5")
-    assert outcome(result) == ("ok", "3", None, None, "")
+    assert outcome(result) == ("ok", None, None, "3", "")
     assert states_of(result) == [
         (0, "n", "5", "int", False, None),
         (2, "o", "Odd()", "Odd", False, 2),
@@ -762,7 +739,7 @@ def test_the_output_is_the_values_own_repr(sandbox, isolation):
     (neither runs: ``__str__`` would print); the returned object's own ``__repr__``
     runs once, after the call, in both modes: the output and its print."""
     result = traced_and_run(sandbox, isolation, EXCEPTIONS, "1")
-    assert outcome(result) == ("ok", "Shown()", None, None, "repr of Shown\n")
+    assert outcome(result) == ("ok", None, None, "Shown()", "repr of Shown\n")
     assert states_of(result) == [
         (0, "n", "1", "int", False, None),
         (3, "self", "Oops(1)", "Oops", False, 2),
@@ -794,7 +771,7 @@ def test_an_escaping_exceptions_message_is_its_str_in_both_modes(sandbox, isolat
     """The exception that escapes is described by its ``__str__`` after the call, in both
     modes (one print); while recording, neither its ``__repr__`` nor its ``__str__`` runs."""
     result = traced_and_run(sandbox, isolation, EXCEPTIONS, "2")
-    assert outcome(result) == ("exception", None, "Oops", "oops!", "str of Oops\n")
+    assert outcome(result) == ("exception", "Oops", "oops!", None, "str of Oops\n")
     assert states_of(result) == [
         (0, "n", "2", "int", False, None),
         (3, "self", "Oops(2)", "Oops", False, 2),
@@ -854,9 +831,9 @@ def test_an_output_repr_that_starts_a_thread_is_unsupported_in_both_modes(sandbo
     there with ``unsupported`` (it was ``crashed``, the runner's StopTracing escaping);
     while recording, the ``__repr__`` never ran."""
     result = traced_and_run(sandbox, isolation, THREADED_OUTPUT)
-    assert outcome(result) == ("unsupported", None, None,
+    assert outcome(result) == ("unsupported", None,
                                "the program starts a thread; the sandbox (WASI) has no threads",
-                               "repr of Busy\n")
+                               None, "repr of Busy\n")
     assert states_of(result) == [
         (2, "self", "Busy()", "Busy", False, 1),
         (4, "self", "Busy(n=1)", "Busy", False, 1),
@@ -898,7 +875,8 @@ def test_a_scripts_namespace_with_a_key_of_the_programs(sandbox, isolation):
         (5, "__module__", "'__main__'", "str", False, None),
         (5, "__qualname__", "'Twin'", "str", False, None),
         (5, "__firstlineno__", "4", "int", False, None),
-        (6, "__hash__", "<slot wrapper '__hash__' of 'str' objects>", "wrapper_descriptor", False, None),
+        (6, "__hash__", "<slot wrapper '__hash__' of 'str' objects>", "wrapper_descriptor", False,
+         None),
         (7, "__eq__", "<function Twin.__eq__>", "function", False, None),
         (7, "__static_attributes__", "()", "tuple", False, None),
         (7, "__classdictcell__", "<cell: dict object>", "cell", False, None),
@@ -1020,7 +998,7 @@ def test_a_class_bodys_namespace_of_the_programs_own(sandbox, isolation):
     iteration (its names recorded); a mapping that is no dict records nothing (reading it
     would run its methods). None of the overrides runs."""
     result = traced_and_run(sandbox, isolation, PREPARED, "5")
-    assert outcome(result) == ("ok", "0", None, None, "")
+    assert outcome(result) == ("ok", None, None, "0", "")
     funcs = [result["funcs"][index] for index in result["steps"]["func"]]
     assert [row for row in states_of(result) if funcs[row[0]] != "Ledger.__setitem__"
             and funcs[row[0]] != "Ledger.__getitem__" and funcs[row[0]] != "Meta.__new__"] == [

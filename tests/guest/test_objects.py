@@ -25,30 +25,10 @@ import re
 
 import pytest
 
-from helpers.traces import steps_of
+from helpers.traces import attributes_of, globals_of, objects_of, steps_of
+from helpers.traces import state_rows as states_of
 
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def states_of(result: dict) -> list[tuple]:
-    s = result["states"]
-    return list(zip(s["step"], s["var"], s["value"], s["type"], s["truncated"], s["object_id"]))
-
-
-def objects_of(result: dict) -> list[tuple]:
-    o = result["objects"]
-    return [(index + 1, kind, step) for index, (kind, step) in enumerate(zip(o["type"], o["step"]))]
-
-
-def attributes_of(result: dict) -> list[tuple]:
-    a = result["attributes"]
-    return list(zip(a["step"], a["object_id"], a["attr"], a["value"], a["type"], a["truncated"],
-                    a["ref_id"]))
-
-
-def globals_of(result: dict) -> list[tuple]:
-    g = result["global_states"]
-    return list(zip(g["step"], g["name"], g["value"], g["type"], g["truncated"], g["object_id"]))
 
 
 def no_addresses(result: dict) -> bool:
