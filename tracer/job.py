@@ -728,7 +728,13 @@ def _set_outcome(result, limits, value, raised) -> None:
         result["exception_message"] = _describe(raised)
     else:
         result["status"] = "ok"
-        text, truncated = _tracer.value_repr(value, limits["max_output"])
+        # the value's own repr (program code), at this same point in every mode
+        try:
+            text, truncated = _tracer.value_repr(value, limits["max_output"], program_reprs=True)
+        except BaseException as exc:  # the job was stopped in it (a thread started)
+            if _stopped(result, exc):
+                return
+            raise
         if _stopped(result, None):  # the value's __repr__ printed past the limit
             return
         result["output"], result["output_truncated"] = text, truncated

@@ -395,7 +395,7 @@ async def h():
 enabled = False
 namespace = None          # the program's module namespace
 program = None            # the program's module code
-traced = False            # the job is traced (the tracer calls the program's __repr__)
+traced = False            # the job is traced (recording runs none of the program's code)
 jumps = 0                 # backward jumps taken this job
 refusal = None            # why this job is not judged (a str), once decided
 next_check = THRESHOLD    # the backward jump at which the next snapshot is taken
@@ -591,9 +591,6 @@ def _static_refusal(code):
                 names = current.co_names
                 if "__repr__" not in names or not ("__eq__" in names or "__hash__" in names):
                     makes_addresses = True  # an address in its repr, or its hash
-                if traced and ("__repr__" in names or "__str__" in names):
-                    # the tracer calls it when its own caches say so: hidden state
-                    return "a traced program's class defines __repr__"
     except Exception:  # a code object this module cannot read: not judged
         return "unreadable code"
     defined = set(bound)

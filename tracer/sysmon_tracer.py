@@ -47,11 +47,20 @@ order the tracer first sees them (``objects``); a state row carries its value's 
 every step the objects reachable from the frame's locals (through containers and
 instance attributes, within ``MAX_WALK_DEPTH``/``MAX_WALK_OBJECTS``) are visited, and the
 attributes of program instances that changed since the object was last seen are recorded
-(``attributes``). The tracer keeps no program object beyond a step: the object's address
-(``bounded_repr.address``, not ``id``: see there) maps to the object id, checked by a weak
-reference where the type allows one (a dead referent at the address means a new object).
-The program's globals that its code names are recorded at the first step and whenever
-they change (``global_states``).
+(``attributes``). The tracer keeps no program object, class or frame beyond a step: the
+object's address (``bounded_repr.address``, not ``id``: see there) maps to the object id,
+checked by a weak reference where the type allows one (a dead referent at the address
+means a new object); a type is kept as its address; a suspended generator's frame is
+found again by its address (``suspended``), since holding it would keep the generator
+alive. The program's globals that its code names are recorded at the first step and
+whenever they change (``global_states``).
+
+Recording never runs the program's code, so a traced run does what the untraced one does
+(docs/guides/runs.md, "What recording cannot change"): values are rendered by
+bounded_repr.py's rule; a type is put in a set or dict only when its metaclass is
+``type`` itself (a metaclass's ``__hash__`` would run: ``type(kind) is type and kind in
+...``); a namespace is read with dict's own iteration, its plain ``str`` keys only
+(``_namespace_items``), and looked up only when all its keys are plain strings.
 
 Trust: the tracer shares its interpreter with the program, so it keeps no state where the
 program can reach it. It is a module (no classes: a class is reachable through
@@ -75,7 +84,8 @@ from _operator import is_ as _is  # noqa: E402
 from _weakref import ref as _weakref  # noqa: E402
 from collections import Counter  # noqa: E402
 from itertools import islice as _islice  # noqa: E402
-from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType  # noqa: E402
+from types import (BuiltinFunctionType, CodeType, FrameType, FunctionType,  # noqa: E402
+                   ModuleType)
 
 import bounded_repr as _br  # noqa: E402
 import loops as _loops  # noqa: E402
@@ -107,7 +117,7 @@ _FLAT = _ATOMIC_TYPES  # items that hold no objects
 MAX_WALK_DEPTH = 6        # containers/attributes followed from a local
 MAX_WALK_OBJECTS = 200    # tracked objects visited per step
 MAX_WALK_ITEMS = 1000     # items looked at in one container
-_DICT_KEYS, _DICT_VALUES = dict.keys, dict.values
+_DICT_KEYS, _DICT_VALUES, _DICT_ITEMS = dict.keys, dict.values, dict.items
 # _FLAT_SAME. A list or dict local whose repr was flat (its items ints, strings and the
 # like: bounded_repr.flat) is not rendered again while it is the object at the same
 # address holding the very same items (compared by identity, in order, at C speed): its
@@ -117,6 +127,13 @@ _issubclass = issubclass
 _MISSING = object()  # not a program object: made by the runner, never handed out
 
 _getframe = sys._getframe
+_FRAME_LOCALS = type((lambda: _getframe(0).f_locals)())  # a function frame's: FrameLocalsProxy
+_GENERATOR = FrameType.__dict__.get("f_generator")  # Python 3.14: the frame's generator
+
+
+def _generator_of(frame):
+    """The generator or coroutine whose frame this is (None where frames do not say)."""
+    return None if _GENERATOR is None else _GENERATOR.__get__(frame)
 # sys.monitoring's functions, bound once (the program never sees the namespace itself).
 _MONITORING = sys.monitoring
 _get_tool = _MONITORING.get_tool
@@ -172,17 +189,20 @@ namespace = None          # the program's module namespace (its globals)
 global_names: frozenset = frozenset()  # names the program's functions use (co_names)
 watched: list = []        # those in the namespace (recomputed when its size changes)
 watched_size = -1
-global_prev: dict = {}    # name -> (atomic value, repr, type, object id, weak reference)
+global_prev: dict = {}    # name -> (atomic value or _MISSING, repr, type's address,
+                          #         object id, weak reference)
 global_rows: list = []    # (step, name, repr or None, type, truncated, object id)
 walk_cut = False          # objects were beyond the walk's bounds
 snapshots: list = []      # full_locals mode: (step, {name: repr})
 funcs: list = []
 code_index: dict = {}     # traced code object -> index into funcs
 offset_lines: dict = {}   # code object -> {offset: line}
-frame_ids: dict = {}      # live frame object -> frame id
+frame_ids: dict = {}      # running program frame object -> frame id
+suspended: dict = {}      # address of a suspended generator's frame -> (frame id, code,
+                          #   yield offset, (weak reference to, address of) its generator)
 frame_depths: dict = {}   # running program frame -> Python depth above base
-prev: dict = {}           # frame id -> {name: (kept value, repr, type, object id,
-                          #                  flat items, _FLAT_SAME)}
+prev: dict = {}           # frame id -> {name: (kept value or _MISSING, repr, type's
+                          #   address, object id, (type, address, flat items): _FLAT_SAME)}
 stack: list = []          # (frame id, frame) of active program frames
 next_frame = 0
 line_steps = instructions = calls = 0
@@ -215,6 +235,7 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
     step_events, step_lines, step_depths, step_frames, step_funcs = [], [], [], [], []
     states, snapshots, funcs = [], [], []
     code_index, offset_lines, frame_ids, frame_depths, prev = {}, {}, {}, {}, {}
+    suspended.clear()
     stack = []
     next_frame = line_steps = instructions = calls = quiet = 0
     max_depth = -1
@@ -266,6 +287,7 @@ def finish() -> None:
     base_frame = namespace = None
     _loops.finish()
     frame_ids.clear()
+    suspended.clear()
     frame_depths.clear()
     prev.clear()
     stack.clear()
@@ -377,43 +399,48 @@ def _delta(frame, fid: int, index: int) -> None:
     reachable from them, and the program's globals that changed."""
     old_values = prev[fid]
     local_vars = frame.f_locals
-    module = local_vars is namespace and namespace is not None
-    items = local_vars.items()
-    if module:  # a script's top level: its locals are the globals, dunders left out
-        items = [(n, v) for n, v in list(items) if not _dunder(n)]
+    module = False
+    if type(local_vars) is _FRAME_LOCALS:  # a function's: its names are the code's
+        items = local_vars.items()
+        names = local_vars
+    else:  # a module's or a class body's namespace: what the program put there
+        module = local_vars is namespace and namespace is not None
+        items = _namespace_items(local_vars, module)
+        names = None
     roots = None
     seen = 0
     for name, value in items:
         seen += 1
         old = old_values.get(name)
         kind = type(value)
-        if old is not None and old[2] is kind:
+        if old is not None:
             if old[0] is value:
                 continue  # the very atomic value (or flat tuple) it held: unchanged
             same = old[4]
-            if same is not None and same[0] == _address(value) and len(value) == len(
-                    same[1]) and all(map(_is, value, same[1])) and (
-                    kind is list or all(map(_is, _DICT_VALUES(value), same[2]))):
+            if same is not None and same[0] is kind and same[1] == _address(value) and len(
+                    value) == len(same[2]) and all(map(_is, value, same[2])) and (
+                    kind is list or all(map(_is, _DICT_VALUES(value), same[3]))):
                 continue  # the same flat list or dict, holding the very same items
         text, truncated = value_repr(value)
         oid = same = None
-        if kind in _ATOMIC_TYPES:
+        kept = _MISSING
+        plain = type(kind) is type  # only then may the type be hashed (set lookups)
+        if plain and kind in _ATOMIC_TYPES:
             kept = value
         else:
             # Only values without finalizers are kept: immutable atomic ones, and tuples
             # and the items of lists and dicts that hold nothing else (a repr ``flat``, see
-            # _FLAT_SAME). Holding any other object would delay its __del__ past the line
-            # that drops it.
-            kept = None
+            # _FLAT_SAME). Holding any other object (or its class: the tuple keeps the
+            # type's address) would delay its __del__ past the line that drops it.
             flat = _br.flat
             if flat:
                 if kind is tuple:
                     kept = value
                 elif kind is list:
-                    same = (_address(value), tuple(value))
+                    same = (list, _address(value), tuple(value))
                 elif kind is dict:
-                    same = (_address(value), tuple(value), tuple(_DICT_VALUES(value)))
-            if kind in _TRACKED:
+                    same = (dict, _address(value), tuple(value), tuple(_DICT_VALUES(value)))
+            if plain and kind in _TRACKED:
                 entry = object_index.get(_address(value))
                 if entry is not None and entry[1] is None and entry[2] == _address(kind):
                     oid = entry[0]  # a list or dict seen before (no weak reference to check)
@@ -421,19 +448,21 @@ def _delta(frame, fid: int, index: int) -> None:
                     oid = _object_id(value, kind, index)
                 if not flat and kind in _WALKED:
                     roots = [value] if roots is None else roots + [value]
-            elif kind in _WALKED:
+            elif plain and kind in _WALKED:
                 if not flat:
                     roots = [value] if roots is None else roots + [value]
             elif _shape(kind) is not None:
                 oid = _object_id(value, kind, index)
                 roots = [value] if roots is None else roots + [value]
-        if old is not None and old[1] == text and old[2] is kind and old[3] == oid:
-            old_values[name] = (kept, text, kind, oid, same)
+        mark = _address(kind)
+        if old is not None and old[1] == text and old[2] == mark and old[3] == oid:
+            old_values[name] = (kept, text, mark, oid, same)
             continue
-        old_values[name] = (kept, text, kind, oid, same)
+        old_values[name] = (kept, text, mark, oid, same)
         _state(index, name, text, type_name(kind), truncated, oid)
     if seen != len(old_values):
-        names = local_vars if not module else dict(items)
+        if names is None:
+            names = {name for name, _ in items}
         for name in [n for n in old_values if n not in names]:
             del old_values[name]
             states.append((index, name, None, None, False, None))
@@ -442,12 +471,21 @@ def _delta(frame, fid: int, index: int) -> None:
     if global_names and not module and (watched or len(namespace) != watched_size):
         _globals(index)
     if full_locals:  # computed afresh, independently of the deltas' bookkeeping
-        snapshots.append((index, {n: value_repr(v)[0] for n, v in
-                                   (items if module else local_vars.items())}))
+        snapshots.append((index, {n: value_repr(v)[0] for n, v in items}))
 
 
-def _dunder(name) -> bool:
-    return type(name) is str and name[:2] == "__" and name[-2:] == "__"
+def _namespace_items(mapping, module: bool) -> list:
+    """``(name, value)`` of a module's or class body's namespace: its plain ``str`` keys
+    (a program may put any key there, whose ``__hash__`` or ``__eq__`` the tracer's own
+    dicts would run), dunders left out for a module (a script's top level), read with
+    dict's own C iteration; a namespace that is not a dict (a metaclass's ``__prepare__``
+    mapping, ``exec``'s locals) shows nothing (reading it would run its methods)."""
+    if not _issubclass(type(mapping), dict):
+        return []
+    if module:
+        return [(n, v) for n, v in list(_DICT_ITEMS(mapping))
+                if type(n) is str and not (n[:2] == "__" and n[-2:] == "__")]
+    return [(n, v) for n, v in list(_DICT_ITEMS(mapping)) if type(n) is str]
 
 
 def _state(index: int, name: str, text: str, kind_name: str, truncated: bool,
@@ -468,9 +506,9 @@ def _spend(chars: int, what: str) -> None:
 
 # ------------------------------------------------------------------ objects
 def _shape(kind):
-    """The layout of a program class (bounded_repr.layout), None for other types. Reading
-    a class's dicts may meet a program's str subclass keys: quiet, and a failure is
-    remembered as "not a program class"."""
+    """The layout of a program class (bounded_repr.layout), None for other types. Quiet,
+    and a failure taken as "not a program class", as a safety net: no program code runs
+    there."""
     global quiet
     entry = _br._layouts.get(_address(kind))
     if entry is not None and entry[0]() is kind:
@@ -481,7 +519,6 @@ def _shape(kind):
     except BaseException as exc:
         if exc is stop and stop is not None:
             raise
-        _br._layouts[_address(kind)] = (_weakref(kind), None)
         return None
     finally:
         quiet -= 1
@@ -497,7 +534,7 @@ def _object_id(value, kind, index: int) -> int:
         if ref is None or ref() is value:
             return entry[0]
     ref = None
-    if kind not in _NO_WEAKREF:
+    if type(kind) is not type or kind not in _NO_WEAKREF:  # (a type hashed: see _delta)
         try:
             ref = _weakref(value)
         except TypeError:  # a class with __slots__ and no __weakref__
@@ -540,12 +577,13 @@ def _visit(level: list, index: int) -> None:
                 continue
             seen.add(key)
             kind = type(value)
-            if kind in _TRACKED:
+            tracked = type(kind) is type and kind in _TRACKED  # (a type hashed: see _delta)
+            if tracked:
                 shape = None
             else:
                 entry = layouts_get(_address(kind))
                 shape = entry[1] if entry is not None and entry[0]() is kind else _shape(kind)
-            if shape is not None or kind in _TRACKED:
+            if shape is not None or tracked:
                 count += 1
                 if count > MAX_WALK_OBJECTS:
                     walk_cut = True
@@ -559,7 +597,7 @@ def _visit(level: list, index: int) -> None:
                 if shape is not None:
                     _attributes(value, kind, shape, oid, index, following)
                     continue
-            if kind in _WALKED:
+            if type(kind) is type and kind in _WALKED:
                 _children(value, kind, following)
         if not following:
             return
@@ -575,10 +613,13 @@ def _children(value, kind, following: list) -> None:
         if len(part) > MAX_WALK_ITEMS:
             walk_cut = True
             part = list(_islice(part, MAX_WALK_ITEMS))
-        elif set(map(type, part)) <= _FLAT:
-            continue
+        else:
+            found = _br.kinds(part)  # the items' types, unless hashing one runs program code
+            if found is not None and found <= _FLAT:
+                continue
         for item in part:
-            if type(item) not in _FLAT:
+            kind = type(item)
+            if type(kind) is not type or kind not in _FLAT:
                 following.append(item)
 
 
@@ -593,7 +634,8 @@ def _attributes(value, kind, shape, oid: int, index: int, following: list) -> No
         item_kind = type(item)
         old = old_attrs.get(name)
         ref = None
-        if item_kind in _ATOMIC_TYPES:
+        tracked = type(item_kind) is type and item_kind in _TRACKED  # (see _delta)
+        if type(item_kind) is type and item_kind in _ATOMIC_TYPES:
             if old is not None and old[0] is item and old[2] == _address(item_kind):
                 continue
             kept = item
@@ -602,11 +644,11 @@ def _attributes(value, kind, shape, oid: int, index: int, following: list) -> No
             following.append(item)
             entry = object_index.get(_address(item))
             if entry is not None and entry[2] == _address(item_kind) and (
-                    entry[1]() is item if entry[1] is not None else item_kind in _TRACKED):
+                    entry[1]() is item if entry[1] is not None else tracked):
                 ref = entry[0]  # an object seen before (what _object_id checks first)
-                if old is not None and old[3] == ref and item_kind not in _TRACKED:
+                if old is not None and old[3] == ref and not tracked:
                     continue  # the same instance (see below)
-            elif item_kind in _TRACKED:
+            elif tracked:
                 ref = _object_id(item, item_kind, index)
             elif _shape(item_kind) is not None:
                 ref = _object_id(item, item_kind, index)
@@ -634,8 +676,8 @@ def _attributes(value, kind, shape, oid: int, index: int, following: list) -> No
 def _globals(index: int) -> None:
     """Record the program's globals (names its code uses) that changed: their values at
     the first step, then every change. Modules are left out; functions and classes only
-    when they are bound again after the first step. Quiet: the namespace may hold a
-    program's keys, whose ``__eq__`` a lookup can run."""
+    when they are bound again after the first step. Quiet, as a safety net: no program
+    code runs here."""
     global quiet
     quiet += 1
     try:
@@ -656,38 +698,43 @@ def _check_globals(index: int) -> None:
         watched = sorted([name for name in ns if type(name) is str and name in global_names
                           and not (name[:2] == "__" and name[-2:] == "__")])
     first = not global_prev and index == 0
+    # a key of the program's (a str subclass, any object) may compare equal to a name and
+    # run its __eq__ in a lookup: then the names are read from the plain str keys only
+    found = ns if _br.exact_keys(ns) else {n: v for n, v in _DICT_ITEMS(ns) if type(n) is str}
     for name in watched:
-        value = ns.get(name, _MISSING)
+        value = found.get(name, _MISSING)
         old = global_prev.get(name)
         if value is _MISSING:
             if old is not None and old[1] is not None:
-                global_prev[name] = (None, None, None, None, None)
+                global_prev[name] = (_MISSING, None, None, None, None)
                 _spend(len(name) + 8, "global states")
                 global_rows.append((index, name, None, None, False, None))
             continue
         kind = type(value)
         if old is not None:
-            if old[0] is value and old[2] is kind and kind in _ATOMIC_TYPES:
-                continue
+            if old[0] is value:
+                continue  # the very atomic value it held
             weak = old[4]
             if weak is not None and weak() is value:
                 continue
         weak = None
+        mark = _address(kind)  # the type's address: the tracer keeps no class alive
         if kind is ModuleType or kind is FunctionType or kind is BuiltinFunctionType \
                 or _issubclass(kind, type):
             weak = _weakref(value)
             if kind is ModuleType or (old is None and first):
-                global_prev[name] = (None, "", kind, None, weak)
+                global_prev[name] = (_MISSING, "", mark, None, weak)
                 continue
         text, truncated = value_repr(value)
         oid = None
-        kept = value if kind in _ATOMIC_TYPES else None
-        if kept is None and (kind in _TRACKED or _shape(kind) is not None):
+        plain = type(kind) is type  # (see _delta)
+        kept = value if plain and kind in _ATOMIC_TYPES else _MISSING
+        if kept is _MISSING and ((plain and kind in _TRACKED) or _shape(kind) is not None):
             oid = _object_id(value, kind, index)
-        if old is not None and old[1] == text and old[2] is kind and old[3] == oid:
-            global_prev[name] = (kept, text, kind, oid, weak)
+        if old is not None and old[1] == text and old[2] == mark and old[3] == oid:
+            global_prev[name] = (kept, text, mark, oid, weak)
             continue
-        global_prev[name] = (kept, text, kind, oid, weak)
+        global_prev[name] = (kept, text, mark, oid, weak)
         _spend(len(text) + len(name), "global states")
         global_rows.append((index, name, text, type_name(kind, "global_states.type"),
                             truncated, oid))
@@ -721,13 +768,16 @@ def type_name(kind, field: str | None = "states.type") -> str:
     return name[:MAX_NAME]
 
 
-def value_repr(value, limit: int | None = None) -> tuple[str, bool]:
-    """``repr`` cut to ``max_repr`` (or ``limit``) characters, computed within that budget
-    for built-in types; a program's ``__repr__`` runs untraced (``quiet``)."""
+def value_repr(value, limit: int | None = None, program_reprs: bool = False) -> tuple[str, bool]:
+    """The rendering (bounded_repr.py) cut to ``max_repr`` (or ``limit``) characters,
+    computed within that budget for built-in types. It runs no program code, but for the
+    run's output (``program_reprs``), whose program ``__repr__`` runs untraced
+    (``quiet``)."""
     global quiet
     quiet += 1
     try:
-        text, truncated = _bounded_repr(value, max_repr if limit is None else limit)
+        text, truncated = _bounded_repr(value, max_repr if limit is None else limit,
+                                        program_reprs)
     except BaseException as exc:  # a program's __repr__ may raise anything
         if exc is stop and stop is not None:
             raise
@@ -909,6 +959,10 @@ def _enter(kind: int, code, offset: int) -> None:
     global next_frame, calls
     frame = frame_at(2)
     fid = frame_ids.get(frame)
+    if fid is None:  # a suspended generator's frame, known by its address (see _leave)
+        known = suspended.pop(_address(frame), None)
+        if known is not None and _resumes(known, frame, code, offset):
+            fid = frame_ids[frame] = known[0]
     adopted = fid is None
     if adopted:
         # A generator frame the trace has not seen start: one thrown into before it ever
@@ -928,6 +982,20 @@ def _enter(kind: int, code, offset: int) -> None:
     _record(kind, code, line_of(code, offset), frame, fid)
 
 
+def _resumes(known: tuple, frame, code, offset: int) -> bool:
+    """Whether ``frame``, resumed or thrown into at ``offset``, is the suspended activation
+    ``known`` (``suspended``): the same code, at a yield (a generator that never ran is at
+    its start, before any yield), of the same generator. Finalizing a generator clears the
+    weak references to it first: then its address says."""
+    if known[1] is not code or offset < known[2]:
+        return False
+    if known[3] is None:
+        return True
+    owner = _generator_of(frame)
+    alive = known[3][0]()
+    return alive is owner if alive is not None else known[3][1] == _address(owner)
+
+
 def _on_resume(code, offset):
     if quiet or not active:
         return None
@@ -944,7 +1012,9 @@ def _on_throw(code, offset, exc):
         # No program activation is running: this is a generator that a finished
         # activation abandoned, being closed as it is freed. Its clean-up is not part of
         # the call; forgetting the frame drops its later events too.
-        frame_ids.pop(frame_at(1), None)
+        frame = frame_at(1)
+        frame_ids.pop(frame, None)
+        suspended.pop(_address(frame), None)
         return None
     _register(code)  # a generator function thrown into before any of its runs
     _enter(THROW, code, offset)
@@ -989,12 +1059,19 @@ def _leave(kind: int, code, offset: int, key: str, value) -> None:
     index = _record(kind, code, line, frame, fid)
     text, truncated = value_repr(value)
     value_kind = type(value)
-    _state(index, key, text, type_name(value_kind), truncated,
-           None if value_kind in _ATOMIC_TYPES else _event_object(value, index))
+    _state(index, key, text, type_name(value_kind), truncated, _event_object(value, index))
     stack.pop()
     frame_depths.pop(frame, None)
-    if kind != YIELD:
-        del frame_ids[frame]
+    del frame_ids[frame]
+    if kind == YIELD:
+        # The frame object is not kept while its generator is suspended: it would keep the
+        # generator alive (and its locals, whose finalizers would run late) after the
+        # program dropped it. Its address (stable while the generator lives) and code say
+        # which activation a resume continues.
+        owner = _generator_of(frame)
+        suspended[_address(frame)] = (fid, code, offset, None if owner is None else (
+            _weakref(owner), _address(owner)))
+    else:
         del prev[fid]
 
 
@@ -1040,9 +1117,9 @@ def _exception_step(kind: int, code, offset: int, exc) -> None:
 def _event_object(value, index: int) -> int | None:
     """The object id of an event's value (``<return>``, ...), if it is a tracked object."""
     kind = type(value)
-    if kind in _ATOMIC_TYPES:
+    if type(kind) is type and kind in _ATOMIC_TYPES:  # (a type hashed: see _delta)
         return None
-    if kind in _TRACKED or _shape(kind) is not None:
+    if (type(kind) is type and kind in _TRACKED) or _shape(kind) is not None:
         return _object_id(value, kind, index)
     return None
 

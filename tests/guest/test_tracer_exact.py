@@ -1169,7 +1169,9 @@ def test_entry_call_with_two_program_activations_is_fully_recorded(run):
     (frame 0) and then ``__init__`` (frame 1, called by ``type.__call__`` after
     ``__new__`` returned). Both are part of the entry call ``f(1)``, so both must be
     recorded; the end of recording is the end of the call, not of whichever activation
-    happened to get frame id 0 (``__repr__`` runs untraced, for the output)."""
+    happened to get frame id 0. The states render the instance by its attributes (the
+    class's ``__repr__`` never runs while recording); the output is its own repr, run
+    untraced after the call."""
     result = run(CLASS_ENTRY, "1")
     assert outcome(result) == ("ok", None, None, "f()", "f", None)
     assert steps_of(result) == [
@@ -1186,6 +1188,7 @@ def test_entry_call_with_two_program_activations_is_fully_recorded(run):
         (2, "<return>", "f()", "f"),
         (3, "self", "f()", "f"),
         (3, "x", "1", "int"),
+        (5, "self", "f(x=1)", "f"),
         (5, "<return>", "None", "NoneType"),
     ]
     assert counts(result) == (2, 2, 0)
