@@ -159,12 +159,13 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
     except CorpusError as exc:
         raise InputError(str(exc)) from None
     outcome = _SANDBOX.run(job.request(), limits)
-    row, steps, states, objects, attributes, globals_ = run_rows(
+    row, steps, states, objects, attributes, globals_, settrace = run_rows(
         TracedRun(job, outcome.result, outcome.duration_us, "job"))
     row.update(shape=job.program.shape, test=job.program.test)
     return Run.from_rows(row, job.program.code, job.program.entry, steps.to_pylist(),
                          states.to_pylist(), stored=False, objects=objects.to_pylist(),
-                         attributes=attributes.to_pylist(), globals=globals_.to_pylist())
+                         attributes=attributes.to_pylist(), globals=globals_.to_pylist(),
+                         settrace_lines=settrace.to_pylist())
 
 
 # ====================================================================== the pipeline
