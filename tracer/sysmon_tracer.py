@@ -213,7 +213,6 @@ settrace_depths: list = []
 settrace_frames: list = []
 settrace_funcs: list = []
 settrace_cut = False      # more of them than max_steps: the view is not recorded
-inlined_loops: dict = {}  # code object -> offsets of its inlined any/all/tuple loops
 
 
 def begin(steps_limit: int, repr_limit: int, trace_chars: int,
@@ -228,9 +227,9 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
     global calls, max_depth, quiet, active, top_levels
     global object_index, object_types, object_steps, attr_prev, attributes
     global namespace, global_names, watched, watched_size, global_prev, global_rows, walk_cut
-    global lost_lines, settrace_cut, inlined_loops
+    global lost_lines, settrace_cut
     global settrace_steps, settrace_lines, settrace_depths, settrace_frames, settrace_funcs
-    lost_lines, settrace_cut, inlined_loops = {}, False, {}
+    lost_lines, settrace_cut = {}, False
     settrace_steps, settrace_lines, settrace_depths, settrace_frames, settrace_funcs = (
         [], [], [], [], [])
     max_steps, max_repr, trace_chars_left = steps_limit, repr_limit, trace_chars
@@ -966,11 +965,9 @@ def _settrace_line(code, line: int, destination: int) -> None:
     func = code_index.get(code)
     if func is None or frame.f_code is not code:
         return  # not a frame the trace follows
-    inlined = inlined_loops.get(code)
-    if inlined is None:
-        inlined = inlined_loops[code] = _inlined_loops(code)
-    if destination in inlined:
-        return
+    if _CALL_BEFORE and destination >= _CALL_BEFORE and \
+            code.co_code[destination - _CALL_BEFORE] == _CALL:
+        return  # 3.14's loop for any/all/tuple (see _CALL_BEFORE)
     if len(settrace_steps) >= max_steps:
         settrace_cut = True
         return
@@ -982,20 +979,6 @@ def _settrace_line(code, line: int, destination: int) -> None:
     settrace_funcs.append(func)
 
 
-def _inlined_loops(code) -> frozenset:
-    """The offsets of the loops CPython 3.14 inlines for ``any``/``all``/``tuple`` over a
-    generator expression (gh-131738): the only FOR_ITER that follows a CALL at once (the
-    generator it makes is its own iterator; every other loop gets its iterator from
-    GET_ITER). With an EXTENDED_ARG prefix the loop's jumps go to the prefix."""
-    found = set()
-    previous = None
-    for start, _, name, _, _, _, _ in _loops._instructions(code):
-        if name == "FOR_ITER" and previous == "CALL":
-            found.add(start)
-        previous = name
-    return frozenset(found)
-
-
 def _on_branch(code, offset, destination):
     """CPython 3.14's BRANCH_RIGHT, on only in code objects with lines it loses
     (``_lost_lines``): the loop exit whose LINE event CPython does not emit is recorded
@@ -1005,6 +988,17 @@ def _on_branch(code, offset, destination):
     if line is None:
         return _DISABLE
     return _on_line(code, line)
+
+
+_POP_ITER = _OPMAP.get("POP_ITER")  # (CPython 3.14 and later)
+# The loop CPython 3.14 compiles ``any``, ``all`` and ``tuple`` of a generator expression
+# into (gh-131738) is the only loop whose head (a FOR_ITER, maybe after an EXTENDED_ARG)
+# follows a CALL at once: the generator the CALL makes is its own iterator, every other
+# loop gets its iterator from GET_ITER. Its jump back goes to the head, so the CALL's
+# opcode is this many bytes before the jump's destination (the CALL and its inline
+# caches; 0 before 3.14, where no such loop exists).
+_CALL = _OPMAP["CALL"]
+_CALL_BEFORE = 0 if _POP_ITER is None else 2 + 2 * _loops._CACHES[_CALL]
 
 
 # ------------------------------------------------------------------ lines CPython 3.14 loses
@@ -1021,7 +1015,6 @@ def _on_branch(code, offset, destination):
 # line, and so does the LINE event's definition (an instruction about to run whose line
 # differs from the previous one's): it is recorded from FOR_ITER's BRANCH_RIGHT event,
 # which 3.14 fires at that POP_ITER with the lost instruction as its destination.
-_POP_ITER = _OPMAP.get("POP_ITER")
 _LOOP_END = None if _POP_ITER is None else bytes((_OPMAP["END_FOR"], 0, _POP_ITER, 0))
 _NO_LINE_STARTS = frozenset(_OPMAP[name] for name in (
     "END_ASYNC_FOR", "END_FOR", "END_SEND", "RESUME", "POP_ITER") if name in _OPMAP)
