@@ -17,22 +17,9 @@ from steptrace.analytics._trace_export import export_traces
 from steptrace.cli._main import main
 from steptrace.errors import InputError
 from helpers.native_tracer import PYTHONS, NativeSettrace, native_python
+from helpers.programs import CALLS_IN_COMPREHENSION, ONE_LINE_LOOPS
 
-VIEW = """\
-def f(xs):
-    sq = [x * x for x in xs]
-    total = 0
-    for x in xs: total += x
-    return sq, total
-"""
-CALLS = """\
-def double(x):
-    return 2 * x
-
-def f(xs):
-    out = [double(x) for x in xs]
-    return out
-"""
+VIEW, CALLS = ONE_LINE_LOOPS, CALLS_IN_COMPREHENSION
 RECORDS = [{"id": "view", "code": VIEW, "input": "[1, 2, 3]"},
            {"id": "calls", "code": CALLS, "input": "[1, 2]"}]
 VIEW_LINES = [[2, 0, "f"]] * 4 + [[3, 0, "f"]] + [[4, 0, "f"]] * 4 + [[5, 0, "f"]]

@@ -26,6 +26,7 @@ from collections import defaultdict
 
 import pytest
 
+from helpers.programs import CALLS_IN_COMPREHENSION, ONE_LINE_LOOPS_AND_ANY
 from helpers.traces import job, states_of, steps_of
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import Sandbox
@@ -1523,24 +1524,6 @@ def test_return_after_a_loop_in_a_generator_is_a_line_step(run):
 # comprehension's next item, a loop written on one line, a generator expression resumed
 # for its next item); sys.monitoring's LINE does not. The trace keeps those beside the
 # steps (``settrace_lines``: the step each follows, its line, depth, frame, function).
-SETTRACE_VIEW = """\
-def f(xs):
-    sq = [x * x for x in xs]
-    total = 0
-    for x in xs: total += x
-    big = any(x > 5 for x in xs)
-    return sq, total, big
-"""
-
-CALLS_IN_COMPREHENSION = """\
-def double(x):
-    return 2 * x
-
-def f(xs):
-    return [double(x) for x in xs]
-"""
-
-
 def settrace_view(result: dict) -> list[tuple]:
     """(function, line, depth) of each line step and of the view's own events after it."""
     own, funcs = result["settrace_lines"], result["funcs"]
@@ -1562,7 +1545,7 @@ def test_settrace_view_repeats_lines_at_backward_jumps_to_themselves(run):
     resumes. The loop CPython 3.14 runs for ``any`` in ``f`` itself (gh-131738) is not
     settrace's in 3.12/3.13 (``any`` runs it in C) and is left out: the view is what
     sys.settrace reports on CPython 3.13 for this program, line for line."""
-    result = run(SETTRACE_VIEW, "[1, 2, 3]")
+    result = run(ONE_LINE_LOOPS_AND_ANY, "[1, 2, 3]")
     assert outcome(result) == ("ok", None, None, "([1, 4, 9], 6, False)", "tuple", None)
     assert counts(result) == (6, 2, 1)
     g = "f.<locals>.<genexpr>"
@@ -1588,7 +1571,7 @@ def test_settrace_view_events_fall_between_the_callees_steps(run):
     assert result["settrace_lines"] == {"step": [4, 7], "line": [5, 5], "depth": [0, 0],
                                         "frame": [0, 0], "func": [0, 0]}
     assert settrace_view(result) == [("f", 5, 0), ("double", 2, 1), ("f", 5, 0),
-                                     ("double", 2, 1), ("f", 5, 0)]
+                                     ("double", 2, 1), ("f", 5, 0), ("f", 6, 0)]
 
 
 def test_the_line_after_a_loop_and_plain_code_have_no_settrace_events_of_their_own(run):

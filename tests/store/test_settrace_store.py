@@ -15,15 +15,9 @@ from steptrace.store._reader import open_store
 from steptrace.store._runs import SettraceLine, Step
 from steptrace.store._store import SCHEMA_VERSION, connect
 from steptrace.tracing._trace import TraceOptions, trace_corpus
+from helpers.programs import ONE_LINE_LOOPS_AND_ANY
 
-VIEW = """\
-def f(xs):
-    sq = [x * x for x in xs]
-    total = 0
-    for x in xs: total += x
-    big = any(x > 5 for x in xs)
-    return sq, total, big
-"""
+VIEW = ONE_LINE_LOOPS_AND_ANY
 PLAIN = "def f(x):\n    y = x + 1\n    return y\n"
 RECORDS = [{"id": "view", "code": VIEW, "input": "[1, 2, 3]"},
            {"id": "plain", "code": PLAIN, "input": "1"}]

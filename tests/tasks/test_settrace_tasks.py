@@ -19,22 +19,9 @@ from steptrace.tasks._tasks import TaskOptions, generate_tasks
 from steptrace.tasks._templates import LINE_RULES
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 from helpers.native_tracer import PYTHONS, NativeSettrace, native_python
+from helpers.programs import CALLS_IN_COMPREHENSION, ONE_LINE_LOOPS
 
-VIEW = """\
-def f(xs):
-    sq = [x * x for x in xs]
-    total = 0
-    for x in xs: total += x
-    return sq, total
-"""
-CALLS = """\
-def double(x):
-    return 2 * x
-
-def f(xs):
-    out = [double(x) for x in xs]
-    return out
-"""
+VIEW, CALLS = ONE_LINE_LOOPS, CALLS_IN_COMPREHENSION
 RECORDS = [{"id": "view", "code": VIEW, "input": "[1, 2, 3]"},
            {"id": "calls", "code": CALLS, "input": "[1, 2]"}]
 LINE_KINDS = ("next_line", "next_line_any", "coverage", "line_count", "steps", "trace")
