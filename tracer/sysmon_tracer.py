@@ -926,8 +926,8 @@ def _on_jump(code, offset, destination):
         _settrace_line(code, line, destination)
     if not _loops.enabled:
         # judging ended (or never began): this jump never comes again, unless settrace
-        # reports it
-        return None if same else _DISABLE
+        # reports it and the view is still recorded
+        return None if same and not settrace_cut else _DISABLE
     loops = _loops
     loops.jumps += 1
     if loops.jumps < loops.next_check:
