@@ -758,6 +758,14 @@ def _fill_trace(result: dict) -> None:
         result["attributes"] = _columns(tracer.attributes, wire.ATTRIBUTE_COLUMNS)
     if tracer.global_rows:
         result["global_states"] = _columns(tracer.global_rows, wire.GLOBAL_COLUMNS)
+    if tracer.settrace_cut:  # left out: the view is not complete
+        wire.add_note(result, f"the settrace view has more than {tracer.max_steps} line "
+                      "events of its own: it is not recorded")
+    else:
+        result["settrace_lines"] = {
+            "step": tracer.settrace_steps, "line": tracer.settrace_lines,
+            "depth": tracer.settrace_depths, "frame": tracer.settrace_frames,
+            "func": tracer.settrace_funcs}
     if tracer.walk_cut or _tracer._br.attributes_cut:
         wire.add_note(result, "objects beyond the tracer's bounds (depth "
                       f"{tracer.MAX_WALK_DEPTH}, {tracer.MAX_WALK_OBJECTS} objects a step, "

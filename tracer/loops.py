@@ -246,7 +246,9 @@ def _deopt(op: int) -> int:
 
 _OPNAMES = tuple(_dis.opname[_deopt(op)] for op in range(256))
 _DEOPT = tuple(_deopt(op) for op in range(256))
-_CACHES = tuple(_dis._inline_cache_entries.get(_dis.opname[_deopt(op)], 0)
+_CACHE_ENTRIES = _dis._inline_cache_entries  # by name; by opcode in CPython 3.12
+_CACHES = tuple(_CACHE_ENTRIES.get(_dis.opname[_deopt(op)], 0)
+                if type(_CACHE_ENTRIES) is dict else _CACHE_ENTRIES[_deopt(op)]
                 for op in range(256))
 _HAS_ARG = frozenset(_dis.hasarg)
 _HAS_NAME = frozenset(_dis.hasname)
@@ -342,7 +344,9 @@ def _check_reader() -> None:
                 continue
             expected.append((instruction.offset, instruction.opname, instruction.arg,
                              instruction.argval if instruction.opcode in _HAS_NAME else None,
-                             instruction.jump_target))
+                             instruction.jump_target if hasattr(instruction, "jump_target")
+                             else instruction.argval if instruction.opcode in _HAS_JUMP
+                             else None))  # (3.12's Instruction has no jump_target)
         mine = [(offset, opname, arg, name, target)
                 for _, offset, opname, _, arg, name, target in _instructions(code)]
         if mine != expected:

@@ -27,6 +27,14 @@ Step kinds (the ``event`` column of the ``steps`` table):
 ``unwind``     the activation ends by an exception (PY_UNWIND); carries ``<exception>``
 =============  ============================================================================
 
+A ``line`` step is a LINE event, and LINE events are CPython 3.11-3.13's: where CPython
+3.14 makes none for the statement after a loop (see "lines CPython 3.14 loses" below),
+the tracer records it from the loop's exit. Beside the steps the tracer keeps the
+*settrace view*'s own line events (``settrace_*``, the result's ``settrace_lines``): the
+backward jumps that stay on their line, at which ``sys.settrace`` reports a line event
+and sys.monitoring does not (``_settrace_line``). The steps' line events with those are
+the line events ``sys.settrace`` reports (docs/guides/runs.md, "The settrace view").
+
 CPython's EXCEPTION_HANDLED and RERAISE events are not steps: they also fire for the
 handlers the compiler adds itself (an ``except`` clause that does not match, ``as e``
 cleanup, the StopIteration guard of every generator), so they do not say what the source
@@ -86,6 +94,7 @@ from collections import Counter  # noqa: E402
 from itertools import islice as _islice  # noqa: E402
 from types import (BuiltinFunctionType, CodeType, FrameType, FunctionType,  # noqa: E402
                    ModuleType)
+from opcode import opmap as _OPMAP  # noqa: E402  (read when the guest is built)
 
 import bounded_repr as _br  # noqa: E402
 import loops as _loops  # noqa: E402
@@ -148,7 +157,9 @@ _EVENTS = _MONITORING.events
 _DISABLE = _MONITORING.DISABLE
 GLOBAL_EVENTS = _EVENTS.PY_START | _EVENTS.PY_THROW | _EVENTS.RAISE | _EVENTS.PY_UNWIND
 _LOCAL_EVENTS = _EVENTS.PY_RESUME | _EVENTS.LINE | _EVENTS.PY_RETURN | _EVENTS.PY_YIELD
-_JUMP = _EVENTS.JUMP  # loop detection (loops.py): local to the program's code objects
+_JUMP = _EVENTS.JUMP  # loop detection (loops.py) and the settrace view: program code only
+# CPython 3.14 only (a loop's exit: FOR_ITER's BRANCH_RIGHT fires at the POP_ITER after it)
+_BRANCH_RIGHT = getattr(_EVENTS, "BRANCH_RIGHT", 0)
 # BaseException.__new__/__init__, not StopTracing(...): the class is the program's to see
 # (and to change), its constructor must not run program code inside the tracer.
 _new_exception = BaseException.__new__
@@ -211,8 +222,17 @@ quiet = 0                 # > 0 while the tracer itself runs program code (a __r
 MAX_NAME = 1000           # characters kept of a function's qualified name or a type's name
 cuts: dict = {}           # field -> [texts cut, longest length]: said in the run's note
 loop_events = False       # this job judges loops (loops.py): program code gets JUMP events
-traced_jumps = False      # ... and so do the traced code objects of the last traced job
 loop_codes: dict = {}     # program code object -> True once its JUMP events are on
+lost_lines: dict = {}     # traced code object -> {offset: line}: LINE events CPython 3.14
+                          # loses (_lost_lines), recorded at its BRANCH_RIGHT events
+# the settrace view's own line events (see _settrace_line), one entry each: the step they
+# follow, their line, depth, frame id and function (index into funcs)
+settrace_steps: list = []
+settrace_lines: list = []
+settrace_depths: list = []
+settrace_frames: list = []
+settrace_funcs: list = []
+settrace_cut = False      # more of them than max_steps: the view is not recorded
 
 
 def begin(steps_limit: int, repr_limit: int, trace_chars: int,
@@ -227,8 +247,11 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
     global calls, max_depth, quiet, active, top_levels
     global object_index, object_types, object_steps, attr_prev, attributes
     global namespace, global_names, watched, watched_size, global_prev, global_rows, walk_cut
-    global traced_jumps
-    traced_jumps = loop_events
+    global lost_lines, settrace_cut
+    global settrace_steps, settrace_lines, settrace_depths, settrace_frames, settrace_funcs
+    lost_lines, settrace_cut = {}, False
+    settrace_steps, settrace_lines, settrace_depths, settrace_frames, settrace_funcs = (
+        [], [], [], [], [])
     max_steps, max_repr, trace_chars_left = steps_limit, repr_limit, trace_chars
     top_levels = 1
     count_instructions, full_locals = instructions_on, locals_on
@@ -318,17 +341,23 @@ def install() -> None:
                                ("PY_THROW", _on_throw), ("LINE", _on_line),
                                ("PY_RETURN", _on_return), ("PY_YIELD", _on_yield),
                                ("RAISE", _on_raise), ("PY_UNWIND", _on_unwind),
-                               ("INSTRUCTION", _on_instruction), ("JUMP", _on_jump)):
-            event = getattr(_EVENTS, name)
+                               ("INSTRUCTION", _on_instruction), ("JUMP", _on_jump),
+                               ("BRANCH_RIGHT", _on_branch)):
+            event = getattr(_EVENTS, name, 0)
+            if not event:  # BRANCH_RIGHT: CPython 3.14 and later
+                continue
             callbacks[event] = callback
             _register_callback(TOOL_ID, event, callback)
     finally:
         own = False
 
 
-def local_events() -> int:
-    return (_LOCAL_EVENTS | (_EVENTS.INSTRUCTION if count_instructions else 0)
-            | (_JUMP if traced_jumps else 0))
+def local_events(code=None) -> int:
+    """The local events of a traced code object (``code``: with those only it needs).
+    JUMP always: backward jumps to the same line are the settrace view's own line events
+    (``_settrace_line``), and loops.py judges loops by the backward ones."""
+    return (_LOCAL_EVENTS | _JUMP | (_EVENTS.INSTRUCTION if count_instructions else 0)
+            | (_BRANCH_RIGHT if code in lost_lines else 0))
 
 
 def loops_begin(on: bool, program_namespace, program_code, tracing: bool) -> None:
@@ -359,9 +388,8 @@ def tamper_reasons() -> list[str]:
                     replaced = True
             if replaced:
                 reasons.append("the tracer's sys.monitoring callbacks were replaced")
-            wanted = local_events()
             for code in code_index:
-                if _get_local_events(TOOL_ID, code) != wanted:
+                if _get_local_events(TOOL_ID, code) != local_events(code):
                     reasons.append("the tracer's local events were changed")
                     break
             for code in loop_codes:
@@ -792,18 +820,21 @@ def value_repr(value, limit: int | None = None, program_reprs: bool = False) -> 
 def line_of(code, offset: int, default: int | None = -1) -> int | None:
     """The line of the instruction at ``offset``; ``default`` (-1: the ``def`` line) for
     instructions that have none."""
-    table = offset_lines.get(code)
-    if table is None:
-        table = {}
-        for start, end, line in code.co_lines():
-            if line is not None:
-                for off in range(start, end, 2):
-                    table[off] = line
-        offset_lines[code] = table
-    line = table.get(offset)
+    line = (offset_lines.get(code) or _line_table(code)).get(offset)
     if line is None:
         return code.co_firstlineno if default == -1 else default
     return line
+
+
+def _line_table(code) -> dict:
+    """``{offset: line}`` of ``code``'s instructions that have a line (made once a job)."""
+    table = {}
+    for start, end, line in code.co_lines():
+        if line is not None:
+            for off in range(start, end, 2):
+                table[off] = line
+    offset_lines[code] = table
+    return table
 
 
 def _check_depth(frame, enforce: bool = True) -> None:
@@ -916,26 +947,37 @@ def _register(code) -> None:
             cut("funcs", len(name))
             name = name[:MAX_NAME]
         funcs.append(name)
+        lost = _lost_lines(code)
+        if lost is not None:
+            lost_lines[code] = lost
         own = True
         try:
-            _set_local_events(TOOL_ID, code, local_events())
+            _set_local_events(TOOL_ID, code, local_events(code))
         finally:
             own = False
 
 
 def _on_jump(code, offset, destination):
-    """A jump in the program's code (JUMP events are on only while a job judges loops):
-    a backward one may prove that the program loops forever (loops.py). Until the next
-    check is due this costs a counter."""
+    """A jump in the program's code: a backward one to its own line is a line event of
+    the settrace view (``_settrace_line``); while a job judges loops, a backward one may
+    prove that the program loops forever (loops.py). Until the next check is due this
+    costs a counter."""
     if destination > offset:
         return _DISABLE  # forward jumps are never decision points (a jump to itself is
                          # a loop: ``while True: pass`` on one line)
     if quiet:
         return None
-    if not _loops.enabled:
-        return _DISABLE  # judging ended (or never began): this jump never comes again
     if stop is not None:
         raise stop
+    lines = offset_lines.get(code) or _line_table(code)
+    line = lines.get(offset)
+    same = line is not None and line == lines.get(destination)
+    if same and active:
+        _settrace_line(code, line, destination)
+    if not _loops.enabled:
+        # judging ended (or never began): this jump never comes again, unless settrace
+        # reports it and the view is still recorded
+        return None if same and not settrace_cut else _DISABLE
     loops = _loops
     loops.jumps += 1
     if loops.jumps < loops.next_check:
@@ -951,8 +993,121 @@ def _on_jump(code, offset, destination):
     if verdict is None:
         return None
     if verdict is False:
-        return _DISABLE
+        return None if same else _DISABLE
     halt("loops", verdict)
+
+
+def _settrace_line(code, line: int, destination: int) -> None:
+    """A backward jump to ``destination`` that stays on ``line``: a line event of the
+    settrace view, in the running program frame. ``sys.settrace`` reports a line event
+    for every backward jump whose source and target are on the same line (CPython's
+    Python/legacy_tracing.c, ``sys_trace_jump_func``), which sys.monitoring's LINE does
+    not: each further item of a comprehension or generator expression, each further
+    iteration of a loop written on one line. Not the loop CPython 3.14 compiles a call of
+    the builtin ``any``, ``all`` or ``tuple`` on a generator expression into (gh-131738):
+    3.12 and 3.13 run that loop in the builtin, where settrace sees nothing, and the
+    view is theirs (docs/guides/cpython-differences.md). Kept beside the steps (a view,
+    not steps): at most ``max_steps`` of them, else none (``settrace_cut``)."""
+    global settrace_cut
+    if not stack or settrace_cut:
+        return
+    fid, frame = stack[-1]
+    func = code_index.get(code)
+    if func is None or frame.f_code is not code:
+        return  # not a frame the trace follows
+    if _CALL_BEFORE and destination >= _CALL_BEFORE and \
+            code.co_code[destination - _CALL_BEFORE] == _CALL:
+        return  # 3.14's loop for any/all/tuple (see _CALL_BEFORE)
+    if len(settrace_steps) >= max_steps:
+        settrace_cut = True
+        return
+    settrace_steps.append(len(step_events) - 1)  # the step it follows (the frame's call
+                                                 # step came first: never -1)
+    settrace_lines.append(line)
+    settrace_depths.append(len(stack) - 1)
+    settrace_frames.append(fid)
+    settrace_funcs.append(func)
+
+
+def _on_branch(code, offset, destination):
+    """CPython 3.14's BRANCH_RIGHT, on only in code objects with lines it loses
+    (``_lost_lines``): the loop exit whose LINE event CPython does not emit is recorded
+    here, as ``_on_line`` records the others. Every other branch never matters."""
+    lost = lost_lines.get(code)
+    line = None if lost is None else lost.get(destination)
+    if line is None:
+        return _DISABLE
+    return _on_line(code, line)
+
+
+_POP_ITER = _OPMAP.get("POP_ITER")  # (CPython 3.14 and later)
+# The loop CPython 3.14 compiles ``any``, ``all`` and ``tuple`` of a generator expression
+# into (gh-131738) is the only loop whose head (a FOR_ITER, maybe after an EXTENDED_ARG)
+# follows a CALL at once: the generator the CALL makes is its own iterator, every other
+# loop gets its iterator from GET_ITER. Its jump back goes to the head, so the CALL's
+# opcode is this many bytes before the jump's destination (the CALL and its inline
+# caches; 0 before 3.14, where no such loop exists).
+_CALL = _OPMAP["CALL"]
+_CALL_BEFORE = 0 if _POP_ITER is None else 2 + 2 * _loops._CACHES[_CALL]
+
+
+# ------------------------------------------------------------------ lines CPython 3.14 loses
+# CPython 3.14 decides once per code object which instructions start a line (LINE events
+# fire there: Python/instrumentation.c, initialize_lines). Walking the bytecode in order,
+# an instruction starts a line when its line differs from the current one, which every
+# instruction sets except END_FOR, POP_ITER, END_SEND, END_ASYNC_FOR and RESUME; jump
+# targets (past END_FOR for FOR_ITER, never a POP_ITER) and exception handlers start one
+# too. 3.14 added POP_ITER to that list and ends every for loop with END_FOR, POP_ITER
+# (3.13: END_FOR, POP_TOP), so the instruction after a loop's exit is not a line start
+# when its line is the one of the instruction before the END_FOR: a loop whose body ends
+# with a jump to a copy of the statement after the loop (``if c: break`` then ``return
+# x``, which the compiler duplicates into the break path). CPython 3.11-3.13 report that
+# line, and so does the LINE event's definition (an instruction about to run whose line
+# differs from the previous one's): it is recorded from FOR_ITER's BRANCH_RIGHT event,
+# which 3.14 fires at that POP_ITER with the lost instruction as its destination.
+_LOOP_END = None if _POP_ITER is None else bytes((_OPMAP["END_FOR"], 0, _POP_ITER, 0))
+_NO_LINE_STARTS = frozenset(_OPMAP[name] for name in (
+    "END_ASYNC_FOR", "END_FOR", "END_SEND", "RESUME", "POP_ITER") if name in _OPMAP)
+_LINE_JUMPS = frozenset({"POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE",
+                         "POP_JUMP_IF_NOT_NONE", "JUMP_FORWARD", "JUMP_BACKWARD",
+                         "JUMP_BACKWARD_NO_INTERRUPT", "FOR_ITER", "SEND"})
+
+
+def _lost_lines(code) -> dict | None:
+    """``{offset: line}`` of the instructions after a for loop's exit (END_FOR, POP_ITER)
+    that CPython 3.14 does not make line starts although their line differs from the
+    POP_ITER's; None when there is none (always before 3.14). The bytecode is searched at
+    C speed; it is read instruction by instruction only where such a loop end is found."""
+    if _LOOP_END is None:
+        return None
+    raw = code.co_code
+    at = raw.find(_LOOP_END)
+    lost = None
+    while at > 0:
+        after = at + 4
+        if not at & 1:
+            line = line_of(code, after, None)
+            if line is not None and line != line_of(code, at + 2, None):
+                before = at - 2  # the line in force: the last instruction that sets it
+                while before > 0 and raw[before] in _NO_LINE_STARTS:
+                    before -= 2
+                if line_of(code, before, None) == line and not _jumped_to(code, after):
+                    if lost is None:
+                        lost = {}
+                    lost[after] = line
+        at = raw.find(_LOOP_END, at + 1)
+    return lost
+
+
+def _jumped_to(code, offset: int) -> bool:
+    """Whether CPython 3.14 makes ``offset`` a line start as a jump target or handler."""
+    for _, _, name, _, _, _, target in _loops._instructions(code):
+        if target is not None and name in _LINE_JUMPS:
+            if name == "FOR_ITER" or name == "SEND":
+                target += 2  # past the END_FOR / END_SEND (dis names that one)
+            if target == offset:
+                return True
+    return any(target == offset for target, _, _ in _loops._exception_table(code))
 
 
 def _enter(kind: int, code, offset: int) -> None:

@@ -36,10 +36,11 @@ from steptrace.sharding._plan import (MANIFEST, FORMAT, FORMAT_VERSION, MAX_DONE
 from steptrace.store._store import SCHEMA_VERSION, RunRows, TracedRun, run_matches
 from steptrace.tracing._trace import chunks
 from steptrace.store._tables import (ATTRIBUTES, GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS, RUNS,
-                                     STATES, STEPS)
+                                     SETTRACE_LINES, STATES, STEPS)
 
 # the tables of a shard, in the order RunRows.tables() gives them, then guests
-SHARD_TABLES = (RUNS, STEPS, STATES, PROGRAMS, OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS)
+SHARD_TABLES = (RUNS, STEPS, STATES, PROGRAMS, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
+                SETTRACE_LINES, GUESTS)
 CHUNK_SIZE = 16
 COMMIT_BYTES = 32 << 20
 

@@ -40,7 +40,8 @@ from steptrace.store._tables import CONNECT_TABLES, PROGRAMS, RUNS, Table
 
 TRACE_TABLES = frozenset(t.name for t in SHARD_TABLES)
 # tables whose rows within a step keep the guest's order (a store orders them by rowid)
-ORDERED = frozenset({"steps", "states", "objects", "attributes", "global_states"})
+ORDERED = frozenset({"steps", "states", "objects", "attributes", "global_states",
+                     "settrace_lines"})
 
 
 def _files(directory: Path, table: Table, shard: int | None = None) -> str:
@@ -52,18 +53,22 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
     """The view of ``table`` over the finished shards, or over shard ``shard`` only (typed
     and empty before any is)."""
     columns = ", ".join(c.name for c in table.columns)
+    if any_done and not _has_files(directory, table, shard):
+        any_done = False  # a table later schemas added: shards written before have none
     if not any_done:
         nulls = ", ".join(f"CAST(NULL AS {c.type}) AS {c.name}" for c in table.columns)
         if table.name in ORDERED:
             nulls += ", CAST(NULL AS BIGINT) AS rowid"
         body = f"SELECT {nulls} WHERE false"
-    elif table.name == "programs":
-        # union_by_name: a shard written before programs.meta existed reads it as NULL
+    elif table.name in ("programs", "runs"):
+        # union_by_name: a shard written before a column was added (programs.meta, schema
+        # 6; runs.settrace_line_steps, schema 7) reads it as NULL
         files = f"read_parquet({_files(directory, table, shard)}, union_by_name = true)"
-        if not _has_meta(files):
-            columns = ", ".join("CAST(NULL AS VARCHAR) AS meta" if c.name == "meta" else c.name
-                                for c in table.columns)
-        body = f"SELECT DISTINCT {columns} FROM {files}"
+        present = _parquet_columns(files)
+        columns = ", ".join(c.name if c.name in present else f"CAST(NULL AS {c.type}) AS {c.name}"
+                            for c in table.columns)
+        distinct = "DISTINCT " if table.name == "programs" else ""
+        body = f"SELECT {distinct}{columns} FROM {files}"
     elif table.name == "guests":
         body = (f"SELECT guest, any_value(lock) AS lock, min(first_used) AS first_used "
                 f"FROM read_parquet({_files(directory, table, shard)}) GROUP BY guest")
@@ -77,11 +82,15 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
     return f'CREATE OR REPLACE VIEW "{table.name}" AS {body}'
 
 
-def _has_meta(files: str) -> bool:
-    """Whether any of the programs files has the ``meta`` column (schema 6)."""
+def _parquet_columns(files: str) -> set[str]:
+    """The columns any of the files has (``files``: a ``read_parquet`` over them)."""
     with duckdb.connect() as con:
-        return any(name == "meta" for name, *_ in
-                   con.execute(f"DESCRIBE SELECT * FROM {files}").fetchall())
+        return {name for name, *_ in con.execute(f"DESCRIBE SELECT * FROM {files}").fetchall()}
+
+
+def _has_files(directory: Path, table: Table, shard: int | None) -> bool:
+    folder = "*" if shard is None else shard_name(shard)
+    return any((directory / "shards").glob(f"{folder}/{table.name}.parquet"))
 
 
 def _any_done(directory: Path) -> bool:

@@ -35,19 +35,21 @@ from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
 from steptrace.sandbox._packages import PackageLock, parse_lock
 from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CHECKS, CONNECT_TABLES,
                                      GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS, RUN_FEATURES,
-                                     RUNS, SCORES, STATES, STEPS, TASKS, Table)
+                                     RUNS, SCORES, SETTRACE_LINES, STATES, STEPS, TASKS, Table)
 from steptrace.store._transaction import transaction
 
-SCHEMA_VERSION = "6"
-# 6 added checks (the verdicts of sandboxed checks, engine/scoring/_checks.py: score makes
-# the table when it is missing), scores.type_correct and scores.message_correct (an `error`
-# verdict's parts) and programs.meta (a corpus record's metadata, steptrace.corpus._meta),
+SCHEMA_VERSION = "7"
+# 7 added settrace_lines and runs.settrace_line_steps (the settrace view: docs/guides/
+# runs.md), 6 added checks (the verdicts of sandboxed checks, engine/scoring/_checks.py:
+# score makes the table when it is missing), scores.type_correct and
+# scores.message_correct (an `error` verdict's parts) and programs.meta (a corpus
+# record's metadata, steptrace.corpus._meta),
 # 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
 # added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
 # by experiment (engine/predictions/_experiments.py), 2 added branches and analyses; older
 # versions are read as they are and upgraded on write.
-READABLE_VERSIONS = ("1", "2", "3", "4", "5", "6")
+READABLE_VERSIONS = ("1", "2", "3", "4", "5", "6", "7")
 LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
 DEFAULT_LOCK_WAIT_S = 10.0
 
@@ -60,7 +62,7 @@ RUN_TYPES = RUNS.arrow_types()
 PROGRAM_TYPES = PROGRAMS.arrow_types()
 # Tables keyed by run_id that describe a run: replaced with it (trace --force).
 RUN_DETAIL_TABLES = tuple(t.name for t in (STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
-                                            ANALYSES, BRANCHES))
+                                            SETTRACE_LINES, ANALYSES, BRANCHES))
 # Made from a run by later commands, when they have been run: stale once it is replaced.
 DERIVED_RUN_TABLES = (TASKS.name, RUN_FEATURES.name)
 
@@ -88,7 +90,7 @@ ADDED_COLUMNS = ((4, PROGRAMS, "shape", "'call'"), (4, PROGRAMS, "test", None),
                  (4, RUNS, "chain", None), (4, RUNS, "stdin", None),
                  (4, STATES, "object_id", None), (5, RUNS, "guest", None),
                  (6, SCORES, "type_correct", None), (6, SCORES, "message_correct", None),
-                 (6, PROGRAMS, "meta", None))
+                 (6, PROGRAMS, "meta", None), (7, RUNS, "settrace_line_steps", None))
 
 
 def _columns_before(table: Table, version: int) -> tuple[str, ...]:
@@ -97,12 +99,12 @@ def _columns_before(table: Table, version: int) -> tuple[str, ...]:
     return tuple(c for c in table.column_names if c not in later)
 
 
-# every column list programs, runs, steps and states have had: now, before 6, 5 and 4
+# every column list programs, runs, steps and states have had: now, before 7, 6, 5 and 4
 ACCEPTED_COLUMNS = {table.name: {table.column_names, *(_columns_before(table, version)
-                                                       for version in (4, 5, 6))}
+                                                       for version in (4, 5, 6, 7))}
                     for table in (PROGRAMS, RUNS, STATES, STEPS)}
 TABLES_ADDED = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS,
-                                                 CHECKS)}
+                                                 CHECKS, SETTRACE_LINES)}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -138,7 +140,7 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
                 con.execute(SCHEMA)
             if found:  # an older store's tables (a new file's are made as declared)
                 upgrade_experiment_tables(con)  # version 2's predictions and scores
-                upgrade_columns(con, found)  # versions 4 to 6's columns
+                upgrade_columns(con, found)  # versions 4 to 7's columns
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
         else:
             _check_schema(con, path, allow_missing=False)
@@ -153,10 +155,11 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
 
 def upgrade_columns(con: duckdb.DuckDBPyConnection,
                     found: dict[str, list[str]] | None = None) -> None:
-    """A store made before schema 6: add the columns it lacks (``ADDED_COLUMNS``: schema
+    """A store made before schema 7: add the columns it lacks (``ADDED_COLUMNS``: schema
     4's programs.shape, ``call`` for the programs it holds, programs.test, runs.chain,
     runs.stdin and states.object_id; schema 5's runs.guest; schema 6's
-    scores.type_correct, scores.message_correct and programs.meta; NULL unless said), at
+    scores.type_correct, scores.message_correct and programs.meta; schema 7's
+    runs.settrace_line_steps; NULL unless said), at
     the end of their tables as the declarations put them. ``found``: the store's columns per table
     (``_check_schema``'s), else read here."""
     if found is None:
@@ -370,7 +373,7 @@ class TraceWriter:
         self.path = path
         self._guest = guest
         self._held: list[tuple] = []  # (runs, steps, states, programs, objects, attributes,
-        #                               global_states) tables per add
+        #                               global_states, settrace_lines) tables per add
         self._saved: tuple | None = None  # the ids' state before the first held add
         self.held_bytes = 0  # Arrow bytes of the held tables
         try:
@@ -470,7 +473,8 @@ class TraceWriter:
         return run_ids
 
     def _insert(self, runs: pa.Table, steps: pa.Table, states: pa.Table, programs: pa.Table,
-                objects: pa.Table, attributes: pa.Table, global_states: pa.Table) -> None:
+                objects: pa.Table, attributes: pa.Table, global_states: pa.Table,
+                settrace_lines: pa.Table) -> None:
         con = self.con
         if self.force:
             con.register("replaced", pa.table({"run_key": runs.column("run_key")}))
@@ -484,7 +488,8 @@ class TraceWriter:
             con.unregister("replaced")
         for name, table in (("programs", programs), ("runs", runs), ("steps", steps),
                             ("states", states), ("objects", objects),
-                            ("attributes", attributes), ("global_states", global_states)):
+                            ("attributes", attributes), ("global_states", global_states),
+                            ("settrace_lines", settrace_lines)):
             if table.num_rows:
                 con.register("incoming", table)
                 con.execute(f"INSERT INTO {name} SELECT * FROM incoming")
@@ -505,7 +510,8 @@ class TraceWriter:
     def _tables(self, batch: Iterable[TracedRun], most_bytes: int | None = None
                 ) -> tuple[int, tuple[pa.Table, ...]]:
         """The number of runs taken from ``batch`` and their (runs, steps, states,
-        programs, objects, attributes, global_states) (none if no run was), giving run
+        programs, objects, attributes, global_states, settrace_lines) (none if no run
+        was), giving run
         ids from ``next_run_id`` on
         (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
         rows = RunRows()
@@ -525,14 +531,14 @@ class RunRows:
     """The Arrow rows of a batch of traced runs under the ids the caller gives them: the
     store's writer gives the next free ones, a shard (steptrace.sharding) ids from the
     runs' places in its plan. ``tables()``: (runs, steps, states, programs, objects,
-    attributes, global_states), each with its table's columns in order."""
+    attributes, global_states, settrace_lines), each with its table's columns in order."""
 
     def __init__(self, now: dt.datetime | None = None) -> None:
         self.now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         self.programs: dict[str, list] = {name: [] for name in PROGRAM_TYPES}
         self.runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
         self.steps, self.states = _StepRows(), _StateRows()
-        self.details = (_ObjectRows(), _AttributeRows(), _GlobalRows())
+        self.details = (_ObjectRows(), _AttributeRows(), _GlobalRows(), _SettraceRows())
         self.count = 0
 
     def add_program(self, program: Program, program_id: int) -> None:
@@ -568,14 +574,15 @@ class RunRows:
 def run_rows(traced: TracedRun, run_id: int = 0, program_id: int = 0,
              now: dt.datetime | None = None) -> tuple[dict, pa.Table, ...]:
     """One traced run as the store holds it: its ``runs`` row (a dict of ``RUN_COLUMNS``),
-    and its ``steps``, ``states``, ``objects``, ``attributes`` and ``global_states`` rows
-    (Arrow tables of those tables' columns). Made by the code ``TraceWriter`` makes a
+    and its ``steps``, ``states``, ``objects``, ``attributes``, ``global_states`` and
+    ``settrace_lines`` rows (Arrow tables of those tables' columns). Made by the code ``TraceWriter`` makes a
     batch's rows with, the one reading of the guest's wire format (name tables and the
     indices into them), so that a run decoded without a store (``steptrace.trace_one``)
     is the run a store would hold."""
     runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
     _append_run(runs, traced, run_id, program_id, now)
-    tables = (_StepRows(), _StateRows(), _ObjectRows(), _AttributeRows(), _GlobalRows())
+    tables = (_StepRows(), _StateRows(), _ObjectRows(), _AttributeRows(), _GlobalRows(),
+              _SettraceRows())
     for rows in tables:
         rows.add(traced.result, run_id)
     return ({name: values[0] for name, values in runs.items()},
@@ -598,9 +605,20 @@ def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now
         "duration_us": traced.duration_us, "call_us": r.get("call_us"),
         "isolation": traced.isolation, "run_key": job.key, "traced_at": now,
         "chain": job.calls_json, "stdin": job.stdin, "guest": traced.guest,
+        "settrace_line_steps": _settrace_line_steps(r),
     }
     for name in RUN_COLUMNS:
         runs[name].append(values[name])
+
+
+def _settrace_line_steps(result: dict) -> int | None:
+    """The settrace view's line events: the line steps and the view's own events; None
+    when the guest did not record the view (more of them than the step limit, or no
+    trace)."""
+    own = result.get("settrace_lines")
+    if own is None or result.get("line_steps") is None:
+        return None
+    return result["line_steps"] + len(own["step"])
 
 
 def run_matches(result: dict, job: Job) -> bool | None:
@@ -813,6 +831,22 @@ class _AttributeRows(_TableRows):
 class _GlobalRows(_TableRows):
     TABLE, KEY, NAMES = GLOBAL_STATES, "global_states", frozenset({"name", "type"})
     COLUMNS = GLOBAL_STATES.column_names
+
+
+class _SettraceRows(_TableRows):
+    """The settrace view's own line events; the guest names their function by its index
+    into the run's ``funcs``, as in its steps."""
+
+    TABLE, KEY, NAMES = SETTRACE_LINES, "settrace_lines", frozenset({"func"})
+    COLUMNS = SETTRACE_LINES.column_names
+
+    def add(self, result: dict, run_id: int) -> None:
+        rows = result.get(self.KEY)
+        if not rows or not rows["step"]:
+            return
+        funcs = result["funcs"]
+        super().add({self.KEY: {**rows, "func": [funcs[index] for index in rows["func"]]}},
+                    run_id)
 
 
 _STEP_TYPES = STEPS.arrow_types()

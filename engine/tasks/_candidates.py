@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from steptrace.store._runs import settrace_view
 from steptrace.store._store import MEMORY_ADDRESS, OPAQUE_REPR
 from steptrace.corpus._statements import MODULE
 from steptrace.tasks._program import ANONYMOUS, ProgramInfo
@@ -63,6 +64,20 @@ def run_facts(run: RunData, info: ProgramInfo | None, options: TaskOptions) -> R
     arguments = {(value, type_) for step, var, value, type_, *_ in run.states
                  if step == first and not var.startswith("<")}
     return RunFacts(run, info, execs, by_line, by_func_line, arguments, options)
+
+
+def settrace_facts(facts: RunFacts) -> RunFacts | None:
+    """The facts of the run's settrace view (``tasks --lines settrace``), for the
+    line-sequence kinds: its steps with the view's own line events in place
+    (engine/store/_runs.py, ``settrace_view``), its line steps counted as settrace
+    counts them; None when the run's view was not recorded (no question then). The
+    view's own events carry no state: the state kinds keep the steps' facts."""
+    run = facts.run
+    if run.settrace_line_steps is None:
+        return None
+    viewed = replace(run, steps=settrace_view(run.steps, run.settrace_lines),
+                     line_steps=run.settrace_line_steps)
+    return run_facts(viewed, facts.info, facts.options)
 
 
 def _bound(value: tuple) -> bool:

@@ -17,7 +17,7 @@ import duckdb
 from steptrace.store._store import FINISHED_STATUSES
 
 # The detail tables a kind's questions may read, besides the run's own row.
-DETAIL_TABLES = ("steps", "states", "attributes", "branches")
+DETAIL_TABLES = ("steps", "states", "attributes", "branches", "settrace_lines")
 # How far a state question follows attributes from a local (``node.next.next.val`` is
 # three hops), and how many attribute paths one frame's state holds at most.
 MAX_PATH_HOPS = 3
@@ -70,12 +70,16 @@ class RunData:
     stdout: str | None = None  # runs.stdout: what the run printed
     stdout_cut: bool = False   # the host cut stdout to its cap (runs.note says so)
     instruction_steps: int | None = None  # runs.instruction_steps
+    # runs.settrace_line_steps: the settrace view's line events; None: not recorded
+    settrace_line_steps: int | None = None
     steps: list[tuple] = field(default_factory=list)    # (step, event, func, line, depth, frame)
     # (step, var, value, type, truncated, object_id)
     states: list[tuple] = field(default_factory=list)
     # (step, object_id, attr, value, type, truncated, ref_id)
     attributes: list[tuple] = field(default_factory=list)
     branches: list[tuple] = field(default_factory=list)  # (line, col, kind, evaluation, taken)
+    # the settrace view's own line events: (step, func, line, depth, frame)
+    settrace_lines: list[tuple] = field(default_factory=list)
 
 
 _RUNS_SQL = """
@@ -83,7 +87,8 @@ SELECT r.run_id, r.sample_id, r.run_key, r.status, r.input, r.output, r.output_t
        r.output_truncated, r.exception_type, r.line_steps, p.code, p.entry,
        coalesce(d.distinct_lines, 0), b.branch_count, a.agrees, r.chain, p.shape,
        p.test, r.stdin, r.exception_message, r.stdout,
-       coalesce(r.note LIKE '%cut to the host''s caps: %stdout (%', false), r.instruction_steps
+       coalesce(r.note LIKE '%cut to the host''s caps: %stdout (%', false), r.instruction_steps,
+       r.settrace_line_steps
 FROM runs r JOIN programs p USING (program_id)
 LEFT JOIN (SELECT run_id, count(DISTINCT line) AS distinct_lines FROM steps
            WHERE event = 'line' GROUP BY run_id) d USING (run_id)
@@ -107,6 +112,8 @@ _DETAIL_SQL = {
                   f"FROM attributes WHERE {_FINISHED} ORDER BY run_id, step, rowid",
     "branches": "SELECT run_id, line, col, kind, evaluation, taken FROM branches "
                 f"WHERE {_FINISHED} ORDER BY run_id, line, col, evaluation",
+    "settrace_lines": "SELECT run_id, step, func, line, depth, frame FROM settrace_lines "
+                      f"WHERE {_FINISHED} ORDER BY run_id, step, rowid",
 }
 
 

@@ -72,11 +72,26 @@ def ordinal(k: int) -> str:
     return f"{k}{suffix}"
 
 
-def render(template: string.Template, facts: RunFacts, candidate: Candidate) -> str:
+# ``$line_rule``: how the line events a line-sequence kind counts are counted, by line
+# view (docs/guides/runs.md, "The settrace view"); the monitoring view's rule is the
+# templates' own sentence, which the settrace view adds to.
+LINE_RULES = {
+    "monitoring": "",
+    "settrace": (" Lines are counted as sys.settrace reports them: a line also counts again "
+                 "each time execution jumps back to its start without leaving it (a loop, "
+                 "comprehension or generator expression written on that line going round "
+                 "for its next item, or to find it has none)."),
+}
+
+
+def render(template: string.Template, facts: RunFacts, candidate: Candidate,
+           lines: str = "monitoring") -> str:
+    """The prompt of ``candidate`` (``lines``: the line view its line events are of)."""
     run = facts.run
     values = {"code": run.code, "numbered_code": numbered(run.code), "entry": run.entry,
               "input": run.input, "call": call_text(run.entry, run.input, run.shape, run.chain),
-              "invocation": invocation(run), "output": run.output or ""}
+              "invocation": invocation(run), "output": run.output or "",
+              "line_rule": LINE_RULES[lines]}
     if candidate.line is not None:
         values.update(line=candidate.line,
                       line_text=facts.info.text(candidate.line) if facts.info else "")

@@ -169,7 +169,7 @@ def test_jsonl_record_of_a_function_call(store, tmp_path):
         "output_type": "int", "output_truncated": False, "exception_type": None,
         "exception_message": None, "expected": None, "output_matches": None, "note": None,
         "stdout": "", "line_steps": 3, "instruction_steps": 11, "calls": 2, "max_depth": 1,
-        "n_steps": 7, "objects": []}
+        "n_steps": 7, "settrace_line_steps": 3, "objects": [], "settrace_lines": []}
 
     def change(var, value):
         return {"var": var, "value": value, "type": "int", "truncated": False, "object_id": None}
@@ -568,7 +568,8 @@ def test_jsonl_rebuilds_the_store_and_its_locals_are_the_replay(store, tmp_path)
                   "isolation": None, "traced_at": None}
         rebuilt = Run.from_rows(fields, record["program"]["code"], record["program"]["entry"],
                                 steps, states, objects=record["objects"],
-                                attributes=attributes, globals=globals_)
+                                attributes=attributes, globals=globals_,
+                                settrace_lines=record["settrace_lines"])
         assert rebuilt == run
         assert (rebuilt.run_id, rebuilt.sample_id) == (run.run_id, run.sample_id)
         assert [s["locals"] for s in record["steps"]] == \

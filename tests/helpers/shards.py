@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from steptrace.store._store import connect
-from steptrace.store._tables import (ATTRIBUTES, GLOBAL_STATES, OBJECTS, PROGRAMS, RUNS, STATES,
-                                     STEPS)
+from steptrace.store._tables import (ATTRIBUTES, GLOBAL_STATES, OBJECTS, PROGRAMS, RUNS,
+                                     SETTRACE_LINES, STATES, STEPS)
 
 TIMING = {"duration_us", "call_us", "traced_at", "first_used"}
 IDS = {"run_id", "program_id"}
-DETAIL_TABLES = (STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES)
+DETAIL_TABLES = (STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES, SETTRACE_LINES)
 
 
 def _columns(table, leave_out: set[str]) -> list[str]:

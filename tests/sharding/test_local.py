@@ -52,7 +52,7 @@ MIXED_RUNS = [
     (18, "math", 0, "ok"), (19, "syntax", 0, "invalid"), (20, "spin", 0, "step_limit")]
 # rows per table of the mixed corpus's trace
 MIXED_ROWS = {"programs": 17, "runs": 20, "steps": 2144, "states": 1126, "objects": 16,
-              "attributes": 16, "global_states": 1, "guests": 1}
+              "attributes": 16, "global_states": 1, "settrace_lines": 0, "guests": 1}
 SHARD_STATUSES = [{"exception": 1, "ok": 3}, {"ok": 4}, {"invalid": 1, "ok": 3},
                   {"exception": 2, "ok": 2}, {"invalid": 1, "ok": 2, "step_limit": 1}]
 TIMING = ("seconds", "runs_per_second")
@@ -138,11 +138,11 @@ def test_done_markers_and_manifest(mixed):
         where = f"run_id BETWEEN {spec.first_run_id} AND {spec.first_run_id + 3}"
         count = {name: sql(out, f"SELECT count(*) FROM {name} WHERE {where}")[0][0]
                  for name in ("runs", "steps", "states", "objects", "attributes",
-                              "global_states")}
+                              "global_states", "settrace_lines")}
         count["programs"] = sql(out, f"SELECT count(DISTINCT program_id) FROM runs "
                                      f"WHERE {where}")[0][0]
         assert list(done.rows) == ["runs", "steps", "states", "programs", "objects",
-                                   "attributes", "global_states", "guests"]
+                                   "attributes", "global_states", "settrace_lines", "guests"]
         assert done.rows == {**count, "guests": 1}
         rows.append(done.rows)
     manifest = json.loads((out / MANIFEST).read_text())
@@ -152,7 +152,7 @@ def test_done_markers_and_manifest(mixed):
                                                "step_limit": 1},
         "jobs": 22, "duplicates": 2, "cross_shard_duplicates": 1, "corpus_errors": 1,
         "tables": [{"name": name, "rows": sum(r[name] for r in rows)} for name in rows[0]]}
-    assert [t["rows"] for t in manifest["tables"]] == [20, 2144, 1126, 17, 16, 16, 1, 5]
+    assert [t["rows"] for t in manifest["tables"]] == [20, 2144, 1126, 17, 16, 16, 1, 0, 5]
     assert [r["programs"] for r in rows] == [3, 3, 3, 4, 4]
     assert sorted(p.name for p in out.iterdir()) == [
         "guest", "inputs", "plan.json", "shards", MANIFEST]
@@ -219,7 +219,7 @@ def test_running_again_resumes_without_tracing_a_done_shard(mixed, tmp_path):
         shutil.rmtree(out / "shards" / f"0000{index}")
     (out / MANIFEST).unlink()
     kept = {k: v for k, v in files_of(out).items() if k.startswith("shards/")}
-    assert len(kept) == 3 * 9
+    assert len(kept) == 3 * 10  # a Parquet file per table, and done.json
     progress.clear()
     resumed = trace_shards([corpus], out, options, lambda done, planned: progress.append(
         (done, planned)))

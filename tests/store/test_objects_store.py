@@ -141,7 +141,7 @@ def test_a_version_3_store_is_upgraded_in_place_and_still_reads(tmp_path):
         assert store.states(2)["object_id"].to_list() == [None] * 6
     connect(db).close()
     assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [
-        (SCHEMA_VERSION,)] == [("6",)]
+        (SCHEMA_VERSION,)] == [("7",)]
     assert rows(db, "SELECT * FROM states ORDER BY run_id, step, var") == [
         row + (None,) for row in before]
     assert rows(db, "SELECT count(*) FROM objects") == [(0,)]

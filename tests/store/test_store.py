@@ -74,7 +74,7 @@ def test_programs_rows(traced):
         (4, "small.jsonl", "neg", NEG, "f", sha(NEG), keys["neg"], "call", None, None),
         (5, "small.jsonl", "loop", LOOP, "f", sha(LOOP), keys["loop"], "call", None, None),
     ]
-    assert rows(db, "SELECT * FROM meta") == [("schema_version", "6")]
+    assert rows(db, "SELECT * FROM meta") == [("schema_version", "7")]
 
 
 def test_runs_rows(traced):

@@ -298,7 +298,7 @@ def test_version_1_store_is_upgraded_on_write(tmp_path):
         con.execute("UPDATE meta SET value = '1'")
     connect(db, read_only=True).close()
     connect(db).close()
-    assert rows(db, "SELECT value FROM meta") == [("6",)]
+    assert rows(db, "SELECT value FROM meta") == [("7",)]
     assert analyse_store(db, AnalysisOptions(workers=0)).analysed == 1
     with duckdb.connect(str(db)) as con:
         con.execute("UPDATE meta SET value = '9'")
