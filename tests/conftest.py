@@ -14,7 +14,9 @@ from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
-CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
+# $STEPTRACE_CRUXEVAL names the file where a checkout has no ../shared beside it
+CRUXEVAL = Path(os.environ.get("STEPTRACE_CRUXEVAL")
+                or ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl")
 
 # In CI (CI=true) the property-based tests draw the same examples on every run, so whether
 # a submission passes does not depend on the draw; a developer's run draws new ones each
