@@ -34,7 +34,7 @@ import datetime as dt
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
@@ -84,6 +84,7 @@ class Task:
     prompt: str
     prompt_style: str | None = None
     run: "AskedRun | None" = None
+    entry: str | None = None  # what the run's program calls (answer extraction reads it)
 
 
 @dataclass(frozen=True)
@@ -250,14 +251,15 @@ def _asked_run(record: dict, where: str) -> AskedRun | None:
                     question or {})
 
 
-def check_runs(tasks: list[Task], db: str | Path) -> None:
-    """Refuse, before anything is asked or stored, tasks that name a run ``db`` does not
-    hold: its ``run_id`` missing from the store, or there another job than the one the
-    record's task id was made from (the tasks were made from another store). One line,
-    naming the first such task."""
+def check_runs(tasks: list[Task], db: str | Path) -> list[Task]:
+    """``tasks`` with their programs' entries (for answer extraction), after refusing,
+    before anything is asked or stored, tasks that name a run ``db`` does not hold: its
+    ``run_id`` missing from the store, or there another job than the one the record's
+    task id was made from (the tasks were made from another store). One line, naming the
+    first such task."""
     asked = [task for task in tasks if task.run is not None]
     if not asked:
-        return
+        return tasks
     where = "--db"
     if not Path(db).exists():
         first = asked[0]
@@ -268,24 +270,26 @@ def check_runs(tasks: list[Task], db: str | Path) -> None:
     try:
         con.register("asked_runs", pa.table({"run_id": pa.array(
             sorted({task.run.run_id for task in asked}), pa.int64())}))
-        keys = dict(con.execute("SELECT r.run_id, r.run_key FROM runs r JOIN asked_runs a "
-                                "USING (run_id)").fetchall())
+        found = {run_id: (key, entry) for run_id, key, entry in con.execute(
+            "SELECT r.run_id, r.run_key, p.entry FROM runs r JOIN asked_runs a USING (run_id) "
+            "JOIN programs p USING (program_id)").fetchall()}
     except duckdb.Error as exc:
         raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
     finally:
         con.close()
     for task in asked:
         run = task.run
-        key = keys.get(run.run_id)
-        if key is None:
+        if run.run_id not in found:
             raise TasksFileError(f"task {task.task_id} is about run {run.run_id}, which {db} "
                                  f"does not hold: the tasks were made from another store "
                                  f"(predict with the {where} they were made from)")
-        if task_digest(key, task.kind, run.line, run.var, run.occurrence,
+        if task_digest(found[run.run_id][0], task.kind, run.line, run.var, run.occurrence,
                        run.question) != task.task_id:
             raise TasksFileError(f"task {task.task_id} is not about run {run.run_id} of {db} "
                                  "(that run is another job): the tasks were made from another "
                                  f"store (predict with the {where} they were made from)")
+    return [task if task.run is None else replace(task, entry=found[task.run.run_id][1])
+            for task in tasks]
 
 
 def resolve_api_key(env_name: str) -> str | None:
@@ -426,7 +430,7 @@ def predict(tasks_path: TasksLike, db: str | Path, options: PredictOptions,
     started = time.perf_counter()
     tasks = load_tasks(tasks_path)
     experiment = experiment_for(options, tasks)
-    check_runs(tasks, db)  # tasks of another store's runs: refused before anything is asked
+    tasks = check_runs(tasks, db)  # another store's runs: refused before anything is asked
     summary = PredictSummary(tasks_name(tasks_path), str(db), options.model, experiment.label,
                              len(tasks), options.samples)
     store = PredictionStore(db)
@@ -646,7 +650,7 @@ def _server_message(exc: openai.APIStatusError) -> str:
 
 
 def _extract_task_answer(text: str | None, task: Task) -> str | None:
-    return extract_answer(text, task.kind, task.prompt_style)
+    return extract_answer(text, task.kind, entry=task.entry)
 
 
 def _prediction(task: Task, sample: int, model: str, response, latency_ms: float,
