@@ -19,6 +19,20 @@ from steptrace.tasks._kinds import TASK_KINDS
 from steptrace.tasks._names import STYLES
 
 
+# How the answers' values are written (the store's rendering: tracer/bounded_repr.py), said
+# in every prompt whose answer is a value (``$values``): Python's repr(), but an instance
+# of a class the program defines is written from its attributes, never by its __repr__.
+VALUES = ("Values are written as Python's repr() writes them, with one exception: an instance "
+          "of a class the program defines, whatever its `__repr__`, is written "
+          "`Name(attr=value, ...)`, where Name is its class's `__qualname__` and the "
+          "attributes are those of its `__dict__` in insertion order, then its slots that "
+          "hold a value (base classes first, each class's in the order of its `__slots__`, "
+          "by the names it gives them), "
+          "each value written by this same rule (also inside lists, dicts and other "
+          "containers); an instance met again while it is being written (a reference back "
+          "to it), or nested inside four other instances, is written `Name(...)`.")
+
+
 def bundled_template_dir() -> Path:
     return Path(str(resources.files("steptrace.tasks") / "prompts"))
 
@@ -76,7 +90,7 @@ def render(template: string.Template, facts: RunFacts, candidate: Candidate) -> 
     run = facts.run
     values = {"code": run.code, "numbered_code": numbered(run.code), "entry": run.entry,
               "input": run.input, "call": call_text(run.entry, run.input, run.shape, run.chain),
-              "invocation": invocation(run), "output": run.output or ""}
+              "invocation": invocation(run), "output": run.output or "", "values": VALUES}
     if candidate.line is not None:
         values.update(line=candidate.line,
                       line_text=facts.info.text(candidate.line) if facts.info else "")
