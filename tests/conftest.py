@@ -39,9 +39,12 @@ def pytest_configure(config) -> None:
     config._steptrace_cache_source = source
     key = build.cache_key()
     if source.is_dir():
-        for path in source.glob(f"guest-{key}*"):
-            if path.is_file() and not path.name.endswith(".checked"):
-                shutil.copy2(path, private / path.name)
+        # the guest, and the plain CPython of the tests that re-derive answers
+        # (tests/helpers/native.py: its builds are named guest-native-KEY)
+        for pattern in (f"guest-{key}*", "guest-native-*"):
+            for path in source.glob(pattern):
+                if path.is_file() and not path.name.endswith(".checked"):
+                    shutil.copy2(path, private / path.name)
     os.environ[build.CACHE_ENV] = str(private)
 
 
