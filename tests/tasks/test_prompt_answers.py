@@ -108,6 +108,20 @@ def prompts(db: Path, tmp: Path, style: str, kinds) -> dict[tuple[str, str], dic
             for t in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
 
 
+@pytest.mark.slow
+def test_whole_run_answers_follow_from_their_prompts(kinds_store, native, tmp_path):
+    """The whole-run kinds of calls that print, raise or return an instance, and of a
+    script with its standard input, in every style."""
+    _, db = kinds_store
+    tasks = tasks_of(db, tmp_path, per_run=5)
+    checked = rederive(tasks, native)
+    assert checked == Counter(t["kind"] for t in tasks)
+    assert {"stdout", "error", "output_type", "instruction_steps", "steps",
+            "trace"} <= set(checked)
+    assert {t["sample_id"] for t in tasks if t["kind"] == "stdout"} == {
+        "prints", "script", "raises"}
+
+
 def test_value_prompts_state_the_rule(kinds_store):
     """Output, state and state_any prompts say how values are written; the answer for an
     instance is written by that rule (``make(7)`` returns ``Node(v=7)``)."""

@@ -30,7 +30,8 @@ from steptrace.tasks._tasks import TaskOptions, generate_tasks
 from steptrace.tasks._templates import load_templates, numbered, ordinal
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 from helpers.programs import LOOP  # noqa: F401
-from helpers.rederive import parse_question
+from helpers.native import Native
+from helpers.rederive import parse_question, rederive
 
 REC = """\
 def f(n):
@@ -594,6 +595,24 @@ def test_shared_line_answers_agree_with_their_prompts(shared_generated):
     """The second path on these programs: every task re-derived from its prompt."""
     db, tasks = shared_generated
     assert check_against_sql(db) == Counter(t["kind"] for t in tasks)
+
+
+@pytest.fixture(scope="module")
+def native():
+    runner = Native()
+    yield runner
+    runner.close()
+
+
+@pytest.mark.slow
+def test_every_answer_follows_from_its_prompt_alone(generated, shared_generated, native):
+    """The third path (tests/helpers/rederive.py): every task of these programs (a
+    recursion, generators, exceptions caught and not, ``del``, ``while``-``else``,
+    comprehensions and conditional expressions, a lambda and a generator expression on
+    the line that uses them, objects), re-derived from its prompt and the program alone,
+    run in a CPython 3.14 of the tests' own."""
+    tasks = generated[1] + shared_generated[1]
+    assert rederive(tasks, native) == Counter(t["kind"] for t in tasks)
 
 
 def test_answer_and_value_types(generated):
