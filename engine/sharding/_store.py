@@ -273,7 +273,7 @@ def _map_programs(con: duckdb.DuckDBPyConnection) -> tuple[list[int], list[int],
                         "GROUP BY ALL ORDER BY first").fetchall()
     keys = {key: old_id for old_id, key, _ in order}
     stored = stored_ids(con, "programs", "program_key", "program_id", keys)
-    ids = place(keys, stored, top_id(con, "programs", "program_id"),
+    ids = place(dict.fromkeys(keys), stored, top_id(con, "programs", "program_id"),
                 held_between(con, "programs", "program_id"))
     wanted = {old_id for (old_id,) in con.execute(
         "SELECT DISTINCT s.program_id FROM src_runs s JOIN run_map m ON s.run_id = m.old_id"

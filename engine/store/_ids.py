@@ -40,11 +40,12 @@ class CorpusIds:
 
 class CorpusOrder:
     """A corpus's job keys and program keys in corpus order, each once (a key's first
-    place), collected a job at a time."""
+    place), collected a job at a time. Its dicts become the ids' (:func:`corpus_ids`
+    fills in their values): each key is held once, with its id."""
 
     def __init__(self) -> None:
-        self.jobs: dict[str, None] = {}      # job key -> (insertion order is the order)
-        self.programs: dict[str, None] = {}  # program key, in the order of its first job
+        self.jobs: dict[str, int | None] = {}      # job key (insertion order is the order)
+        self.programs: dict[str, int | None] = {}  # program key, in the order of its first job
 
     def add(self, job_key: str, program_key: str) -> bool:
         """Record a job; False when its key came before (a duplicate, not traced twice)."""
@@ -74,20 +75,21 @@ def block_base(offsets: set[int], stored: int, count: int, top: int,
     return base
 
 
-def place(order: Iterable[str], stored: dict[str, int], top: int,
+def place(ids: dict[str, int | None], stored: dict[str, int], top: int,
           held_between: Callable[[int, int], int]) -> dict[str, int]:
-    """Ids for the keys of ``order`` (corpus order, each once) by the module's rule.
-    ``stored``: the ids the store gives some of them; ``top``: the store's highest id;
-    ``held_between(low, high)``: how many ids of ``low .. high`` the store holds."""
-    keys = list(order)
-    offsets = {stored[key] - i for i, key in enumerate(keys, start=1) if key in stored}
-    base = block_base(offsets, len(stored), len(keys), top, held_between)
-    if base is not None:
-        return {key: base + i for i, key in enumerate(keys, start=1)}
-    ids = dict(stored)
+    """Give the keys of ``ids`` (corpus order, each once) their ids by the module's rule,
+    in place; returns ``ids``. ``stored``: the ids the store gives some of them; ``top``:
+    the store's highest id; ``held_between(low, high)``: how many ids of ``low .. high``
+    the store holds."""
+    offsets = {stored[key] - i for i, key in enumerate(ids, start=1) if key in stored}
+    base = block_base(offsets, len(stored), len(ids), top, held_between)
     following = top
-    for key in keys:
-        if key not in ids:
+    for i, key in enumerate(ids, start=1):
+        if base is not None:
+            ids[key] = base + i
+        elif key in stored:
+            ids[key] = stored[key]
+        else:
             following += 1
             ids[key] = following
     return ids
@@ -108,14 +110,15 @@ def top_id(con: duckdb.DuckDBPyConnection, table: str, id_column: str) -> int:
 
 
 def corpus_ids(con: duckdb.DuckDBPyConnection, order: CorpusOrder) -> CorpusIds:
-    """The ids of ``order``'s jobs and programs in the store ``con`` (module doc)."""
-    found = CorpusIds()
-    for table, key_column, id_column, keys, target in (
-            ("runs", "run_key", "run_id", order.jobs, found.runs),
-            ("programs", "program_key", "program_id", order.programs, found.programs)):
-        stored = stored_ids(con, table, key_column, id_column, keys)
-        target.update(place(keys, stored, top_id(con, table, id_column),
-                            held_between(con, table, id_column)))
+    """The ids of ``order``'s jobs and programs in the store ``con`` (module doc), in
+    ``order``'s own dicts."""
+    found = CorpusIds(order.jobs, order.programs)
+    for table, key_column, id_column, ids in (
+            ("runs", "run_key", "run_id", order.jobs),
+            ("programs", "program_key", "program_id", order.programs)):
+        top = top_id(con, table, id_column)
+        stored = stored_ids(con, table, key_column, id_column, ids) if top else {}
+        place(ids, stored, top, held_between(con, table, id_column))
         if table == "runs":
             found.stored = set(stored)
     return found

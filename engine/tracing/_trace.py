@@ -6,7 +6,7 @@ chunks ahead, to worker processes (or to this process with ``workers=0``). Finis
 are committed in batches, so an interrupted run keeps every committed batch and a re-run
 finishes the rest. Every job's run id is given before it runs, from its place in the
 corpus (engine/store/_ids.py), so runs finishing in any order make the same store.
-Memory grows with the corpus only by its job and program keys and their ids (~200 bytes
+Memory grows with the corpus only by its job and program keys and their ids (~400 bytes
 a job), not with the jobs or their results. A stream corpus (``-``, a pipe) can be read only
 once: it is first copied to a private temporary file (``steptrace.corpus._formats.spool``).
 A corpus in memory (a list of records, a polars DataFrame: ``steptrace.corpus.Records``)
@@ -178,7 +178,7 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
            progress: Callable[[int, int], None] | None, corpus_name: str | None,
            pool: WorkerPool | None) -> TraceSummary:
     """Two passes over the corpus, so that memory does not grow with its size (beyond its
-    job and program keys and their ids, ~200 bytes a job): the first counts jobs, bad
+    job and program keys and their ids, ~400 bytes a job): the first counts jobs, bad
     records and duplicates, asks the store which keys it holds and gives every job its
     run id; the second reads the jobs again and hands the ones to trace to the workers a
     few chunks at a time."""
@@ -201,10 +201,8 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
             raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
         writer = TraceWriter(con, force=options.force, path=db,
                              guest=(guest, options.packages), ids=ids)
-        todo = set(order.jobs)
         del order
-        if not options.force:
-            todo -= ids.stored
+        todo = set(ids.runs) if options.force else ids.runs.keys() - ids.stored
         if todo:
             writer.register_guest()  # now, while the workers start: not in the last commit
         summary.skipped = summary.jobs - summary.duplicates - len(todo)

@@ -229,7 +229,7 @@ def test_the_rule(stored, top, held, expected):
         asked.append((low, high))
         return held
 
-    assert place(["a", "b", "c"], stored, top, held_between) == expected
+    assert place(dict.fromkeys("abc"), stored, top, held_between) == expected
     offsets = {stored[key] - i for i, key in enumerate("abc", start=1) if key in stored}
     if len(offsets) == 1 and min(offsets) >= 0:
         base = min(offsets)
