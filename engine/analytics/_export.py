@@ -130,16 +130,17 @@ def _clear(directory: Path, names: set[str]) -> None:
 def row_order(name: str, columns: list[str]) -> str:
     """The order a table's rows are written in, so that two stores holding the same rows
     give the same files, whatever order their rows were inserted in (a trace commits
-    runs as they finish): a declared table's primary key; else, for a run-keyed table
-    (steps, states, ...), the run and the order its rows were stored in (``rowid``: a
-    run's rows go in together, in the guest's order); else every column."""
+    runs as they finish): a declared table's primary key; else, for a declared run-keyed
+    table (steps, states, ...), the run and the order its rows were stored in (``rowid``:
+    a run's rows go in together, in the guest's order; a shard directory's views carry
+    it); else (a table or view of the user's) every column."""
     from steptrace.store._tables import table
     try:
-        key = table(name).primary_key
+        declared = table(name)
     except KeyError:
-        key = ()
-    if key:
-        return ", ".join('"' + column + '"' for column in key)
+        return "ALL"
+    if declared.primary_key:
+        return ", ".join('"' + column + '"' for column in declared.primary_key)
     return "run_id, rowid" if "run_id" in columns else "ALL"
 
 

@@ -125,7 +125,7 @@ def corpus_ids(con: duckdb.DuckDBPyConnection, order: CorpusOrder) -> CorpusIds:
 
 
 def stored_ids(con: duckdb.DuckDBPyConnection, table: str, key_column: str,
-                id_column: str, keys: Iterable[str]) -> dict[str, int]:
+               id_column: str, keys: Iterable[str]) -> dict[str, int]:
     """The stored ids of ``keys`` (one query: the keys go in as an Arrow table)."""
     wanted = pa.table({"wanted_key": pa.array(list(keys), pa.string())})
     con.register("wanted_keys", wanted)
