@@ -32,6 +32,7 @@ from steptrace.errors import StoreError
 from steptrace.predictions._experiments import upgrade as upgrade_experiment_tables
 from steptrace.corpus._text import file_kind
 from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
+from steptrace.store._ids import CorpusIds
 from steptrace.sandbox._packages import PackageLock, parse_lock
 from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CHECKS, CONNECT_TABLES,
                                      GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS, RUN_FEATURES,
@@ -364,16 +365,21 @@ class TraceWriter:
     DuckDB instance's ``memory_limit`` to ``WRITER_MEMORY_LIMIT``."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, force: bool = False,
-                 path: str | Path = "", guest: tuple[str, PackageLock | None] | None = None
-                 ) -> None:
+                 path: str | Path = "", guest: tuple[str, PackageLock | None] | None = None,
+                 ids: CorpusIds | None = None) -> None:
         """``guest``: the key and package lock of the guest build the runs come from,
-        recorded in ``guests`` with the first commit."""
+        recorded in ``guests`` with the first commit. ``ids``: the run and program ids of
+        the corpus's jobs, given before they run (engine/store/_ids.py: ``trace`` gives
+        them, so that ids follow the corpus order whatever order runs finish in); without
+        them the runs of each batch get the next free ids in the order they are added."""
         self.con = con
         self.force = force
         self.path = path
         self._guest = guest
+        self._ids = ids
         self._held: list[tuple] = []  # (runs, steps, states, programs, objects, attributes,
         #                               global_states, settrace_lines) tables per add
+        self._held_ids: list[int] = []  # the run ids of the held runs
         self._saved: tuple | None = None  # the ids' state before the first held add
         self.held_bytes = 0  # Arrow bytes of the held tables
         try:
@@ -421,8 +427,8 @@ class TraceWriter:
 
     @property
     def held(self) -> int:
-        """Runs added and not yet committed (their run ids follow on from the saved one)."""
-        return 0 if self._saved is None else self.next_run_id - self._saved[0]
+        """Runs added and not yet committed."""
+        return len(self._held_ids)
 
     def add(self, batch: Iterable[TracedRun], most_bytes: int | None = None) -> int:
         """Turn ``batch`` into Arrow rows now (giving run and program ids) and hold them for
@@ -455,8 +461,8 @@ class TraceWriter:
         tables = [pa.concat_tables(parts).combine_chunks() if combine else pa.concat_tables(parts)
                   for parts in zip(*self._held)]
         saved = self._saved
-        run_ids = list(range(saved[0], self.next_run_id))
-        self._held, self._saved, self.held_bytes = [], None, 0
+        run_ids = self._held_ids
+        self._held, self._held_ids, self._saved, self.held_bytes = [], [], None, 0
         con = self.con
         try:
             with transaction(con):
@@ -497,28 +503,38 @@ class TraceWriter:
 
     # ------------------------------------------------------------------ arrow building
     def _program_id(self, program: Program, rows: "RunRows") -> int:
-        """The program's id; a program not yet stored gets the next one and a row in
-        ``rows``."""
+        """The program's id; a program not yet stored gets its planned one (or the next
+        free one) and a row in ``rows``."""
         key = program.key
         pid = self.program_ids.get(key)
         if pid is None:
-            pid = self.program_ids[key] = self.next_program_id
-            self.next_program_id += 1
+            if self._ids is not None:
+                pid = self._ids.programs[key]
+            else:
+                pid = self.next_program_id
+                self.next_program_id += 1
+            self.program_ids[key] = pid
             rows.add_program(program, pid)
         return pid
+
+    def _run_id(self, traced: TracedRun) -> int:
+        """The run's planned id, or the next free one."""
+        if self._ids is not None:
+            return self._ids.runs[traced.job.key]
+        self.next_run_id += 1
+        return self.next_run_id - 1
 
     def _tables(self, batch: Iterable[TracedRun], most_bytes: int | None = None
                 ) -> tuple[int, tuple[pa.Table, ...]]:
         """The number of runs taken from ``batch`` and their (runs, steps, states,
         programs, objects, attributes, global_states, settrace_lines) (none if no run
-        was), giving run
-        ids from ``next_run_id`` on
-        (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
+        was), giving each run its id (``_run_id``, noted in ``_held_ids``) and new programs
+        theirs."""
         rows = RunRows()
         for traced in batch:
             program_id = self._program_id(traced.job.program, rows)
-            run_id = self.next_run_id
-            self.next_run_id += 1
+            run_id = self._run_id(traced)
+            self._held_ids.append(run_id)
             rows.add(traced, run_id, program_id)
             if most_bytes is not None and rows.nbytes >= most_bytes:
                 break

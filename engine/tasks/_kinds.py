@@ -35,6 +35,7 @@ K = frozenset({"k", "kth"})
 LINE = frozenset({"line"})
 VAR = frozenset({"var", "what"})
 OTHER = frozenset({"other"})
+VALUES = frozenset({"values"})  # how a value answer is written (engine/tasks/_templates.py)
 
 
 @dataclass(frozen=True)
@@ -75,13 +76,13 @@ _STEPS = frozenset({"steps"})
 _STATES = frozenset({"steps", "states", "attributes"})
 
 _DECLARED = (
-    TaskKind("output", questions.build_output, COMMON_FIELDS, (CODE, CALL), judges.VALUE,
-             assertion="value"),
+    TaskKind("output", questions.build_output, COMMON_FIELDS | VALUES, (CODE, CALL),
+             judges.VALUE, assertion="value"),
     TaskKind("input", questions.build_input, CODE | {"entry", "output"},
              (CODE, frozenset({"output"})), judges.RUN_IN_SANDBOX, assertion="args"),
-    TaskKind("state", questions.build_state, COMMON_FIELDS | LINE_FIELDS | VAR | K,
+    TaskKind("state", questions.build_state, COMMON_FIELDS | LINE_FIELDS | VAR | K | VALUES,
              (CODE, CALL, LINE, VAR, K), judges.STATE, needs_ast=True, reads=_STATES),
-    TaskKind("state_any", questions.build_state_any, COMMON_FIELDS | LINE_FIELDS | VAR,
+    TaskKind("state_any", questions.build_state_any, COMMON_FIELDS | LINE_FIELDS | VAR | VALUES,
              (CODE, CALL, LINE, VAR), judges.VALUE_SET, needs_ast=True, reads=_STATES),
     TaskKind("next_line", questions.build_next_line,
              COMMON_FIELDS | LINE_FIELDS | K | LINE_RULE, (CODE, CALL, LINE, K), judges.LINE,

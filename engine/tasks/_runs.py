@@ -94,10 +94,12 @@ LEFT JOIN (SELECT run_id, count(DISTINCT line) AS distinct_lines FROM steps
            WHERE event = 'line' GROUP BY run_id) d USING (run_id)
 LEFT JOIN (SELECT run_id, count(*) AS branch_count FROM branches GROUP BY run_id) b USING (run_id)
 LEFT JOIN analyses a USING (run_id)
-WHERE r.status IN ('ok', 'exception')
+WHERE r.status IN ('ok', 'exception') AND a.deterministic IS NOT FALSE
 ORDER BY r.run_id
 """
-# Every finished run can be asked about: a prompt shows the program and how it was run
+# Every finished run can be asked about, but one that ``analyse --determinism`` found to
+# depend on the hash seed (a set of strings' order): its answers are not the prompt's to
+# give. A prompt shows the program and how it was run
 # (a call, a method chain, a script and its stdin, the test code that drives it: see
 # engine/tasks/_templates.py, ``invocation``); which kinds fit which shape is each
 # kind's builder's to say (engine/tasks/_candidates.py).
@@ -134,7 +136,8 @@ def _attach(by_id: dict[int, RunData], con, sql: str, name: str) -> None:
         return
     for (run_id,), part in frame.partition_by("run_id", as_dict=True,
                                               maintain_order=True).items():
-        setattr(by_id[run_id], name, part.drop("run_id").rows())
+        if run_id in by_id:  # (not a run asked about: see _RUNS_SQL)
+            setattr(by_id[run_id], name, part.drop("run_id").rows())
 
 
 def replay(run: RunData) -> list[LineExec]:

@@ -22,7 +22,6 @@ This module generates the tasks of a store and stores and writes them.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import random
 import string
@@ -44,6 +43,7 @@ from steptrace.tasks._kinds import KINDS, TASK_KINDS, parse_kinds, tables_read
 from steptrace.tasks._names import CHAIN_KINDS, LINE_VIEWS
 from steptrace.tasks._program import ProgramInfo, program_info
 from steptrace.tasks._runs import RunData, load_runs
+from steptrace.tasks._source import task_digest
 from steptrace.tasks._templates import load_templates, render
 from steptrace.tracing._analysis import ensure_analysed
 from steptrace.store._transaction import transaction
@@ -131,9 +131,8 @@ class Task:
 # ====================================================================== generation
 def task_id(run_key: str, kind: str, candidate: Candidate) -> str:
     """Stable identity: the run, the kind and the question (not the prompt or seed)."""
-    key = json.dumps([run_key, kind, candidate.line, candidate.var, candidate.occurrence,
-                      dict(candidate.question)], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(key.encode()).hexdigest()
+    return task_digest(run_key, kind, candidate.line, candidate.var, candidate.occurrence,
+                       dict(candidate.question))
 
 
 def tasks_for_run(run: RunData, info: ProgramInfo | None, options: TaskOptions,

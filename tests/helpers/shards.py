@@ -1,9 +1,9 @@
 """Comparing a shard directory (steptrace trace --out) with a store traced by trace --db.
 
 Every table the trace writes is compared row by row, each run's rows identified by its run
-key rather than its run id, programs by their program key: the ids are the two writers'
-own (a store numbers runs in the order they finish, a shard directory by their place in
-the plan; docs/guides/shards.md). Columns that measure time (``duration_us``, ``call_us``,
+key rather than its run id, programs by their program key: both number runs by their
+place in the corpus, but a shard directory's program ids are derived from the program
+keys (docs/guides/shards.md), and a store may hold other corpora's runs first. Columns that measure time (``duration_us``, ``call_us``,
 ``traced_at``, ``first_used``) differ between any two traces and are left out.
 """
 

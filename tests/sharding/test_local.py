@@ -39,6 +39,7 @@ from helpers.processes import assert_store_whole
 from helpers.sample_corpus import RECORDS
 from helpers.shard_corpus import (MAX_STEPS, MIXED, files_of, trace_both, write_jsonl,
                                   write_mixed)
+from helpers.reproduce import assert_identical, differing_columns
 from helpers.shards import assert_same_trace, trace_tables
 
 LIMITS = Limits(max_steps=MAX_STEPS)
@@ -496,8 +497,9 @@ def test_a_worker_with_a_lower_stack_limit_is_refused(planned):
 
 # ------------------------------------------------------------------ import
 def test_import_into_a_new_store(mixed, tmp_path):
-    """Into an empty store: the shards' own run ids, programs numbered by the store, every
-    table as trace --db stores it."""
+    """Into an empty store: the shards' own run ids, programs numbered by the store in
+    the order of their first runs, every table as trace --db stores it, ids included
+    (only the timing columns differ)."""
     _, store, out, _, _ = mixed
     db = tmp_path / "imported.duckdb"
     summary = import_shards(out, db)
@@ -507,6 +509,9 @@ def test_import_into_a_new_store(mixed, tmp_path):
     assert sql(db, ids) == sql(out, ids)
     assert sql(db, "SELECT min(program_id), max(program_id) FROM programs") == [(1, 17)]
     assert assert_same_trace(store, db) == MIXED_ROWS
+    assert differing_columns(store, db) == {"runs": ["duration_us", "call_us", "traced_at"],
+                                            "guests": ["first_used"]}
+    assert assert_identical(store, db)["programs"] == 17
     assert [row[:4] for row in assert_store_whole(db)] == [
         (run_id, sample, status, output) for (run_id, sample, _, status), output in zip(
             MIXED_RUNS, [r[0] for r in sql(out, "SELECT output FROM runs ORDER BY run_id")])]
@@ -514,9 +519,11 @@ def test_import_into_a_new_store(mixed, tmp_path):
 
 def test_import_keeps_what_the_store_holds(mixed, tmp_path):
     """Into a store holding other runs and three of the directory's: only the other 17
-    are imported, numbered after the store's last run in the shards' order, programs
-    matched by key; again: nothing; --force: the 20 replaced, numbered after the
-    store's own runs. Every time, the store holds what trace --db of both corpora would."""
+    are imported, numbered after the store's last run in the shards' order (the three
+    do not sit where the shards' order would put them after the store's own six, so the
+    rest follows the highest id: engine/store/_ids.py), programs matched by key; again:
+    nothing; --force: the 20 replaced, each under the id it had. Every time, the store
+    holds what trace --db of both corpora would."""
     _, _, out, _, _ = mixed
     tmp = tmp_path
     (tmp / "part").mkdir()
@@ -547,7 +554,8 @@ def test_import_keeps_what_the_store_holds(mixed, tmp_path):
     assert (forced.already_stored, forced.imported, forced.programs_added) == (0, 20, 0)
     stored = sql(db, "SELECT run_key, run_id FROM runs WHERE run_id > 6 ORDER BY run_id")
     assert [run_id for _, run_id in stored] == list(range(7, 27))
-    assert [shard_ids[key] for key, _ in stored] == list(range(1, 21))
+    assert [shard_ids[key] for key, _ in stored] == [7, 8, 9] + [
+        i for i in range(1, 21) if i not in (7, 8, 9)]
     assert assert_same_trace(reference, db) == counts
     assert len(assert_store_whole(db)) == 26
 

@@ -277,7 +277,7 @@ def test_determinism_of_a_run_stored_without_object_state(tmp_path):
 
 
 def test_force_retrace_drops_the_old_analysis(tmp_path):
-    """``trace --force`` replaces runs (new run ids): their analyses and branches go too."""
+    """``trace --force`` replaces runs (under their ids): their analyses and branches go too."""
     records = [{"id": "boom", "code": BOOM, "input": "0"}]
     db = trace(tmp_path, records)
     analyse_store(db, AnalysisOptions(workers=0))
