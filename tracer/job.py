@@ -210,6 +210,7 @@ def run_job(request: dict) -> dict:
         return _invalid(result, shape)
     guard.enter(limits, request.get("seed", guard.RANDOM_SEED), shape[1])
     ended = False
+    reaches = True  # whether the job's code can reach shared state (until its codes say)
     try:
         try:
             _run(request, result, limits, code_text, input_text, entry, shape[0])
@@ -225,13 +226,14 @@ def run_job(request: dict) -> dict:
         # finalizers write nowhere): not in the runner's checks below, nor in a later
         # job. In job isolation the instance goes instead, uncollected.
         if batch:
-            guard.wind_down()
+            reaches = shared_state.reaches_shared_state(result.get("codes") or [])
+            guard.wind_down(reaches)
             shared_state.restore_cheap()
             _collect()
         ended = True
     finally:
         namespace_held = None
-        left = guard.leave(batch)
+        left = guard.leave(batch, reaches)
     # From here on no program code runs (guard.leave): every check reads by identity and
     # exact type, and what is put back is kept alive, never freed.
     codes = result.pop("codes", None) or []
@@ -241,7 +243,8 @@ def run_job(request: dict) -> dict:
         result["exception_type"] = None
         result["exception_message"] = wire.text("; ".join(reasons))
     if batch:
-        changed = left + shared_state.cheap_changed() + shared_state.changed(codes)
+        changed = (left + shared_state.cheap_changed()
+                   + shared_state.changed(codes, reaches))
         if not ended:
             changed.append("the job did not end normally")
         if changed:
