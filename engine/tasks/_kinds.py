@@ -30,7 +30,7 @@ COMMON_FIELDS = CODE | CALL | {"entry"}
 LINE_FIELDS = frozenset({"line", "line_text", "func", "function"})
 # The kinds whose answers are made of the run's line events (``line_view``) may say how
 # those are counted, which the line view decides (engine/tasks/_templates.py).
-LINE_RULE = frozenset({"line_rule"})
+LINE_RULE = frozenset({"line_rule", "line_counting"})
 K = frozenset({"k", "kth"})
 LINE = frozenset({"line"})
 VAR = frozenset({"var", "what"})

@@ -88,7 +88,8 @@ def ordinal(k: int) -> str:
 
 # ``$line_rule``: how the line events a line-sequence kind counts are counted, by line
 # view (docs/guides/runs.md, "The settrace view"); the monitoring view's rule is the
-# templates' own sentence, which the settrace view adds to.
+# templates' own sentence, which the settrace view adds to. ``$line_counting`` (below):
+# the whole rule of the counting kinds (steps, line_count, trace), one per view.
 LINE_RULES = {
     "monitoring": "",
     "settrace": (" Lines are counted as sys.settrace reports them: a line also counts again "
@@ -96,7 +97,6 @@ LINE_RULES = {
                  "comprehension or generator expression written on that line going round "
                  "for its next item, or to find it has none)."),
 }
-# how the counting kinds (steps, line_count, trace) say lines are counted, by line view
 _COUNTED = ("a line counts each time a call comes to it from another line or starts there, "
             "so a line in a loop counts once each time round, and a `for` or `while` line "
             "each time its loop comes back to it, including the last check that ends the loop")
