@@ -307,7 +307,7 @@ def actor_setup(directory: Path, count: int) -> float:
     # no CPU asked: set-up is the same, and the call's actors may not have handed theirs back
     actor_class = ray.remote(num_cpus=0)(ShardWorker)
     started = time.perf_counter()
-    actors = [actor_class.remote(str(directory)) for _ in range(count)]
+    actors = [actor_class.remote(str(directory), plan.guest.digest) for _ in range(count)]
     errors = ray.get([actor.setup.remote([payload]) for actor in actors])
     seconds = time.perf_counter() - started
     for actor in actors:

@@ -167,13 +167,13 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
     except CorpusError as exc:
         raise InputError(str(exc)) from None
     outcome = _SANDBOX.run(job.request(), limits)
-    row, steps, states, objects, attributes, globals_, files_ = run_rows(
+    row, steps, states, objects, attributes, globals_, settrace, files_ = run_rows(
         TracedRun(job, outcome.result, outcome.duration_us, "job"))
     row.update(shape=job.program.shape, test=job.program.test)
     return Run.from_rows(row, job.program.code, job.program.entry, steps.to_pylist(),
                          states.to_pylist(), stored=False, objects=objects.to_pylist(),
                          attributes=attributes.to_pylist(), globals=globals_.to_pylist(),
-                         files=files_.to_pylist())
+                         settrace_lines=settrace.to_pylist(), files=files_.to_pylist())
 
 
 # ====================================================================== the pipeline
@@ -233,7 +233,8 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
                   packages: PackageLock | str | os.PathLike | None = None,
                   plan_only: bool = False,
                   shard_progress: Progress | None = None,
-                  on_note: Callable[[str], None] | None = None) -> ShardSummary:
+                  on_note: Callable[[str], None] | None = None,
+                  trust_guest: str | None = None) -> ShardSummary:
     """Trace ``corpora`` (corpus files or directories) into the shard directory ``out``
     (``steptrace trace CORPUS... --out DIR``): a plan of fixed shards of jobs, then each
     shard's runs as Parquet files, on ``engine`` ``local`` (this machine's worker pool) or
@@ -247,7 +248,9 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
     shard_progress: ``shard_progress(shards done, shards planned)``, before ``progress``.
     on_note: called with each note on what the trace does otherwise than asked (batch
         isolation asked for corpora holding records marked ``model_written``: the plan
-        is made in job isolation); default: a warning."""
+        is made in job isolation); default: a warning.
+    trust_guest: the SHA-256 of the plan's guest, to run it when it is not a build made on
+        this machine (a directory planned elsewhere): docs/guides/shards.md."""
     from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE
     from steptrace.sharding._run import ShardOptions, trace_shards
     if isinstance(corpora, (str, os.PathLike)):
@@ -270,19 +273,21 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
     options = ShardOptions(shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
                            workers=workers, limits=as_limits(limits), isolation=isolation,
                            packages=None if packages is None else as_lock(packages),
-                           engine=engine, address=address, plan_only=plan_only)
+                           engine=engine, address=address, plan_only=plan_only,
+                           trust_guest=trust_guest)
     return trace_shards(corpora, out, options, progress, shard_progress)
 
 
-def trace_shard(directory: str | os.PathLike, index: int, *, workers: int | None = None
-                ) -> ShardResult:
+def trace_shard(directory: str | os.PathLike, index: int, *, workers: int | None = None,
+                trust_guest: str | None = None) -> ShardResult:
     """Run shard ``index`` of the shard directory ``directory`` on this machine (``steptrace
     trace-shard``: one process per shard index under a batch scheduler); a done shard is
-    not run again. ``workers``: worker processes (default one per CPU)."""
+    not run again. ``workers``: worker processes (default one per CPU). ``trust_guest``:
+    as for ``trace_sharded``."""
     from steptrace.sharding._run import run_one
     if workers is not None and workers < 1:
         raise InputError(f"workers must be 1 or more, not {workers}")
-    return run_one(directory, index, workers)
+    return run_one(directory, index, workers, trust_guest)
 
 
 def import_shards(directory: str | os.PathLike, store: Store | str | os.PathLike, *,
@@ -319,7 +324,8 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
                template_dir: str | os.PathLike | None = None,
                out: str | os.PathLike | None = None, max_trace_lines: int = 200,
                workers: int | None = None, engine: str = "local",
-               address: str | None = None, where: str | None = None) -> TaskSummary:
+               address: str | None = None, where: str | None = None,
+               lines: str = "monitoring") -> TaskSummary:
     """Make prediction tasks with exact answers from the store's finished runs, store them
     in its ``tasks`` table and return the summary (``steptrace tasks``); the tasks
     themselves are ``summary.tasks``, a polars DataFrame, which ``predict`` and ``score``
@@ -346,14 +352,18 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
         cluster at ``address``; default a local Ray).
     where: only the runs this SQL condition selects, e.g. ``"meta.release_date >=
         '2025-01-01'"`` (columns: the run's, its program's, ``meta.KEY`` of its corpus
-        record's metadata; see docs/guides/contamination.md)."""
+        record's metadata; see docs/guides/contamination.md).
+    lines: the line events the line-sequence kinds (next_line, next_line_any, coverage,
+        line_count, steps, trace) are asked of: ``"monitoring"``, the steps' line events,
+        or ``"settrace"``, those ``sys.settrace`` reports (docs/guides/runs.md, "The
+        settrace view"); a run whose settrace view was not recorded gets none of them."""
     from steptrace.tasks._tasks import TaskOptions, generate_tasks, parse_kinds
     options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed, chains=chains,
                           prompt_style=prompt_style,
                           template_dir=None if template_dir is None else Path(template_dir),
                           out=None if out is None else Path(out),
                           max_trace_lines=max_trace_lines, workers=workers, engine=engine,
-                          address=address, where=where)
+                          address=address, where=where, lines=lines)
     from steptrace.sharding._plan import is_shard_directory
     if (engine, address) != ("local", None) and not is_shard_directory(store_path(store)):
         raise InputError("--engine and --address go with a shard directory (trace --out DIR)")

@@ -11,6 +11,12 @@ source rebuilds automatically. Two artifacts live under the cache directory:
 Each artifact has a ``.sha256`` sidecar written after it; a file whose digest does not
 match (truncated or corrupted) is rebuilt. Deserialising an unverified ``.cwasm`` would be
 unsafe: wasmtime trusts its bytes.
+
+Only builds made here are ever named by a key: a component that arrives from elsewhere (a
+shard directory's guest) is data, kept apart in ``foreign/guest-<sha256>.wasm`` and named
+by its digest (:func:`install_foreign`), so nothing another machine wrote can stand in
+for a build this one looks up. Processes share the cache safely: leases, one build at a
+time and eviction by size are wasm_sandbox/_cache.py's.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import steptrace.guest as tracer
 from steptrace.errors import SandboxError
+from steptrace.sandbox._cache import (FOREIGN, building, evict, group_of, lease, lease_file,
+                                      rebuild_reason, record, replacing)
 from steptrace.sandbox._packages import PackageLock, install
 
 PACKAGES_MODULE = "guest_packages"  # written into a build with packages: what to import
@@ -45,9 +53,14 @@ class BuildError(SandboxError):
 
 @dataclass(frozen=True)
 class GuestArtifacts:
+    """A build's files: its key (a foreign component's: its SHA-256), its component and the
+    stem of its compiled forms (``_runtime.compiled_path``). ``built`` says why this
+    process built it, when it did (``ensure_component``)."""
+
     key: str
     wasm: Path
     cwasm: Path
+    built: str | None = field(default=None, compare=False)
 
 
 def tracer_dir() -> Path:
@@ -94,6 +107,55 @@ def artifacts(key: str | None = None, variant: str = "",
     key = (key or cache_key(packages)) + (f"-{variant}" if variant else "")
     root = cache_dir()
     return GuestArtifacts(key, root / f"guest-{key}.wasm", root / f"guest-{key}.cwasm")
+
+
+def hold(found: GuestArtifacts) -> None:
+    """Lease ``found``'s build for the rest of this process (wasm_sandbox/_cache.py): every
+    process that loads or prepares it holds it, so no other process's eviction removes it
+    while it runs."""
+    lease(found.wasm.parent, found.key)
+
+
+def foreign_artifacts(digest: str) -> GuestArtifacts:
+    """Where a component not built here with SHA-256 ``digest`` is kept: in the cache's
+    ``foreign/`` folder, named by its digest, never under a build key."""
+    if re.fullmatch(r"[0-9a-f]{64}", digest) is None:
+        raise ValueError(f"not a SHA-256 digest: {digest!r}")
+    root = cache_dir() / FOREIGN
+    return GuestArtifacts(digest, root / f"guest-{digest}.wasm", root / f"guest-{digest}.cwasm")
+
+
+def install_foreign(payload: bytes, digest: str) -> GuestArtifacts:
+    """``payload`` (a component made elsewhere) in the cache's ``foreign/`` folder, if its
+    SHA-256 is ``digest`` (ValueError otherwise: the caller says whose it is), leased for
+    this process like a build. Installed once; the evictions that follow keep the cache
+    within its budget."""
+    if hashlib.sha256(payload).hexdigest() != digest:
+        raise ValueError("the component's digest is not the one expected")
+    found = foreign_artifacts(digest)
+    root = found.wasm.parent
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(f"cannot create cache directory {root}: {exc}") from exc
+    hold(found)
+    if _holds(found.wasm, digest):
+        return found
+    with building(root, digest):
+        if not _holds(found.wasm, digest):
+            write_verified(found.wasm, payload)
+            for stale in compiled_files(found):
+                stale.unlink(missing_ok=True)
+    evict(cache_dir(), lease_file(root, digest))
+    return found
+
+
+def _holds(path: Path, digest: str) -> bool:
+    """Whether ``path`` is verified and its digest is ``digest``."""
+    try:
+        return is_verified(path) and sidecar(path).read_text().strip() == digest
+    except OSError:
+        return False
 
 
 def file_digest(path: Path) -> str:
@@ -235,63 +297,60 @@ def _tzdata_path(tmp: Path) -> Path:
 
 
 def ensure_component(force: bool = False, variant: str = "",
-                     packages: PackageLock | None = None) -> GuestArtifacts:
+                     packages: PackageLock | None = None, announce: bool = True
+                     ) -> GuestArtifacts:
     """Return verified artifacts for the current sources, building what is missing.
 
     A ``variant`` is a second, separately pre-initialised build of the same sources: its
     interpreter snapshot has its own string-hash secret (drawn when it was initialised:
     componentize-py offers no way to choose it), which is what the determinism check needs
-    (engine/tracing/_analysis.py; it also gives the variant's jobs another random seed)."""
+    (engine/tracing/_analysis.py; it also gives the variant's jobs another random seed).
+
+    The build is leased for the rest of this process before it is looked at, so no other
+    process evicts it (wasm_sandbox/_cache.py); a build is made by one process at a time
+    (another one building the same key is waited for, and its build used). A build made
+    here says why on stderr (``announce``) and in the result's ``built``; the evictions
+    that follow it keep the cache within its budget."""
     found = artifacts(variant=variant, packages=packages)
+    root = found.wasm.parent
     try:
-        found.wasm.parent.mkdir(parents=True, exist_ok=True)
+        root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BuildError(f"cannot create cache directory {found.wasm.parent}: {exc}") from exc
-    if force or not is_verified(found.wasm):
-        with tempfile.TemporaryDirectory(prefix="steptrace-out-") as tmp:
-            out = Path(tmp) / "guest.wasm"
-            componentize(out, packages)
-            write_verified(found.wasm, out.read_bytes())
-        for stale in compiled_files(found):
-            stale.unlink(missing_ok=True)
-        prune_cache(found.key.split("-", 1)[0], found.wasm.parent)
-    return found
+        raise BuildError(f"cannot create cache directory {root}: {exc}") from exc
+    group = group_of(found.key)
+    hold(found)
+    if not force and is_verified(found.wasm):
+        return found
+    lock = None if packages is None else packages.digest
+    if force:
+        with replacing(root, found.key):
+            built = _build(found, packages, "asked to (--force)", announce)
+    else:
+        with building(root, group):
+            if is_verified(found.wasm):  # another process built it while this one waited
+                return found
+            why = rebuild_reason(root, found.key, lock, variant, found.wasm.exists())
+            built = _build(found, packages, why, announce)
+    record(root, {"event": "built", "key": found.key, "group": group, "variant": variant,
+                  "packages": lock, "digest": sidecar(found.wasm).read_text().strip(),
+                  "why": built.built})
+    evict(root, lease_file(root, group))
+    return built
 
 
-KEEP_BUILDS = 4  # source keys whose builds stay in the cache (the newest)
-_BUILD_FILE = re.compile(r"guest-([0-9a-f]{24})(-.+)?\.(wasm|cwasm)(\.sha256|\.checked)?")
-
-
-def prune_cache(keep: str, root: Path) -> list[Path]:
-    """After a build: delete every file of all but the ``KEEP_BUILDS`` most recently built
-    source keys (``keep``, the one just built, always stays; a key's variant and compiled
-    forms go with it). Each change of the guest's sources or tools makes a new key,
-    ~130 MB with its variant and compiled forms, so without this the cache only grows.
-    A process still running a deleted ``.cwasm`` keeps its mapping; one about to load it
-    builds again. Best effort: a file that cannot be deleted stays."""
-    groups: dict[str, list[Path]] = {}
-    try:
-        for path in root.iterdir():
-            match = _BUILD_FILE.fullmatch(path.name)
-            if match:
-                groups.setdefault(match.group(1), []).append(path)
-    except OSError:
-        return []
-
-    def built(key: str) -> float:
-        times = [p.stat().st_mtime for p in groups[key] if p.suffix == ".wasm" and p.exists()]
-        return max(times, default=0.0)
-
-    newest = sorted((key for key in groups if key != keep), key=built, reverse=True)
-    removed = []
-    for key in newest[KEEP_BUILDS - 1:]:
-        for path in groups[key]:
-            try:
-                path.unlink()
-                removed.append(path)
-            except OSError:
-                pass
-    return sorted(removed)
+def _build(found: GuestArtifacts, packages: PackageLock | None, why: str,
+           announce: bool) -> GuestArtifacts:
+    """Build ``found``'s component (its build lock held) and drop its stale compiled forms."""
+    if announce:
+        print(f"steptrace: building the guest component {found.key} ({why}); this takes "
+              "a minute", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="steptrace-out-") as tmp:
+        out = Path(tmp) / "guest.wasm"
+        componentize(out, packages)
+        write_verified(found.wasm, out.read_bytes())
+    for stale in compiled_files(found):
+        stale.unlink(missing_ok=True)
+    return replace(found, built=why)
 
 
 def compiled_files(found: GuestArtifacts) -> list[Path]:

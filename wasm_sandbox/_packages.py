@@ -99,12 +99,28 @@ def check_import(name: str) -> str:
     return name
 
 
+# A lock or requirements file is a line per package: a few KB. Anything larger is not one
+# (and a device such as /dev/zero would otherwise be read until memory ran out).
+MAX_FILE_BYTES = 1 << 20
+
+
+def _read_small(path: Path, what: str) -> str:
+    """The text of the user's ``what`` file ``path``: a regular file of at most
+    ``MAX_FILE_BYTES`` (``corpus._text.read_regular``: a FIFO is refused, not waited on),
+    UTF-8; PackageError in one line otherwise."""
+    from steptrace.corpus._text import read_regular  # not in workers, which never read one
+    try:
+        return read_regular(path, MAX_FILE_BYTES).decode("utf-8")
+    except OSError as exc:
+        raise PackageError(f"cannot read {what} file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise PackageError(f"cannot read {what} file {path}: not UTF-8 text "
+                           f"({exc.reason} at byte {exc.start + 1})") from exc
+
+
 def read_requirements(path: Path) -> list[str]:
     """The requirements of a requirements file (comments and blank lines skipped)."""
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PackageError(f"cannot read requirements file {path}: {exc}") from exc
+    lines = _read_small(path, "requirements").splitlines()
     found = []
     for line in lines:
         text = line.split("#", 1)[0].strip()
@@ -207,11 +223,7 @@ def by_lock(items: Iterable[Item], lock_of: Callable[[Item], PackageLock | None]
 
 
 def read_lock(path: Path) -> PackageLock:
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PackageError(f"cannot read lock file {path}: {exc}") from exc
-    return parse_lock(text, str(path))
+    return parse_lock(_read_small(path, "lock"), str(path))
 
 
 def install(lock: PackageLock, target: Path) -> list[str]:

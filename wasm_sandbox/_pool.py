@@ -42,7 +42,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
 
-from steptrace.sandbox._build import GuestArtifacts, ensure_component, is_verified
+from steptrace.sandbox._build import GuestArtifacts, ensure_component, hold, is_verified
 from steptrace.sandbox._build import artifacts as guest_artifacts
 from steptrace.sandbox._files import make_root, remove_root
 from steptrace.sandbox._limits import Limits
@@ -134,8 +134,11 @@ def prepare(limits: Limits, variant: str = "", packages: PackageLock | None = No
     """Build the component and compile its ``.cwasm`` in this process, so workers only
     deserialise (and never race to build). Checking the ``.cwasm`` here also stamps it
     (see ``build.is_verified``), so the workers' own checks need not hash it again. When
-    it is valid the ``.wasm`` it was compiled from is not needed, nor hashed."""
+    it is valid the ``.wasm`` it was compiled from is not needed, nor hashed. The build is
+    leased first (``build.hold``): no other process evicts it between the check and the
+    end of this one."""
     found = guest_artifacts(variant=variant, packages=packages)
+    hold(found)
     if is_verified(compiled_path(found, limits)):
         return found
     found = ensure_component(variant=variant, packages=packages)

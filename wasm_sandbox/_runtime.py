@@ -59,7 +59,8 @@ import wasmtime._bindings as wasmtime_ffi
 from wasmtime import component as wc
 from wasmtime._ffi import WASMTIME_COMPONENT_STRING
 
-from steptrace.sandbox._build import GuestArtifacts, ensure_component, is_verified, write_verified
+from steptrace.sandbox._build import (GuestArtifacts, ensure_component, hold, is_verified,
+                                      write_verified)
 from steptrace.sandbox._files import FileBounds, JobFiles
 from steptrace.sandbox._limits import ISOLATIONS, Limits
 from steptrace.sandbox._memory_reset import enable_pagemap_scan, prefault
@@ -322,6 +323,7 @@ class Sandbox:
         self.files_over: str | None = None
         self.engine, self.memory_reset = make_engine(self.limits)
         found = artifacts or ensure_component()
+        hold(found)  # leased while this process lives: no other process evicts it
         self.component = load_component(self.engine, self.limits, found)
         self.cwasm = compiled_path(found, self.limits)  # its snapshot is what slots map
         self._prefaulted = self.memory_reset != RESET_WRITTEN_PAGES

@@ -45,6 +45,7 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
     """Build (or verify) the guest component and its compiled cache; with packages, a
     guest that bundles them (docs/guides/packages.md)."""
     from steptrace.sandbox._build import cache_dir, ensure_component
+    from steptrace.sandbox._cache import cached_builds, max_bytes
     from steptrace.sandbox._packages import (PackageError, read_lock, read_requirements,
                                              resolve)
     from steptrace.sandbox._runtime import Sandbox
@@ -68,11 +69,15 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
         learned = learn_imports(learn_from, lock)
         lock = learned.lock
         lock_path.write_text(lock.text)
-    found = ensure_component(force=force, packages=lock)
+    found = ensure_component(force=force, packages=lock, announce=False)
     with Sandbox(Limits(), found) as sandbox:
         modules = sandbox.preloaded_modules()
-    rows = [("cache_dir", str(cache_dir())), ("component", str(found.wasm)),
+    used = sum(b.size for b in cached_builds(cache_dir())) / (1 << 20)
+    rows = [("cache_dir", str(cache_dir())),
+            ("cache_mb", f"{used:,.0f} of {max_bytes() >> 20:,} (STEPTRACE_CACHE_MAX_MB)"),
+            ("component", str(found.wasm)),
             ("component_bytes", found.wasm.stat().st_size), ("guest", found.key),
+            ("built_now", found.built or "no: the cached build is verified"),
             ("preloaded_modules", len(modules["imported"])),
             ("unavailable", ", ".join(sorted(modules["failed"])) or "-")]
     if lock is not None:
@@ -118,6 +123,9 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
               show_default=True, help="With --out: jobs per shard.")
 @click.option("--plan-only", is_flag=True,
               help="With --out: write the plan and stop (then trace-shard DIR --index I).")
+@click.option("--trust-guest", metavar="SHA256",
+              help="With --out: run the plan's guest although this machine did not build it "
+                   "(a directory planned elsewhere), if its component has this digest.")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Worker processes (default: CPU count; 0 runs in this process, with no "
                    "watchdog: a job blocked in a sleep or wait ends only when the wait does). "
@@ -153,9 +161,10 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
                    "instead of ending them with status loops (goes with --db).")
 @format_option
 def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engine: str,
-          address: str | None, shard_size: int, plan_only: bool, workers: int | None, timeout: float,
-          max_steps: int, memory_mb: int, max_repr: int, max_script_stdout: int,
-          max_file_bytes: int, max_files: int, isolation: str, force: bool,
+          address: str | None, shard_size: int, plan_only: bool, trust_guest: str | None,
+          workers: int | None, timeout: float, max_steps: int, memory_mb: int, max_repr: int,
+          max_script_stdout: int, max_file_bytes: int, max_files: int, isolation: str,
+          force: bool,
           lock: Path | None, quiet: bool, no_loop_detection: bool, fmt: str) -> None:
     """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
     read once, into a temporary file) into the store; with --out, of every CORPUS into a
@@ -171,7 +180,8 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
     if out is None:
         given = [name for name, value in (("--engine", engine != "local"), ("--address", address),
                                           ("--shard-size", shard_size != DEFAULT_SHARD_SIZE),
-                                          ("--plan-only", plan_only))
+                                          ("--plan-only", plan_only),
+                                          ("--trust-guest", trust_guest))
                  if value]
         if given:
             raise click.UsageError(f"{given[0]} goes with --out DIR (a sharded trace)")
@@ -209,7 +219,8 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
         sharded = api.trace_sharded(paths, out, engine=engine, address=address,
                                     shard_size=shard_size, workers=workers, isolation=isolation,
                                     limits=limits, progress=bar, shard_progress=shard_progress,
-                                    packages=lock, plan_only=plan_only, on_note=notes.append)
+                                    packages=lock, plan_only=plan_only, on_note=notes.append,
+                                    trust_guest=trust_guest)
     for error in sharded.corpus_errors:
         click.echo(f"warning: {error}", err=True)
     for note in notes:
@@ -228,16 +239,20 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
               help="The shard to run (0-based; the plan lists them).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: CPU count).")
+@click.option("--trust-guest", metavar="SHA256",
+              help="Run the plan's guest although this machine did not build it (a directory "
+                   "planned elsewhere), if its component has this digest.")
 @format_option
-def trace_shard(directory: Path, index: int, workers: int | None, fmt: str) -> None:
+def trace_shard(directory: Path, index: int, workers: int | None, trust_guest: str | None,
+                fmt: str) -> None:
     """Run one shard of a shard directory made by trace --out (for batch schedulers: one
     process per shard index); a done shard is not run again."""
     from dataclasses import asdict
     from steptrace import _api as api
-    result = api.trace_shard(directory, index, workers=workers)
+    result = api.trace_shard(directory, index, workers=workers, trust_guest=trust_guest)
     data = asdict(result)
     rows = [("shard", result.index), ("already done (skipped)", result.skipped),
-            ("runs", result.runs)]
+            *([("guest", result.guest)] if result.guest else []), ("runs", result.runs)]
     rows += [(f"  status {status}", count) for status, count in result.by_status.items()]
     rows += [("trace steps", result.steps), ("seconds", f"{result.seconds:.2f}")]
     if fmt == "json":

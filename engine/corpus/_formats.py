@@ -57,7 +57,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Se
 from steptrace.corpus._environment import record_environment, request_fields
 from steptrace.corpus._meta import record_meta
 from steptrace.corpus._statements import MODULE  # a script's entry: its module code's name
-from steptrace.corpus._text import NotUtf8Error, decode_line, decode_text, file_kind
+from steptrace.corpus._text import (NotRegularFileError, NotUtf8Error, decode_line, decode_text,
+                                    read_regular)
 from steptrace.errors import InputError
 
 if TYPE_CHECKING:
@@ -464,34 +465,18 @@ def _iter_directory(root: Path) -> Iterator[Job | str]:
             yield f"{sidecar}: {exc}"
 
 
-# Open flags that make opening a FIFO return at once, and a terminal not become ours.
-_NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-
-
 def _read_regular(file: Path) -> str:
-    """The UTF-8 text of ``file`` if it is a regular file. Opened without blocking and
-    checked on the open descriptor: a FIFO named ``x.py`` would otherwise block the open
-    (or the read) until some writer came, that is, forever. CorpusError naming the file
-    and what it is for anything but a regular file; NotUtf8Error for bad bytes."""
+    """The UTF-8 text of ``file`` if it is a regular file (``read_regular``: a FIFO named
+    ``x.py`` would otherwise block the open, or the read, until some writer came, that is,
+    forever). CorpusError naming the file and what it is for anything but a regular file;
+    NotUtf8Error for bad bytes."""
     try:
-        _check_regular(file, os.stat(file).st_mode)  # a socket cannot even be opened
-        fd = os.open(file, os.O_RDONLY | _NO_WAIT)
+        data = read_regular(file)
+    except NotRegularFileError as exc:
+        raise CorpusError(f"{file}: {exc.strerror}") from None
     except OSError as exc:
         raise CorpusError(f"{file}: cannot read ({exc.strerror or exc})") from None
-    try:
-        _check_regular(file, os.fstat(fd).st_mode)  # what was opened, if it was replaced
-        with open(fd, "rb", closefd=False) as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise CorpusError(f"{file}: cannot read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
     return decode_text(data, file)
-
-
-def _check_regular(file: Path, mode: int) -> None:
-    if not stat.S_ISREG(mode):
-        raise CorpusError(f"{file}: {file_kind(mode)}, not a regular file")
 
 
 def _text(record: dict, key: str) -> str | None:

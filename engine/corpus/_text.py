@@ -11,6 +11,8 @@ record in two. A UTF-8 byte-order mark at the start of a file is dropped.
 
 from __future__ import annotations
 
+import errno
+import os
 import stat
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +34,51 @@ def file_kind(mode: int) -> str:
     if stat.S_ISREG(mode):
         return "a regular file"
     return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+class NotRegularFileError(OSError):
+    """What ``read_regular`` raises for a file it will not read whole: ``strerror`` says
+    what the file is (``a FIFO, not a regular file``) or that it is too large."""
+
+
+# Open flags that make opening a FIFO return at once, and a terminal not become ours.
+NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def read_regular(path: str | Path, limit: int | None = None, follow: bool = True) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes. Opened
+    without blocking and checked on the open descriptor (a FIFO would block the open, or
+    the read, until a writer came: forever), and read no further than the limit (a
+    device such as ``/dev/zero`` never ends, and a regular file may be far larger than
+    what it should hold). ``follow=False``: a symbolic link is refused too (its target
+    may be any file). NotRegularFileError (an OSError naming the file) for what it will
+    not read, the OSError itself when it cannot."""
+    def refuse(reason: str) -> NotRegularFileError:
+        return NotRegularFileError(errno.EINVAL, reason, str(path))
+
+    flags = os.O_RDONLY | NO_WAIT | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
+    mode = os.stat(path, follow_symlinks=follow).st_mode  # a socket cannot even be opened
+    if stat.S_ISLNK(mode):
+        raise refuse("a symbolic link, not a regular file")
+    if not stat.S_ISREG(mode):
+        raise refuse(f"{file_kind(mode)}, not a regular file")
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:  # replaced by a link since
+            raise refuse("a symbolic link, not a regular file") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode  # what was opened, if it was replaced meanwhile
+        if not stat.S_ISREG(mode):
+            raise refuse(f"{file_kind(mode)}, not a regular file")
+        with open(fd, "rb", closefd=False) as handle:
+            data = handle.read() if limit is None else handle.read(limit + 1)
+    finally:
+        os.close(fd)
+    if limit is not None and len(data) > limit:
+        raise refuse(f"larger than {limit:,} bytes")
+    return data
 
 
 def decode_line(raw: bytes, path: str | Path, number: int) -> str:

@@ -23,7 +23,14 @@ depend on which worker ran it or when. A program's id is derived from its key (t
 The plan names the guest by its build key and the SHA-256 of its component, and the wasm
 stack size: separately built guests can behave differently (componentize-py draws each
 build's string-hash secret), so every worker runs the one component the plan carries and
-refuses to run a shard with another (``GuestMismatchError``).
+refuses to run a shard with another (``GuestMismatchError``). Which component a worker may
+run, and from where, is _shard.py's ``plan_guest``.
+
+A shard directory may come from anyone: everything in it is read as data. Its files are
+read only where the layout puts them: nothing below ``DIR`` may be a symbolic link (one
+could point at any file of this machine: a private store, a device), and each file is
+read only if it is a regular file (``read_own``: a FIFO would block, ``/dev/zero`` never
+end), of a bounded size where it is read whole.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from array import array
 import os
 import re
 import shutil
+import stat
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -223,15 +231,58 @@ def plan_from_json(data: object, where: Path) -> Plan:
     return plan
 
 
+# the most a file read whole may hold: plan.json (its shards' ranges and the corpus's bad
+# records: ~60 bytes a shard at the most shards), a shard's done.json, the guest component
+MAX_PLAN_BYTES = 1 << 30
+MAX_DONE_BYTES = 1 << 20
+MAX_GUEST_BYTES = 1 << 30
+
+
+def own_path(directory: Path, *parts: str) -> Path:
+    """``DIR/parts...``; ShardError when any of it below ``DIR`` is a symbolic link (``DIR``
+    itself may be one: the user named it). A missing part is not checked here."""
+    path = directory
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            raise ShardError(f"{path} is a symbolic link: a shard directory's files must be "
+                             "its own (a link may point at any file on this machine)")
+    return path
+
+
+def read_own(directory: Path, *parts: str, limit: int) -> bytes:
+    """The bytes of the file ``DIR/parts...`` (``own_path``), if it is a regular file of at
+    most ``limit`` bytes (``corpus._text.read_regular``); ShardError in one line otherwise,
+    FileNotFoundError when it is missing."""
+    from steptrace.corpus._text import read_regular
+    path = own_path(directory, *parts)
+    try:
+        return read_regular(path, limit, follow=False)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ShardError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def check_layout(directory: Path) -> None:
+    """Refuse a shard directory whose own entries (``plan.json``, ``inputs``, ``guest``,
+    ``shards``, ``tmp``, the manifest, ``store.duckdb``) are symbolic links: what steptrace
+    reads and writes there would be elsewhere."""
+    for name in sorted(_OURS | {COMPANION}):
+        own_path(directory, name)
+
+
 def read_plan(directory: str | Path) -> Plan:
-    """The plan of a shard directory; ShardError when there is none or it is broken."""
+    """The plan of a shard directory; ShardError when there is none or it is broken (or
+    its layout is: ``check_layout``)."""
     directory = Path(directory)
     path = directory / PLAN
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ShardError(f"{directory} is not a shard directory (no {PLAN}; "
                          "make one with steptrace trace CORPUS --out DIR)")
+    check_layout(directory)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_own(directory, PLAN, limit=MAX_PLAN_BYTES).decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise ShardError(f"cannot read {path}: {exc}") from exc
     return plan_from_json(data, path)
@@ -251,7 +302,9 @@ def check_path(directory: Path) -> None:
 
 
 def is_shard_directory(path: str | Path) -> bool:
-    return Path(path).is_dir() and (Path(path) / PLAN).is_file()
+    """A directory with a ``plan.json`` (whatever that is: ``read_plan`` says what is
+    wrong with it)."""
+    return Path(path).is_dir() and os.path.lexists(Path(path) / PLAN)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -274,13 +327,23 @@ def guest_path(directory: Path, guest: GuestSpec) -> Path:
     return directory / "guest" / f"guest-{guest.key}.wasm"
 
 
+def read_guest(directory: Path, guest: GuestSpec) -> bytes:
+    """The bytes of the plan's copy of its guest (``read_own``); ShardError when it
+    cannot be read."""
+    try:
+        return read_own(directory, "guest", guest_path(directory, guest).name,
+                        limit=MAX_GUEST_BYTES)
+    except OSError as exc:
+        raise ShardError(f"cannot read the plan's guest: {exc}") from exc
+
+
 def read_shard_jobs(directory: Path, plan: Plan, index: int) -> Iterator[tuple[int, Job]]:
     """``(run_id, job)`` of shard ``index``'s input file, checked against the plan."""
     spec = plan.shards[index]
     path = input_path(directory, index)
     count = 0
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open_own(directory, "inputs", path.name) as handle:
             for lineno, line in enumerate(handle, start=1):
                 where = f"{path}:{lineno}"
                 try:
@@ -297,6 +360,24 @@ def read_shard_jobs(directory: Path, plan: Plan, index: int) -> Iterator[tuple[i
         raise ShardError(f"cannot read shard input {path}: {exc.strerror or exc}") from exc
     if count != spec.jobs:
         raise ShardError(f"{path} holds {count} jobs; the plan says {spec.jobs}")
+
+
+def open_own(directory: Path, *parts: str):
+    """The file ``DIR/parts...`` opened for reading as UTF-8 text, line by line, if it is a
+    regular file and no link (``own_path``; opened without blocking, checked on the open
+    descriptor): a shard's inputs, read as they are used. ShardError otherwise."""
+    from steptrace.corpus._text import NO_WAIT, file_kind
+    path = own_path(directory, *parts)
+    fd = os.open(path, os.O_RDONLY | NO_WAIT | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ShardError(f"cannot read {path}: {file_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return open(fd, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class _Planner:
@@ -490,6 +571,7 @@ def plan_directory(corpora: Iterable[str | Path], directory: str | Path, shard_s
 
 # what a shard directory holds (a directory with only these is one being planned)
 _OURS = frozenset({PLAN, MANIFEST, "inputs", "guest", "shards", "tmp"})
+COMPANION = "store.duckdb"  # what later commands make, beside the shards (_store.py)
 
 
 def _plan(corpora: list[str], shard_size: int, limits: Limits, isolation: str,

@@ -1,10 +1,13 @@
 """The Ray engine: one actor per worker, each holding a warm sandbox, running shards.
 
 Ray is an optional dependency (``pip install 'steptrace[ray]'``); this module imports it
-only when it runs. The driver reads the plan's guest component once and puts it in Ray's
-object store (41 MB, about 0.1 s): an actor whose machine's cache lacks that guest fetches
-those bytes and installs them after checking their digest (nothing wasmtime holds can be
-pickled, so each actor loads the component itself). An actor keeps a one-worker
+only when it runs. The driver decides whether the plan's guest may run at all
+(``_shard.guest_trust``: a build of its machine, or one the user trusts), reads the
+plan's component once and puts it in Ray's object store (41 MB, about 0.1 s): an actor
+whose machine's cache lacks that component fetches those bytes and installs them in its
+cache's ``foreign/`` folder after checking them against the digest the driver trusted
+(``_shard.plan_guest``; nothing wasmtime holds can be pickled, so each actor loads the
+component itself). An actor keeps a one-worker
 ``WorkerPool`` across shards: the pool's worker process has the watchdog that ends a job
 blocked in a host call, and a guest that crashes its process takes down the worker, not
 the actor.
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from steptrace.errors import InputError, SteptraceError
-from steptrace.sharding._plan import GuestMismatchError, Plan, ShardError, guest_path
+from steptrace.sharding._plan import GuestMismatchError, Plan, ShardError, read_guest
 from steptrace.sharding._shard import ShardResult
 
 MAX_RESTARTS = 4  # per actor: a node lost now and then, not a guest that kills it every time
@@ -40,26 +43,28 @@ class ShardWorker:
     restartable actor whose constructor takes an object-store reference (which would
     make a one-line error two lines)."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, trusted: str) -> None:
+        """``trusted``: the digest of the guest the driver allows (the plan's)."""
         self.directory = Path(directory)
+        self.trusted = trusted
         self.plan: Plan | None = None
         self.pool = None
 
     def _ensure(self, payload: list) -> None:
         if self.pool is not None:
             return
-        from steptrace.sandbox._build import artifacts, is_verified
         from steptrace.sandbox._pool import WorkerPool
         from steptrace.sharding._plan import read_plan
-        from steptrace.sharding._shard import install_guest
+        from steptrace.sharding._shard import guest_on_hand, guest_trust, plan_guest
         import ray
         self.plan = read_plan(self.directory)
+        guest_trust(self.directory, self.plan, self.trusted)  # before anything is fetched
         # the component's bytes only when this machine's cache lacks it: fetching them
         # costs each actor ~60 MB of peak memory (the object store's pages and a copy)
-        cached = is_verified(artifacts(key=self.plan.guest.key).wasm)
-        found = install_guest(self.directory, self.plan,
-                              None if cached else ray.get(payload[0]))
-        self.pool = WorkerPool(1, self.plan.limits, self.plan.isolation, artifacts=found)
+        guest = plan_guest(self.directory, self.plan, self.trusted,
+                           None if guest_on_hand(self.plan) else ray.get(payload[0]))
+        self.pool = WorkerPool(1, self.plan.limits, self.plan.isolation,
+                               artifacts=guest.artifacts)
 
     def setup(self, payload: list) -> tuple[str, str] | None:
         """Install the guest and start the pool; ``(error type, message)`` if it cannot."""
@@ -113,16 +118,18 @@ def connect(address: str | None, workers: int | None):
 
 
 def run_shards(directory: Path, plan: Plan, pending: list[int], workers: int | None,
-               address: str | None) -> Iterator[ShardResult]:
-    """Run the ``pending`` shards on a Ray cluster; yield each result as it finishes."""
+               address: str | None, trusted: str) -> Iterator[ShardResult]:
+    """Run the ``pending`` shards on a Ray cluster; yield each result as it finishes.
+    ``trusted``: the plan's guest digest, once the driver has found it may run
+    (``_shard.guest_trust``)."""
     ray = connect(address, workers)
     count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     count = min(count, len(pending)) or 1
-    payload = ray.put(guest_path(directory, plan.guest).read_bytes())
+    payload = ray.put(read_guest(directory, plan.guest))
     actor_class = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS,
                              max_task_retries=MAX_TASK_RETRIES)(ShardWorker)
     # absolute: the actors run in their raylet's working directory, not the driver's
-    actors = [actor_class.remote(str(directory.absolute())) for _ in range(count)]
+    actors = [actor_class.remote(str(directory.absolute()), trusted) for _ in range(count)]
     try:
         for error in ray.get([actor.setup.remote([payload]) for actor in actors]):
             if error is not None:

@@ -22,8 +22,9 @@ from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._packages import PackageLock
 from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE, ENGINES
 from steptrace.sharding._plan import Plan, plan_directory, read_plan
-from steptrace.sharding._shard import (ShardResult, finish_directory, install_guest,
-                                       read_done, run_shard)
+from steptrace.sharding._shard import (PlanGuest, ShardResult, check_trust, describe_guest,
+                                       finish_directory, guest_trust, plan_guest, read_done,
+                                       run_shard)
 
 
 
@@ -37,6 +38,9 @@ class ShardOptions:
     engine: str = "local"
     address: str | None = None  # a Ray cluster's address (engine ray)
     plan_only: bool = False  # write the plan and stop (a batch scheduler runs the shards)
+    # the SHA-256 of a plan's guest this machine did not build, to run it all the same
+    # (``_shard.guest_trust``: a directory planned elsewhere, resumed here)
+    trust_guest: str | None = None
 
 
 @dataclass
@@ -62,6 +66,7 @@ class ShardSummary:
     seconds: float = 0.0
     complete: bool = False
     corpus_errors: list[str] = field(default_factory=list)
+    guest: str = ""  # the guest that ran the shards traced now (``describe_guest``)
 
     @property
     def runs_per_second(self) -> float:
@@ -79,6 +84,7 @@ class ShardSummary:
     def as_rows(self) -> list[tuple[str, object]]:
         rows: list[tuple[str, object]] = [
             ("corpora", ", ".join(self.corpora)), ("out", self.out), ("engine", self.engine),
+            *([("guest", self.guest)] if self.guest else []),
             ("jobs in corpora", self.jobs), ("duplicate jobs", self.duplicates),
             ("  of them in another shard", self.cross_shard_duplicates),
             ("shards", self.shards), ("shards done before (skipped)", self.shards_done_before),
@@ -103,15 +109,14 @@ class ShardSummary:
                 "line_steps": self.line_steps, "steps": self.steps,
                 "seconds": round(self.seconds, 3),
                 "runs_per_second": round(self.runs_per_second, 1), "complete": self.complete,
-                "corpus_errors": self.corpus_errors}
+                "corpus_errors": self.corpus_errors, "guest": self.guest}
 
 
-def _local(directory: Path, plan: Plan, pending: list[int], workers: int | None
-           ) -> Iterator[ShardResult]:
+def _local(directory: Path, plan: Plan, pending: list[int], workers: int | None,
+           guest: PlanGuest) -> Iterator[ShardResult]:
     from steptrace.sandbox._pool import WorkerPool
-    found = install_guest(directory, plan)
     size = workers or os.cpu_count() or 1
-    with WorkerPool(size, plan.limits, plan.isolation, artifacts=found) as pool:
+    with WorkerPool(size, plan.limits, plan.isolation, artifacts=guest.artifacts) as pool:
         for index in pending:
             yield run_shard(directory, index, pool, plan)
 
@@ -127,6 +132,7 @@ def trace_shards(corpora: list[str | Path], out: str | Path, options: ShardOptio
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, not {options.engine!r}")
     if options.workers is not None and options.workers < 1:
         raise InputError(f"a sharded trace needs at least one worker, not {options.workers}")
+    trust = check_trust(options.trust_guest)
     if options.engine == "ray" and not options.plan_only:
         from steptrace.sharding._ray import require_ray
         require_ray()  # before planning: a missing Ray is one line, with nothing written
@@ -154,9 +160,15 @@ def trace_shards(corpora: list[str | Path], out: str | Path, options: ShardOptio
     if pending and not options.plan_only:
         if options.engine == "ray":
             from steptrace.sharding._ray import run_shards
-            results = run_shards(directory, plan, pending, options.workers, options.address)
+            # decided here, for every actor: they run the plan's digest and no other
+            source = guest_trust(directory, plan, trust)
+            results = run_shards(directory, plan, pending, options.workers, options.address,
+                                 plan.guest.digest)
         else:
-            results = _local(directory, plan, pending, options.workers)
+            guest = plan_guest(directory, plan, trust)
+            source = guest.source
+            results = _local(directory, plan, pending, options.workers, guest)
+        summary.guest = describe_guest(plan, source)
         for result in results:
             summary.add(result)
             done_runs += result.runs
@@ -172,10 +184,13 @@ def trace_shards(corpora: list[str | Path], out: str | Path, options: ShardOptio
     return summary
 
 
-def run_one(directory: str | Path, index: int, workers: int | None = None) -> ShardResult:
+def run_one(directory: str | Path, index: int, workers: int | None = None,
+            trust_guest: str | None = None) -> ShardResult:
     """Run shard ``index`` of the plan in ``directory`` here (``steptrace trace-shard``), with
-    a pool of ``workers`` processes; write the manifest if it was the last one."""
+    a pool of ``workers`` processes; write the manifest if it was the last one.
+    ``trust_guest``: as ``ShardOptions.trust_guest``."""
     from steptrace.sandbox._pool import WorkerPool
+    trust = check_trust(trust_guest)
     directory = Path(directory)
     plan = read_plan(directory)
     if not 0 <= index < len(plan.shards):
@@ -183,9 +198,10 @@ def run_one(directory: str | Path, index: int, workers: int | None = None) -> Sh
                          f"{len(plan.shards)} shards (0..{len(plan.shards) - 1})")
     done = read_done(directory, index)
     if done is None:
-        found = install_guest(directory, plan)
+        guest = plan_guest(directory, plan, trust)
         size = workers or os.cpu_count() or 1
-        with WorkerPool(size, plan.limits, plan.isolation, artifacts=found) as pool:
+        with WorkerPool(size, plan.limits, plan.isolation, artifacts=guest.artifacts) as pool:
             done = run_shard(directory, index, pool, plan)
+        done.guest = describe_guest(plan, guest.source)
     finish_directory(directory, plan)
     return done

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -26,17 +27,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from steptrace.corpus._formats import Job
-from steptrace.sharding._plan import (MANIFEST, FORMAT, FORMAT_VERSION, GuestMismatchError, Plan,
-                                      ShardError, guest_path, program_id, read_plan,
+from steptrace.errors import InputError
+from steptrace.sharding._check import DONE
+from steptrace.sharding._plan import (MANIFEST, FORMAT, FORMAT_VERSION, MAX_DONE_BYTES,
+                                      GuestMismatchError, Plan, ShardError, guest_path,
+                                      own_path, program_id, read_guest, read_own, read_plan,
                                       read_shard_jobs, shard_name, write_atomic)
 from steptrace.store._store import SCHEMA_VERSION, RunRows, TracedRun, run_matches
 from steptrace.tracing._trace import chunks
-from steptrace.store._tables import (ATTRIBUTES, FILES, GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS,
-                                     RUNS, STATES, STEPS)
+from steptrace.store._tables import (ATTRIBUTES, FILES, GLOBAL_STATES, GUESTS, OBJECTS,
+                                     PROGRAMS, RUNS, SETTRACE_LINES, STATES, STEPS)
 
 # the tables of a shard, in the order RunRows.tables() gives them, then guests
-SHARD_TABLES = (RUNS, STEPS, STATES, PROGRAMS, OBJECTS, ATTRIBUTES, GLOBAL_STATES, FILES, GUESTS)
-DONE = "done.json"
+SHARD_TABLES = (RUNS, STEPS, STATES, PROGRAMS, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
+                SETTRACE_LINES, FILES, GUESTS)
 CHUNK_SIZE = 16
 COMMIT_BYTES = 32 << 20
 
@@ -55,6 +59,13 @@ class ShardResult:
     rows: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     skipped: bool = False  # done before this call (not written by it)
+    guest: str = ""  # the guest that ran it, as describe_guest says (not in done.json)
+
+
+# what done.json holds: ShardResult's fields but skipped and guest, with their types
+_DONE_FIELDS = {"index": int, "runs": int, "by_status": dict, "with_expected": int,
+                "matched": int, "line_steps": int, "steps": int, "rows": dict,
+                "seconds": (int, float)}
 
 
 def shard_path(directory: Path, index: int) -> Path:
@@ -62,29 +73,121 @@ def shard_path(directory: Path, index: int) -> Path:
 
 
 def read_done(directory: Path, index: int) -> ShardResult | None:
-    """The finished shard's ``done.json``, None when the shard is not done."""
+    """The finished shard's ``done.json``, None when the shard is not done; ShardError when
+    it is not one ``run_shard`` wrote (read as data: a field of another type, or another
+    shard's index, is refused rather than summed)."""
     path = shard_path(directory, index) / DONE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_own(directory, "shards", shard_name(index), DONE,
+                                   limit=MAX_DONE_BYTES).decode("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
         raise ShardError(f"cannot read {path}: {exc}") from exc
-    try:
-        return ShardResult(**{**data, "skipped": True})
-    except TypeError as exc:
-        raise ShardError(f"{path} is not a shard's done marker ({exc})") from exc
+    if not (isinstance(data, dict) and set(data) == set(_DONE_FIELDS) and all(
+            isinstance(data[name], kind) and not isinstance(data[name], bool)
+            for name, kind in _DONE_FIELDS.items())
+            and all(isinstance(k, str) and type(v) is int
+                    for name in ("by_status", "rows") for k, v in data[name].items())):
+        raise ShardError(f"{path} is not a shard's done marker (its fields: "
+                         f"{', '.join(_DONE_FIELDS)}, numbers and counts by name)")
+    if data["index"] != index:
+        raise ShardError(f"{path} is the done marker of shard {data['index']}, not {index}")
+    return ShardResult(**data, skipped=True)
 
 
 # ---------------------------------------------------------------------- the guest
-def install_guest(directory: Path, plan: Plan, payload: bytes | None = None):
-    """The plan's guest in this machine's cache (``steptrace.sandbox._build.artifacts``),
-    compiled for the plan's limits: installed from ``payload`` (the component's bytes, as
-    a Ray driver ships them) or the copy in ``DIR/guest/`` when the cache lacks it.
-    GuestMismatchError when the cache holds another build under the plan's key, when the
-    bytes do not have the plan's digest, or when this process's wasm stack would not be
-    the plan's (it depends on the stack limit: ``ulimit -s``)."""
-    from steptrace.sandbox._build import artifacts, is_verified, sidecar, write_verified
+# Whose component the plan's guest is, as this machine runs it (PlanGuest.source).
+THIS_MACHINE = "this machine's build"
+MADE_HERE = "the directory's copy of a build this machine made, no longer in its cache"
+TRUSTED = "the directory's copy, trusted with --trust-guest"
+
+
+@dataclass(frozen=True)
+class PlanGuest:
+    """The plan's guest as this machine runs it: its artifacts, and whose component it is
+    (``THIS_MACHINE``, ``MADE_HERE`` or ``TRUSTED``)."""
+
+    artifacts: object  # steptrace.sandbox._build.GuestArtifacts
+    source: str
+
+
+def describe_guest(plan: Plan, source: str) -> str:
+    """The guest a command ran, as its summary says it."""
+    return f"{plan.guest.key} sha256 {plan.guest.digest[:16]}... ({source})"
+
+
+def check_trust(trust: str | None) -> str | None:
+    """``--trust-guest``'s value: a SHA-256 (64 hex digits, any case); InputError else."""
+    if trust is None:
+        return None
+    text = trust.strip().lower()
+    if re.fullmatch(r"[0-9a-f]{64}", text) is None:
+        raise InputError(f"--trust-guest takes the SHA-256 of a guest component (64 hex "
+                         f"digits), not {trust!r}")
+    return text
+
+
+def _local_digest(found) -> str | None:
+    """The digest of the verified component ``found`` holds, None when there is none."""
+    from steptrace.sandbox._build import is_verified, sidecar
+    try:
+        return sidecar(found.wasm).read_text().strip() if is_verified(found.wasm) else None
+    except OSError:
+        return None
+
+
+def guest_trust(directory: Path, plan: Plan, trust: str | None = None) -> str:
+    """Whose component the plan's guest is, if this machine may run it: this machine's
+    build of the plan's key with the plan's digest (``THIS_MACHINE``), a build this machine
+    made (its build log names the key and digest: ``MADE_HERE``), or the digest the user
+    gave (``--trust-guest``: ``TRUSTED``). Anything else is a component someone else made,
+    which would produce every output, status and trace of the shards it ran:
+    GuestMismatchError in one line, saying how to trust it."""
+    from steptrace.sandbox._build import artifacts, cache_dir, hold
+    from steptrace.sandbox._cache import made_here
+    guest = plan.guest
+    local = artifacts(key=guest.key)
+    if local.wasm.exists():
+        hold(local)  # before it is looked at: no other process evicts it meanwhile
+    local_digest = _local_digest(local)
+    if local_digest == guest.digest:
+        return THIS_MACHINE
+    if made_here(cache_dir(), guest.key, guest.digest):
+        return MADE_HERE
+    if trust == guest.digest:
+        return TRUSTED
+    if trust is not None:
+        raise GuestMismatchError(f"--trust-guest {trust[:16]}... is not the plan's guest: its "
+                                 f"component has sha256 {guest.digest}")
+    here = (f"this machine's build of that key has sha256 {local_digest[:16]}..."
+            if local_digest else "this machine has no build of that key")
+    raise GuestMismatchError(
+        f"the plan's guest {guest.key} (sha256 {guest.digest[:16]}...) is not a build made on "
+        f"this machine ({here}); to run the component {guest_path(directory, guest)} anyway, "
+        f"if you trust where it came from: --trust-guest {guest.digest}")
+
+
+def guest_on_hand(plan: Plan) -> bool:
+    """Whether this machine's cache holds the plan's component (its build, or a copy from
+    elsewhere in ``foreign/``): a Ray actor then need not fetch the driver's copy."""
+    from steptrace.sandbox._build import artifacts, foreign_artifacts
+    return plan.guest.digest in (_local_digest(artifacts(key=plan.guest.key)),
+                                 _local_digest(foreign_artifacts(plan.guest.digest)))
+
+
+def plan_guest(directory: Path, plan: Plan, trust: str | None = None,
+               payload: bytes | None = None) -> PlanGuest:
+    """The plan's guest, ready to run here and compiled for the plan's limits, if this
+    machine may run it (``guest_trust``). This machine's build runs from its place in the
+    cache; any other component (``payload``, its bytes as a Ray driver ships them, or the
+    directory's copy) is checked against the plan's digest and run from the cache's
+    ``foreign/`` folder, named by that digest, never under a build key: a later ``trace``
+    looks up builds by key and so never runs it. GuestMismatchError when this process's
+    wasm stack would not be the plan's (it depends on the stack limit: ``ulimit -s``),
+    when the guest is not trusted, or when the bytes do not have the plan's digest."""
+    from steptrace.sandbox._build import (artifacts, foreign_artifacts, hold, install_foreign,
+                                          is_verified)
     from steptrace.sandbox._runtime import (compiled_path, load_component, make_engine,
                                             wasm_stack_bytes)
     guest = plan.guest
@@ -93,46 +196,28 @@ def install_guest(directory: Path, plan: Plan, payload: bytes | None = None):
         raise GuestMismatchError(
             f"this worker's wasm stack would be {stack:,} bytes, the plan's is "
             f"{guest.stack_bytes:,} (its stack limit, ulimit -s, is lower than the planner's)")
-    found = artifacts(key=guest.key)
-    if is_verified(found.wasm):
-        digest = sidecar(found.wasm).read_text().strip()
-        if digest != guest.digest:
-            raise GuestMismatchError(
-                f"guest {guest.key} in this worker's cache ({found.wasm}) has digest "
-                f"{digest[:16]}..., the plan's is {guest.digest[:16]}...: a separate build "
-                "(remove it, or point STEPTRACE_CACHE_DIR elsewhere, to run the plan's)")
+    source = guest_trust(directory, plan, trust)
+    if source == THIS_MACHINE:
+        found = artifacts(key=guest.key)
     else:
-        if payload is None:
+        found = foreign_artifacts(guest.digest)
+        installed = False
+        if payload is None and found.wasm.exists():  # from an earlier run: not read again
+            hold(found)
+            installed = _local_digest(found) == guest.digest
+        if not installed:
+            if payload is None:
+                payload = read_guest(directory, guest)
             try:
-                payload = guest_path(directory, guest).read_bytes()
-            except OSError as exc:
-                raise ShardError(f"cannot read the plan's guest: {exc}") from exc
-        digest = hashlib.sha256(payload).hexdigest()
-        if digest != guest.digest:
-            raise GuestMismatchError(f"the guest component given has digest {digest[:16]}..., "
-                                     f"the plan's is {guest.digest[:16]}...")
-        write_verified(found.wasm, payload)
+                found = install_foreign(payload, guest.digest)
+            except ValueError:
+                digest = hashlib.sha256(payload).hexdigest()
+                raise GuestMismatchError(f"the guest component given has digest "
+                                         f"{digest[:16]}..., the plan's is "
+                                         f"{guest.digest[:16]}...") from None
     if not is_verified(compiled_path(found, plan.limits)):
         load_component(make_engine(plan.limits)[0], plan.limits, found)
-    return found
-
-
-def offer_guest(directory: Path, plan: Plan) -> None:
-    """Put the plan's guest component in this machine's cache if the cache has no build
-    under its key (checked against the plan's digest; not compiled): a command that runs
-    a directory's programs again (``score`` of predicted inputs, ``analyse``) then runs
-    them in the guest that traced them. Quiet when it cannot: that command builds or
-    refuses as it would for a store."""
-    from steptrace.sandbox._build import artifacts, is_verified, write_verified
-    found = artifacts(key=plan.guest.key)
-    if is_verified(found.wasm):
-        return
-    try:
-        payload = guest_path(directory, plan.guest).read_bytes()
-        if hashlib.sha256(payload).hexdigest() == plan.guest.digest:
-            write_verified(found.wasm, payload)
-    except OSError:
-        pass
+    return PlanGuest(found, source)
 
 
 # ---------------------------------------------------------------------- one shard
@@ -163,7 +248,7 @@ class _ShardFiles:
 def run_shard(directory: str | Path, index: int, pool, plan: Plan | None = None,
               chunk_size: int = CHUNK_SIZE, commit_bytes: int = COMMIT_BYTES) -> ShardResult:
     """Run shard ``index`` of the plan in ``directory`` with ``pool`` (a
-    ``steptrace.sandbox.WorkerPool`` running the plan's guest: ``install_guest``) unless
+    ``steptrace.sandbox.WorkerPool`` running the plan's guest: ``plan_guest``) unless
     it is done; return its counts."""
     directory = Path(directory)
     plan = plan or read_plan(directory)
@@ -174,14 +259,14 @@ def run_shard(directory: str | Path, index: int, pool, plan: Plan | None = None,
     if done is not None:
         return done
     started = time.perf_counter()
-    (directory / "tmp").mkdir(exist_ok=True)
-    (directory / "shards").mkdir(exist_ok=True)
+    own_path(directory, "tmp").mkdir(exist_ok=True)
+    own_path(directory, "shards").mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=directory / "tmp", prefix=f"{shard_name(index)}-"))
     try:
         result = _write_shard(directory, plan, index, pool, work, chunk_size, commit_bytes)
         result.seconds = round(time.perf_counter() - started, 3)
         write_atomic(work / DONE, json.dumps({k: v for k, v in asdict(result).items()
-                                              if k != "skipped"}, indent=1) + "\n")
+                                              if k in _DONE_FIELDS}, indent=1) + "\n")
         try:
             work.rename(shard_path(directory, index))
         except OSError:

@@ -220,7 +220,11 @@ RUNS = Table(
      _c("guest", "VARCHAR", "the key of the guest build that traced the run: SHA-256 "
         "(24 hex digits) over the guest's sources, componentize-py's and wasmtime's "
         "versions, the machine and the package lock of a guest with packages "
-        "(`steptrace build --with`); NULL for runs stored before schema 5")),
+        "(`steptrace build --with`); NULL for runs stored before schema 5"),
+     _c("settrace_line_steps", "BIGINT", "line events of the run's settrace view (see The "
+        "settrace view): `line_steps` plus its rows in `settrace_lines`; NULL when the view "
+        "is not recorded (more than `--max-steps` events of its own, a trace that was "
+        "dropped, runs stored before schema 7)")),
     primary_key=("run_id",), made_by="trace")
 
 STEPS = Table(
@@ -288,6 +292,19 @@ GLOBAL_STATES = Table(
      _c("type", "VARCHAR", "its type name; NULL when unbound"),
      _c("truncated", "BOOLEAN", "whether `value` was cut", null=False),
      _c("object_id", "INTEGER", "→ objects, when the value is a tracked object")),
+    made_by="trace")
+
+SETTRACE_LINES = Table(
+    "settrace_lines", "one row per line event of a run's settrace view that is not a `line` "
+    "step: a backward jump that stays on its line, which `sys.settrace` reports and "
+    "sys.monitoring does not (see The settrace view; added in schema 7)",
+    (_c("run_id", "BIGINT", "→ runs", null=False),
+     _c("step", "INTEGER", "the step it follows: the view lists it after that step and "
+        "before the next (rows after the same step in their order)", null=False),
+     _c("func", "VARCHAR", "the function, as in `steps`", null=False),
+     _c("line", "INTEGER", "its line", null=False),
+     _c("depth", "INTEGER", "its call depth, as in `steps`", null=False),
+     _c("frame", "INTEGER", "its activation, as in `steps`", null=False)),
     made_by="trace")
 
 FILES = Table(
@@ -471,15 +488,15 @@ RUN_FEATURES = Table(
 
 # The tables every store opened for writing has (connect creates what is missing).
 CONNECT_TABLES = (META, PROGRAMS, RUNS, STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
-                  FILES, GUESTS, ANALYSES, BRANCHES)
+                  SETTRACE_LINES, FILES, GUESTS, ANALYSES, BRANCHES)
 # Pipeline order: what the schema page lists, in this order.
 _ALL = CONNECT_TABLES + (TASKS, EXPERIMENTS, PREDICTIONS, SCORES, CHECKS, RUN_FEATURES)
 
 
 def tables() -> tuple[Table, ...]:
     """Every table of a store, in pipeline order: meta, then what ``trace`` writes
-    (programs, runs, steps, states, objects, attributes, global_states, files, guests),
-    ``analyse`` (analyses, branches), ``tasks``,
+    (programs, runs, steps, states, objects, attributes, global_states, settrace_lines,
+    files, guests), ``analyse`` (analyses, branches), ``tasks``,
     ``predict`` (experiments, predictions), ``score`` (scores, checks) and ``features``
     (run_features)."""
     return _ALL

@@ -18,12 +18,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from click.testing import CliRunner
 
-from steptrace.cli._main import main
-from steptrace.sharding._plan import MANIFEST
+from steptrace.sharding._plan import MANIFEST, read_plan
 from steptrace.store._tables import ATTRIBUTES, GLOBAL_STATES, OBJECTS, STATES, STEPS
-from helpers.cli import assert_one_line_error
+from helpers.cli import assert_one_line_error, invoke, ok
 from helpers.openai_stub import answer
 from helpers.predict import predict_with_stub
 from helpers.shard_corpus import MAX_STEPS, write_mixed
@@ -33,16 +31,6 @@ TIMING = ("seconds", "runs/s", "runs_per_second")
 STATUSES = {"exception": 3, "invalid": 2, "ok": 14, "step_limit": 1}
 ROWS = {"programs": 17, "runs": 20, "steps": 2144, "states": 1126, "objects": 16,
         "attributes": 16, "global_states": 1, "files": 0, "guests": 1}
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args) -> str:
-    result = invoke(*args)
-    assert result.exit_code == 0, (args, result.output)
-    return result.stdout
 
 
 def as_json(*args):
@@ -77,6 +65,12 @@ def traced(tmp_path_factory):
     return SimpleNamespace(tmp=tmp, corpus=corpus, store=store, out=tmp / "out", result=sharded)
 
 
+def this_machines(out: Path) -> str:
+    """What a summary says of the plan's guest run as this machine's own build."""
+    guest = read_plan(out).guest
+    return f"{guest.key} sha256 {guest.digest[:16]}... (this machine's build)"
+
+
 def copies(traced, target: Path) -> tuple[Path, Path]:
     """A copy of the store and of the shard directory under ``target``."""
     target.mkdir()
@@ -98,7 +92,8 @@ def test_trace_out_prints_its_summary(traced):
         "duplicates": 2, "cross_shard_duplicates": 1, "shards": 5, "shards_done_before": 0,
         "shards_traced": 5, "runs": 20, "traced": 20, "by_status": STATUSES,
         "with_expected": 13, "matched": 11, "line_steps": 2078, "steps": 2144,
-        "complete": True, "corpus_errors": [f"{traced.corpus}:20: missing 'code'"]}
+        "complete": True, "corpus_errors": [f"{traced.corpus}:20: missing 'code'"],
+        "guest": this_machines(traced.out)}
     assert assert_same_trace(traced.store, traced.out) == ROWS
 
 
@@ -167,11 +162,12 @@ def test_trace_shard_runs_one_shard_at_a_time(traced, tmp_path):
         result = as_json("trace-shard", out, "--index", index, "--workers", 1)
         assert isinstance(result.pop("seconds"), float)
         assert (result.pop("index"), result.pop("runs"), result.pop("by_status"),
-                result.pop("skipped")) == (index, 4, statuses[index], False)
+                result.pop("skipped"), result.pop("guest")) == (
+            index, 4, statuses[index], False, this_machines(out))
         assert set(result) == {"with_expected", "matched", "line_steps", "steps", "rows"}
         assert (out / MANIFEST).exists() == (number == 5)
     again = json.loads(ok("trace-shard", out, "--index", 2, "--format", "json"))
-    assert (again["skipped"], again["runs"]) == (True, 4)
+    assert (again["skipped"], again["runs"], again["guest"]) == (True, 4, "")  # nothing ran
     assert json.loads((out / MANIFEST).read_text()) == json.loads(
         (traced.out / MANIFEST).read_text())
     assert assert_same_trace(traced.store, out) == ROWS

@@ -5,8 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+from click.testing import CliRunner
 
+from steptrace.cli._main import main
 from steptrace.store._store import connect
+
+
+def invoke(*args):
+    """``steptrace ARGS`` in this process (CliRunner), every argument as text."""
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok(*args) -> str:
+    """``invoke``'s stdout, once it exited 0."""
+    result = invoke(*args)
+    assert result.exit_code == 0, (args, result.output)
+    return result.stdout
 
 
 def assert_one_line_error(result, message: str | None = None, code: int = 1) -> None:

@@ -688,7 +688,8 @@ def test_corrupted_compiled_cache_is_rebuilt_by_the_cli(tmp_path):
     assert build.file_digest(cwasm) == build.sidecar(real_cwasm).read_text().strip()
     assert sorted(p.name for p in cache.iterdir()) == sorted(
         [p.name for path in (real.wasm, real_cwasm) for p in (path, build.sidecar(path))]
-        + ["libwasmtime.checked"])  # wasmtime's library, hashed once (memory_reset.py)
+        + ["libwasmtime.checked",  # wasmtime's library, hashed once (memory_reset.py)
+           f"guest-{real.key}.lock"])  # the trace's lease on the build (sandbox/_cache.py)
     after = real_cwasm.stat()
     assert (after.st_mtime_ns, after.st_size) == (real_stat.st_mtime_ns, real_stat.st_size)
     assert build.is_verified(real_cwasm)

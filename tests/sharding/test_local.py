@@ -30,7 +30,8 @@ from steptrace.sandbox._pool import WorkerPool
 from steptrace.sandbox._runtime import wasm_stack_bytes
 from steptrace.sharding._plan import MANIFEST, GuestMismatchError, guest_path, read_plan
 from steptrace.sharding._run import ShardOptions, run_one, trace_shards
-from steptrace.sharding._shard import install_guest, read_done, run_shard
+from steptrace.sharding._shard import (THIS_MACHINE, TRUSTED, describe_guest, plan_guest,
+                                       read_done, run_shard)
 from steptrace.sharding._store import import_shards
 from steptrace.store._store import SCHEMA_VERSION, connect
 from steptrace.tracing._trace import TraceOptions, trace_corpus
@@ -38,6 +39,7 @@ from helpers.processes import assert_store_whole
 from helpers.sample_corpus import RECORDS
 from helpers.shard_corpus import (MAX_STEPS, MIXED, files_of, trace_both, write_jsonl,
                                   write_mixed)
+from helpers.reproduce import assert_identical, differing_columns
 from helpers.shards import assert_same_trace, trace_tables
 
 LIMITS = Limits(max_steps=MAX_STEPS)
@@ -51,7 +53,7 @@ MIXED_RUNS = [
     (18, "math", 0, "ok"), (19, "syntax", 0, "invalid"), (20, "spin", 0, "step_limit")]
 # rows per table of the mixed corpus's trace
 MIXED_ROWS = {"programs": 17, "runs": 20, "steps": 2144, "states": 1126, "objects": 16,
-              "attributes": 16, "global_states": 1, "files": 0, "guests": 1}
+              "attributes": 16, "global_states": 1, "settrace_lines": 0, "files": 0, "guests": 1}
 SHARD_STATUSES = [{"exception": 1, "ok": 3}, {"ok": 4}, {"invalid": 1, "ok": 3},
                   {"exception": 2, "ok": 2}, {"invalid": 1, "ok": 2, "step_limit": 1}]
 TIMING = ("seconds", "runs_per_second")
@@ -108,7 +110,8 @@ def test_shards_hold_what_trace_stores(mixed):
         "shards_traced": 5, "runs": 20, "traced": 20,
         "by_status": {"exception": 3, "invalid": 2, "ok": 14, "step_limit": 1},
         "with_expected": 13, "matched": 11, "line_steps": 2078, "steps": 2144,
-        "complete": True, "corpus_errors": [f"{corpus}:20: missing 'code'"]}
+        "complete": True, "corpus_errors": [f"{corpus}:20: missing 'code'"],
+        "guest": describe_guest(read_plan(out), THIS_MACHINE)}
     assert (traced.jobs, traced.duplicates, dict(traced.by_status), traced.with_expected,
             traced.matched, traced.line_steps, traced.steps, traced.corpus_errors) == (
         sharded.jobs, sharded.duplicates, dict(sharded.by_status), sharded.with_expected,
@@ -136,11 +139,12 @@ def test_done_markers_and_manifest(mixed):
         where = f"run_id BETWEEN {spec.first_run_id} AND {spec.first_run_id + 3}"
         count = {name: sql(out, f"SELECT count(*) FROM {name} WHERE {where}")[0][0]
                  for name in ("runs", "steps", "states", "objects", "attributes",
-                              "global_states", "files")}
+                              "global_states", "settrace_lines", "files")}
         count["programs"] = sql(out, f"SELECT count(DISTINCT program_id) FROM runs "
                                      f"WHERE {where}")[0][0]
         assert list(done.rows) == ["runs", "steps", "states", "programs", "objects",
-                                   "attributes", "global_states", "files", "guests"]
+                                   "attributes", "global_states", "settrace_lines", "files",
+                                   "guests"]
         assert done.rows == {**count, "guests": 1}
         rows.append(done.rows)
     manifest = json.loads((out / MANIFEST).read_text())
@@ -150,7 +154,7 @@ def test_done_markers_and_manifest(mixed):
                                                "step_limit": 1},
         "jobs": 22, "duplicates": 2, "cross_shard_duplicates": 1, "corpus_errors": 1,
         "tables": [{"name": name, "rows": sum(r[name] for r in rows)} for name in rows[0]]}
-    assert [t["rows"] for t in manifest["tables"]] == [20, 2144, 1126, 17, 16, 16, 1, 0, 5]
+    assert [t["rows"] for t in manifest["tables"]] == [20, 2144, 1126, 17, 16, 16, 1, 0, 0, 5]
     assert [r["programs"] for r in rows] == [3, 3, 3, 4, 4]
     assert sorted(p.name for p in out.iterdir()) == [
         "guest", "inputs", "plan.json", "shards", MANIFEST]
@@ -207,7 +211,7 @@ def test_running_again_resumes_without_tracing_a_done_shard(mixed, tmp_path):
         "cross_shard_duplicates": 1, "shards": 5, "shards_done_before": 5, "shards_traced": 0,
         "runs": 20, "traced": 0, "by_status": {}, "with_expected": 0, "matched": 0,
         "line_steps": 0, "steps": 0, "complete": True,
-        "corpus_errors": [f"{corpus}:20: missing 'code'"]}
+        "corpus_errors": [f"{corpus}:20: missing 'code'"], "guest": ""}  # no guest ran
     assert progress == [(20, 20)]
     after = files_of(out)
     assert {k: v for k, v in after.items() if k != MANIFEST} == {
@@ -217,7 +221,7 @@ def test_running_again_resumes_without_tracing_a_done_shard(mixed, tmp_path):
         shutil.rmtree(out / "shards" / f"0000{index}")
     (out / MANIFEST).unlink()
     kept = {k: v for k, v in files_of(out).items() if k.startswith("shards/")}
-    assert len(kept) == 3 * 10
+    assert len(kept) == 3 * 11  # a Parquet file per table, and done.json
     progress.clear()
     resumed = trace_shards([corpus], out, options, lambda done, planned: progress.append(
         (done, planned)))
@@ -300,7 +304,7 @@ def pool_for(tmp_path):
 
     def make(directory: Path) -> WorkerPool:
         plan = read_plan(directory)
-        pool = WorkerPool(1, plan.limits, plan.isolation, artifacts=install_guest(directory, plan))
+        pool = WorkerPool(1, plan.limits, plan.isolation, artifacts=plan_guest(directory, plan).artifacts)
         pools.append(pool.__enter__())
         return pools[-1]
     yield make
@@ -391,24 +395,26 @@ def planned(tmp_path):
 
 
 def test_a_tampered_guest_copy_is_refused(planned, private_cache):
-    """A worker without the build installs the plan's copy only if it has the plan's
-    digest: a changed copy is refused, nothing installed, no shard done."""
+    """A worker without the build runs the plan's copy only if the user trusts its digest,
+    and only if the copy has it: a changed copy is refused, nothing installed, no shard
+    done."""
     _, out, plan = planned
     copy = guest_path(out, plan.guest)
     data = copy.read_bytes()
     copy.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     digest = file_digest(copy)
     with pytest.raises(GuestMismatchError) as caught:
-        run_one(out, 0, workers=1)
+        run_one(out, 0, workers=1, trust_guest=plan.guest.digest)
     assert str(caught.value) == (f"the guest component given has digest {digest[:16]}..., the "
                                  f"plan's is {plan.guest.digest[:16]}...")
     assert list(private_cache.iterdir()) == []
     assert not (out / "shards").exists()
 
 
-def test_another_build_under_the_plans_key_is_refused(planned, private_cache):
+def test_another_build_under_the_plans_key_is_not_run_untrusted(planned, private_cache):
     """A worker whose cache holds another build under the plan's key (a separate build
-    draws another string-hash secret) refuses to run the plan's shards."""
+    draws another string-hash secret) does not take the plan's guest for its own: one
+    line saying how to trust it, nothing changed."""
     _, out, plan = planned
     other = guest_path(out, plan.guest).read_bytes() + b"\0"
     found = artifacts(key=plan.guest.key)
@@ -417,24 +423,39 @@ def test_another_build_under_the_plans_key_is_refused(planned, private_cache):
         run_one(out, 0, workers=1)
     digest = file_digest(found.wasm)
     assert str(caught.value) == (
-        f"guest {plan.guest.key} in this worker's cache ({found.wasm}) has digest "
-        f"{digest[:16]}..., the plan's is {plan.guest.digest[:16]}...: a separate build "
-        "(remove it, or point STEPTRACE_CACHE_DIR elsewhere, to run the plan's)")
-    assert not (out / "shards").exists()
+        f"the plan's guest {plan.guest.key} (sha256 {plan.guest.digest[:16]}...) is not a "
+        f"build made on this machine (this machine's build of that key has sha256 "
+        f"{digest[:16]}...); to run the component {guest_path(out, plan.guest)} anyway, if "
+        f"you trust where it came from: --trust-guest {plan.guest.digest}")
+    assert found.wasm.read_bytes() == other
+    assert not (out / "shards").exists() and not (private_cache / "foreign").exists()
 
 
 @pytest.mark.slow  # compiles the component (5-15 s)
-def test_a_worker_without_the_build_installs_the_plans(planned, private_cache):
-    """An empty cache: the plan's copy is installed (its digest checked) and compiled, and
-    the shard traced with it."""
+def test_a_trusted_guest_runs_from_the_foreign_folder(planned, private_cache):
+    """Trusted by its digest, the plan's copy runs from the cache's ``foreign/`` folder,
+    named by that digest and compiled there; the build this machine keeps under the
+    plan's key is left as it was, and the summary says which guest ran."""
     _, out, plan = planned
-    result = run_one(out, 1, workers=1)
-    assert (result.runs, result.skipped) == (8, False)
+    other = guest_path(out, plan.guest).read_bytes() + b"\0"
     found = artifacts(key=plan.guest.key)
-    assert found.wasm.parent == private_cache
-    assert file_digest(found.wasm) == plan.guest.digest == file_digest(
-        guest_path(out, plan.guest))
+    write_verified(found.wasm, other)
+    result = run_one(out, 1, workers=1, trust_guest=plan.guest.digest.upper())
+    assert (result.runs, result.skipped) == (8, False)
+    assert result.guest == (f"{plan.guest.key} sha256 {plan.guest.digest[:16]}... ({TRUSTED})")
+    foreign = private_cache / "foreign" / f"guest-{plan.guest.digest}.wasm"
+    assert file_digest(foreign) == plan.guest.digest == file_digest(guest_path(out, plan.guest))
+    assert found.wasm.read_bytes() == other
+    # (a stamp of a check may be there too: .checked)
+    assert sorted(p.name for p in private_cache.iterdir() if p.suffix != ".checked") == [
+        "foreign", found.wasm.name.replace(".wasm", ".lock"), found.wasm.name,
+        found.wasm.name + ".sha256"]
+    assert any(p.suffix == ".cwasm" for p in foreign.parent.iterdir())
     assert sql(out, "SELECT DISTINCT guest FROM runs") == [(cache_key(),)]
+    installed = foreign.stat().st_ino
+    again = run_one(out, 2, workers=1, trust_guest=plan.guest.digest)
+    assert (again.runs, again.guest) == (4, result.guest)
+    assert foreign.stat().st_ino == installed  # installed once, then reused
 
 
 def test_another_wasm_stack_is_refused(planned):
@@ -477,8 +498,9 @@ def test_a_worker_with_a_lower_stack_limit_is_refused(planned):
 
 # ------------------------------------------------------------------ import
 def test_import_into_a_new_store(mixed, tmp_path):
-    """Into an empty store: the shards' own run ids, programs numbered by the store, every
-    table as trace --db stores it."""
+    """Into an empty store: the shards' own run ids, programs numbered by the store in
+    the order of their first runs, every table as trace --db stores it, ids included
+    (only the timing columns differ)."""
     _, store, out, _, _ = mixed
     db = tmp_path / "imported.duckdb"
     summary = import_shards(out, db)
@@ -488,6 +510,9 @@ def test_import_into_a_new_store(mixed, tmp_path):
     assert sql(db, ids) == sql(out, ids)
     assert sql(db, "SELECT min(program_id), max(program_id) FROM programs") == [(1, 17)]
     assert assert_same_trace(store, db) == MIXED_ROWS
+    assert differing_columns(store, db) == {"runs": ["duration_us", "call_us", "traced_at"],
+                                            "guests": ["first_used"]}
+    assert assert_identical(store, db)["programs"] == 17
     assert [row[:4] for row in assert_store_whole(db)] == [
         (run_id, sample, status, output) for (run_id, sample, _, status), output in zip(
             MIXED_RUNS, [r[0] for r in sql(out, "SELECT output FROM runs ORDER BY run_id")])]
@@ -495,9 +520,11 @@ def test_import_into_a_new_store(mixed, tmp_path):
 
 def test_import_keeps_what_the_store_holds(mixed, tmp_path):
     """Into a store holding other runs and three of the directory's: only the other 17
-    are imported, numbered after the store's last run in the shards' order, programs
-    matched by key; again: nothing; --force: the 20 replaced, numbered after the
-    store's own runs. Every time, the store holds what trace --db of both corpora would."""
+    are imported, numbered after the store's last run in the shards' order (the three
+    do not sit where the shards' order would put them after the store's own six, so the
+    rest follows the highest id: engine/store/_ids.py), programs matched by key; again:
+    nothing; --force: the 20 replaced, each under the id it had. Every time, the store
+    holds what trace --db of both corpora would."""
     _, _, out, _, _ = mixed
     tmp = tmp_path
     (tmp / "part").mkdir()
@@ -528,7 +555,8 @@ def test_import_keeps_what_the_store_holds(mixed, tmp_path):
     assert (forced.already_stored, forced.imported, forced.programs_added) == (0, 20, 0)
     stored = sql(db, "SELECT run_key, run_id FROM runs WHERE run_id > 6 ORDER BY run_id")
     assert [run_id for _, run_id in stored] == list(range(7, 27))
-    assert [shard_ids[key] for key, _ in stored] == list(range(1, 21))
+    assert [shard_ids[key] for key, _ in stored] == [7, 8, 9] + [
+        i for i in range(1, 21) if i not in (7, 8, 9)]
     assert assert_same_trace(reference, db) == counts
     assert len(assert_store_whole(db)) == 26
 

@@ -13,9 +13,9 @@ tests/helpers/ray_cluster.py). Its workers get a component cache of their own
 (``STEPTRACE_CACHE_DIR``, set for the cluster when it starts: Ray's processes inherit
 the environment of the process that started them), as a worker on another machine
 would: it starts with the compiled guest but not the component, so the first actor
-installs the plan's component from the bytes the driver put in Ray's object store, and
-the tests can give it another build of the plan's guest without touching the driver's
-cache.
+installs the plan's component from the bytes the driver put in Ray's object store (in its
+cache's ``foreign/`` folder: a component it did not build), and the tests can give it
+another build of the plan's guest without touching the driver's cache.
 """
 
 from __future__ import annotations
@@ -138,6 +138,12 @@ def assert_same_files(expected: Path, got: Path) -> list[str]:
     return sorted(want)
 
 
+def this_machines(directory: Path) -> str:
+    """What a summary says of the plan's guest when the driver built it."""
+    guest = read_plan(directory).guest
+    return f"{guest.key} sha256 {guest.digest[:16]}... (this machine's build)"
+
+
 def plan_guest(directory: Path) -> str:
     """The file name of the plan's guest component."""
     return f"guest-{read_plan(directory).guest.key}.wasm"
@@ -249,7 +255,7 @@ def test_ray_shards_equal_a_store_and_local_shards_mixed_corpus(cluster, worker_
         "shards": 5, "shards_done_before": 0, "shards_traced": 5, "runs": 18, "traced": 18,
         "by_status": {"exception": 2, "invalid": 1, "ok": 14, "step_limit": 1},
         "with_expected": 10, "matched": 8, "line_steps": 353, "steps": 412, "complete": True,
-        "corpus_errors": bad}
+        "corpus_errors": bad, "guest": this_machines(tmp_path / "ray")}
     assert {k: stored[k] for k in SAME_AS_STORE} == {k: ray_summary[k] for k in SAME_AS_STORE}
     assert assert_same_trace(store, tmp_path / "ray") == {
         "programs": 14, "runs": 18, "steps": 412, "states": 244, "objects": 12,
@@ -260,10 +266,14 @@ def test_ray_shards_equal_a_store_and_local_shards_mixed_corpus(cluster, worker_
     assert files == sorted([f"guest/{plan_guest(tmp_path / 'ray')}", "plan.json",
                             "steptrace_shards.json", *shards,
                             *(f"inputs/0000{i}.jsonl" for i in range(5))])
-    # the workers installed the plan's component from the bytes the driver shipped
-    installed = worker_cache / plan_guest(tmp_path / "ray")
-    assert sidecar(installed).read_text() == read_plan(tmp_path / "ray").guest.digest
-    assert installed.read_bytes() == (tmp_path / "ray" / "guest" / installed.name).read_bytes()
+    # the workers installed the plan's component from the bytes the driver shipped, apart
+    # from their own builds
+    digest = read_plan(tmp_path / "ray").guest.digest
+    installed = worker_cache / "foreign" / f"guest-{digest}.wasm"
+    assert sidecar(installed).read_text() == digest
+    assert installed.read_bytes() == (tmp_path / "ray" / "guest" /
+                                      plan_guest(tmp_path / "ray")).read_bytes()
+    assert not (worker_cache / plan_guest(tmp_path / "ray")).exists()
 
 
 @pytest.mark.slow
@@ -280,7 +290,7 @@ def test_ray_shards_equal_a_store_and_local_shards_cruxeval(cluster, tmp_path, c
         "cross_shard_duplicates": 0, "shards": 8, "shards_done_before": 0,
         "shards_traced": 8, "runs": 800, "traced": 800, "by_status": {"ok": 800},
         "with_expected": 800, "matched": 800, "line_steps": 8545, "steps": 10375,
-        "complete": True, "corpus_errors": []}
+        "complete": True, "corpus_errors": [], "guest": this_machines(tmp_path / "ray")}
     assert {k: stored[k] for k in SAME_AS_STORE} == {k: ray_summary[k] for k in SAME_AS_STORE}
     assert assert_same_trace(store, tmp_path / "ray") == {
         "programs": 800, "runs": 800, "steps": 10375, "states": 7160, "objects": 773,
@@ -603,31 +613,21 @@ def other_build(worker_cache):
 
 
 @pytest.mark.slow
-def test_a_worker_cache_holding_another_build_is_refused(cluster, worker_cache, other_build,
-                                                         tmp_path):
-    """A worker whose cache holds another build under the plan's key refuses to run the
-    plan: trace_shards raises GuestMismatchError with a one-line message before any
-    shard is begun, and ``steptrace trace`` (a process of its own, joining the cluster)
-    exits 1 with that line alone on stderr."""
-    from steptrace.sharding._plan import GuestMismatchError
+def test_a_worker_cache_holding_another_build_runs_the_plans_apart(cluster, worker_cache,
+                                                                   other_build, tmp_path):
+    """A worker whose cache holds another build under the plan's key runs the plan's guest
+    all the same (the driver trusts it: its own build), from its cache's ``foreign/``
+    folder: its own build stays as it was, under its key."""
     from steptrace.sharding._run import ShardOptions, trace_shards
     corpus = write_jsonl(tmp_path / "two.jsonl", TWO)
     out = tmp_path / "out"
-    with pytest.raises(GuestMismatchError) as caught:
-        trace_shards([corpus], out, ShardOptions(shard_size=1, workers=2, engine="ray"))
+    summary = trace_shards([corpus], out, ShardOptions(shard_size=1, workers=2, engine="ray"))
+    assert (summary.traced, summary.matched, summary.complete) == (2, 2, True)
+    assert summary.guest == this_machines(out)
     guest = read_plan(out).guest
-    message = (f"guest {guest.key} in this worker's cache ({worker_cache / plan_guest(out)}) "
-               f"has digest {other_build[:16]}..., the plan's is {guest.digest[:16]}...: a "
-               "separate build (remove it, or point STEPTRACE_CACHE_DIR elsewhere, to run "
-               "the plan's)")
-    assert str(caught.value) == message
-    assert sorted(p.name for p in out.iterdir()) == ["guest", "inputs", "plan.json"]
-    cli = subprocess.run([sys.executable, "-m", "steptrace.cli", "trace", corpus, "--out", out,
-                          "--engine", "ray", "--address", cluster.address, "--workers", "2",
-                          "--shard-size", "1", "--quiet"],
-                         capture_output=True, text=True, timeout=HANG_GUARD_S)
-    assert (cli.returncode, cli.stdout, cli.stderr) == (1, "", f"Error: {message}\n")
-    assert sorted(p.name for p in out.iterdir()) == ["guest", "inputs", "plan.json"]
+    assert sidecar(worker_cache / plan_guest(out)).read_text() == other_build
+    assert sidecar(worker_cache / "foreign" / f"guest-{guest.digest}.wasm").read_text() == (
+        guest.digest)
 
 
 @pytest.mark.slow
@@ -644,13 +644,22 @@ def test_a_tampered_guest_in_the_directory_is_refused(cluster, worker_cache, tmp
     copy = out / "guest" / plan_guest(out)
     tampered = copy.read_bytes()[:-1] + b"\0"
     copy.write_bytes(tampered)
-    drop_component(worker_cache, copy.name)  # the workers must install it from the bytes
-    with pytest.raises(GuestMismatchError) as caught:
-        trace_shards([corpus], out, ShardOptions(shard_size=1, workers=2, engine="ray"))
-    assert str(caught.value) == (
-        f"the guest component given has digest {hashlib.sha256(tampered).hexdigest()[:16]}..., "
-        f"the plan's is {plan.guest.digest[:16]}...")
-    assert not (worker_cache / copy.name).exists()
+    # the workers must install it from the bytes (an earlier test may have installed it)
+    foreign = worker_cache / "foreign"
+    saved = drop_component(foreign, f"guest-{plan.guest.digest}.wasm")
+    drop_component(worker_cache, copy.name)
+    try:
+        with pytest.raises(GuestMismatchError) as caught:
+            trace_shards([corpus], out, ShardOptions(shard_size=1, workers=2, engine="ray"))
+        assert str(caught.value) == (
+            f"the guest component given has digest "
+            f"{hashlib.sha256(tampered).hexdigest()[:16]}..., the plan's is "
+            f"{plan.guest.digest[:16]}...")
+        assert not (worker_cache / copy.name).exists()
+        assert not (foreign / f"guest-{plan.guest.digest}.wasm").exists()
+    finally:
+        for path, data in saved.items():
+            path.write_bytes(data)
     assert sorted(p.name for p in out.iterdir()) == ["guest", "inputs", "plan.json"]
 
 

@@ -41,8 +41,8 @@ CONTRACT = {
              "expected VARCHAR, output_matches BOOLEAN, note VARCHAR, stdout VARCHAR, "
              "line_steps BIGINT, instruction_steps BIGINT, calls BIGINT, max_depth INTEGER, "
              "n_steps BIGINT, duration_us BIGINT, call_us BIGINT, isolation VARCHAR, "
-             "run_key VARCHAR!, traced_at TIMESTAMP, chain VARCHAR, stdin VARCHAR, guest VARCHAR",
-             ("run_id",)),
+             "run_key VARCHAR!, traced_at TIMESTAMP, chain VARCHAR, stdin VARCHAR, guest VARCHAR, "
+             "settrace_line_steps BIGINT", ("run_id",)),
     "steps": ("run_id BIGINT!, step INTEGER!, event VARCHAR!, func VARCHAR!, line INTEGER!, "
               "depth INTEGER!, frame INTEGER!", ()),
     "states": ("run_id BIGINT!, step INTEGER!, var VARCHAR!, value VARCHAR, type VARCHAR, "
@@ -53,6 +53,8 @@ CONTRACT = {
                    "value VARCHAR, type VARCHAR, truncated BOOLEAN!, ref_id INTEGER", ()),
     "global_states": ("run_id BIGINT!, step INTEGER!, name VARCHAR!, value VARCHAR, "
                       "type VARCHAR, truncated BOOLEAN!, object_id INTEGER", ()),
+    "settrace_lines": ("run_id BIGINT!, step INTEGER!, func VARCHAR!, line INTEGER!, "
+                       "depth INTEGER!, frame INTEGER!", ()),
     "files": ("run_id BIGINT!, path VARCHAR!, kind VARCHAR!, size BIGINT!, sha256 VARCHAR, "
               "content BLOB, truncated BOOLEAN!, utf8 BOOLEAN", ("run_id", "path")),
     "guests": ("guest VARCHAR!, lock VARCHAR, first_used TIMESTAMP", ("guest",)),
@@ -105,7 +107,7 @@ def test_the_declarations_are_the_documented_schema():
         assert (spelled(declared), declared.primary_key) == (columns, key), declared.name
         assert {(declared.name, c.name) for c in declared.columns if c.unique} == {
             pair for pair in UNIQUE if pair[0] == declared.name}
-    assert table("scores") is tables()[15]
+    assert table("scores") is tables()[16]
     with pytest.raises(KeyError):
         table("nope")
 
@@ -123,7 +125,7 @@ def test_every_column_is_documented_for_the_schema_page():
     assert table("scores").doc_rows()[:2] == [
         ("task_id", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions"),
         ("model", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions")]
-    assert table("runs").doc_rows()[-5][2] == ("unique; unique identity of the job; resume "
+    assert table("runs").doc_rows()[-6][2] == ("unique; unique identity of the job; resume "
                                                "skips stored keys")
 
 
@@ -222,6 +224,6 @@ def test_connect_creates_the_store_tables_from_their_declarations(tmp_path):
     finally:
         con.close()
     assert names == sorted(["meta", "programs", "runs", "steps", "states", "objects",
-                            "attributes", "global_states", "files", "guests", "analyses",
-                            "branches"])
-    assert SCHEMA == "".join(t.ddl() for t in tables()[:12])
+                            "attributes", "global_states", "settrace_lines", "files",
+                            "guests", "analyses", "branches"])
+    assert SCHEMA == "".join(t.ddl() for t in tables()[:13])
