@@ -425,6 +425,11 @@ CASES = [
     # No run of the fixed corpus imports a missing module (tests/analytics/
     # test_missing_modules.py traces a corpus that does).
     Case("missing_modules", {}, "base", ["module", "runs", "programs"], []),
+
+    # No program of the fixed corpus writes a file (tests/analytics/test_written_files.py
+    # traces a corpus that does).
+    Case("written_files", {}, "base", ["run_id", "sample_id", "path", "size", "sha256", "text"],
+         []),
 ]
 
 
@@ -652,7 +657,8 @@ def test_export_holds_every_table_exactly(stores, which):
         tables = _tables(db_con)
         assert tables == _tables(pq_con)
         expected = {"meta", "programs", "runs", "steps", "states", "objects", "attributes",
-                    "global_states", "settrace_lines", "guests", "analyses", "branches"}
+                    "global_states", "settrace_lines", "files", "guests", "analyses",
+                    "branches"}
         if which == "full":
             expected |= {"tasks", "predictions", "scores"}
         assert set(tables) == expected
@@ -716,7 +722,7 @@ def test_export_force_replaces_an_earlier_export(stores, tmp_path):
     (out / "notes.txt").write_text("mine")
     export_parquet(stores.base, out, force=True)
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["analyses", "attributes", "branches", "global_states", "guests", "meta",
+        ["analyses", "attributes", "branches", "files", "global_states", "guests", "meta",
          "notes.txt", "objects", "programs", "runs", "settrace_lines", "states", "steps",
          MANIFEST])
     with pytest.raises(StoreError, match="^table tasks does not exist"):
