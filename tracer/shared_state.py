@@ -28,7 +28,11 @@ and the host gives the next job a fresh instance):
   * the lists, dicts and sets held in those namespaces (their length and the identity of
     their items, one level deep), for every module whose name the job's code mentions
     (``import copyreg``, ``os.sys.path``);
-  * ABC registrations (``abc.get_cache_token()`` changes with every ``register``).
+  * ABC registrations (``abc.get_cache_token()`` changes with every ``register``);
+  * the import system's lists (``sys.meta_path``, ``sys.path_hooks``, ``sys.path``), after
+    every job whatever it named.
+A module imported from the held standard library (stdlib_bundle.py) during a job is an
+entry added to ``sys.modules``: taken out, and the next job gets a fresh instance.
 Not detected: state held inside C objects that Python cannot list (a registered codec
 search function, ``locale.setlocale``), containers nested deeper than one level, and
 containers of modules the job reached without naming them (through an object it was
@@ -55,6 +59,7 @@ from types import CodeType, ModuleType, SimpleNamespace  # noqa: E402
 
 _IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: built-in types refuse attribute stores
 _CONTAINERS = (list, dict, set)
+_IMPORT_LISTS = ("meta_path", "path_hooks", "path")  # sys's lists imports go through
 
 _modules = sys.modules
 _get_int_digits = sys.get_int_max_str_digits
@@ -145,19 +150,26 @@ _del_type_attr = type.__delattr__
 _type_qualname = type.__dict__["__qualname__"].__get__
 
 
-def take(classes: tuple = ()) -> None:
+def take(classes: tuple = (), modules: tuple = ()) -> None:
     """Record the state as built (called once, when the guest is built); ``classes``:
     classes a program can reach that no module's namespace holds (compared as the
-    modules' classes are)."""
+    modules' classes are); ``modules``: (name, module) pairs a program can reach that
+    are not in ``sys.modules`` (the standard library's finder on ``sys.meta_path``:
+    stdlib_bundle.py), compared as the modules' namespaces are."""
     global _snapshot
     snap = SimpleNamespace()
     snap.modules = dict(_modules)
     # C getters only: a package's lazy module objects (six.moves) run code on other reads
     snap.namespaces = [(name, module, type(module), _module_dict(module),
                         dict(_module_dict(module)))
-                       for name, module in _modules.items()
+                       for name, module in list(_modules.items()) + list(modules)
                        if issubclass(type(module), ModuleType)
                        and type(_module_dict(module)) is dict]
+    # the import system's lists, checked after every batch job whatever it named: a job
+    # that took the standard library's finder out of sys.meta_path, or put /work on
+    # sys.path, would change what every later job imports
+    snap.import_lists = [(f"sys.{name}", value, _items(value)) for name in _IMPORT_LISTS
+                         if type(value := getattr(sys, name, None)) is list]
     seen: set[int] = set()
     snap.classes = []
     held = [value for *_, state in snap.namespaces for value in state.values()]
@@ -383,6 +395,10 @@ def changed(codes: list, rebinds: bool) -> list[str]:
             if not _same_items(_items(container), items):
                 found.append(label)
                 _refill(container, items)
+    for label, container, items in snap.import_lists:
+        if not _same_items(_items(container), items) and label not in found:
+            found.append(label)
+            _refill(container, items)
     if _abc_token() != snap.abc:
         found.append("abc registrations")
     return found

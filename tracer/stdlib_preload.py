@@ -1,18 +1,18 @@
 """Standard-library modules imported while the guest component is built.
 
-componentize-py snapshots the interpreter after this module runs; only modules imported
-by then exist inside the sandbox (a module first imported at run time is not found). This
-list covers the pure-Python and built-in standard library that works under WASI and that
-benchmark programs (HumanEval, MBPP, ClassEval, REval, CRUXEval) import. Not listed,
-because WASI gives them nothing to do: socket, ssl, select, subprocess,
-multiprocessing, signal, ctypes; bz2 and lzma are absent from the WASI build.
-Some of these are imported anyway by listed modules (socket, select, subprocess,
-signal) and so exist in the snapshot, but using them fails in the program
-(PermissionError, OSError, RuntimeError). Threads cannot start: a program that starts
-one is stopped with status ``unsupported`` (guard.py).
+componentize-py snapshots the interpreter after this module runs; the standard library's
+files are there only while it builds. Modules imported here are in the snapshot every
+job starts from (importing one costs a job nothing): the pure-Python and built-in
+standard library that benchmark programs (HumanEval, MBPP, ClassEval, REval, CRUXEval)
+import. Every other module is held compiled and imported on first use
+(stdlib_bundle.py, called last). Some modules imported here need what WASI lacks (socket,
+select, subprocess, signal import; using them fails in the program: PermissionError,
+OSError, RuntimeError). Threads cannot start: a program that starts one is stopped with
+status ``unsupported`` (guard.py).
 """
 
 import importlib
+import sys
 
 MODULES = (
     "abc", "array", "ast", "base64", "binascii", "bisect", "calendar", "cmath", "codecs",
@@ -87,3 +87,9 @@ if guest_packages is not None:
             raise ImportError(f"steptrace: the guest cannot import {_name!r} from its packages: "
                               f"{type(exc).__name__}: {exc}") from None
         packages.append(_name)
+
+# The rest of the standard library, held compiled and imported on first use
+# (stdlib_bundle.py): last, while the standard library's files are still there to read.
+import stdlib_bundle  # noqa: E402
+
+stdlib_bundle.hold(frozenset(sys.modules))

@@ -79,6 +79,7 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
             ("component_bytes", found.wasm.stat().st_size), ("guest", found.key),
             ("built_now", found.built or "no: the cached build is verified"),
             ("preloaded_modules", len(modules["imported"])),
+            ("bundled_modules", modules.get("bundled", 0)),
             ("unavailable", ", ".join(sorted(modules["failed"])) or "-")]
     if lock is not None:
         rows += [("lock", str(lock_path)), ("packages", str(lock)),

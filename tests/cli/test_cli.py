@@ -463,14 +463,14 @@ def test_show_on_a_duckdb_file_that_is_not_a_store(tmp_path):
 # ------------------------------------------------------------------ build, --version
 def test_build_json():
     """build --format json reports the cached component (not built now), the cache's size
-    against its budget, 204 preloaded stdlib modules and the three codecs the guest cannot
-    import."""
+    against its budget, 204 preloaded stdlib modules, 214 held for first use and the three
+    codecs the guest cannot import."""
     from steptrace.sandbox._cache import cached_builds
     result = invoke("build", "--format", "json")
     assert result.exit_code == 0, result.output
     items = {row["item"]: row["value"] for row in json.loads(result.stdout)}
     assert list(items) == ["cache_dir", "cache_mb", "component", "component_bytes", "guest",
-                           "built_now", "preloaded_modules", "unavailable"]
+                           "built_now", "preloaded_modules", "bundled_modules", "unavailable"]
     used = sum(build.size for build in cached_builds(cache_dir())) / (1 << 20)
     assert items["cache_mb"] == f"{used:,.0f} of 3,072 (STEPTRACE_CACHE_MAX_MB)"
     assert items["built_now"] == "no: the cached build is verified"
@@ -480,6 +480,7 @@ def test_build_json():
     assert component.parent == cache_dir() and component.suffix == ".wasm"
     assert items["component_bytes"] == component.stat().st_size
     assert items["preloaded_modules"] == 204
+    assert items["bundled_modules"] == 214  # the rest of the standard library, on first use
     assert items["unavailable"] == "encodings.bz2_codec, encodings.mbcs, encodings.oem"
 
 

@@ -190,6 +190,80 @@ def test_no_program_code_runs_after_the_job(box, clean, name, isolation):
     assert_next_job_exact(box, isolation, clean)
 
 
+# What the standard library held for first use (tracer/stdlib_bundle.py) gives a program
+# to reach: unittest.mock's patches, the finder on sys.meta_path, the import system's
+# lists, a module the job imported. name -> (program, the batch run's note, a later
+# job's program and the output it must have).
+CHANGED = "changed shared interpreter state ({}); later jobs ran in a fresh instance"
+IMPORTS_XML = ("import xml.dom\ndef f():\n    return xml.dom.Node.ELEMENT_NODE\n", "1")
+NEW_REACH = {
+    # a patch started and never stopped: json.dumps replaced for later jobs
+    "mock_patch_left_started": ('''
+from unittest import mock
+def f():
+    mock.patch("json.dumps", return_value="patched").start()
+    return 1
+''', CHANGED.format("sys.modules, json, unittest, pkgutil"),
+        "import json\ndef f():\n    return json.dumps([1])\n", "'[1]'"),
+    # the standard library's finder taken off sys.meta_path, naming neither sys nor it
+    "finder_removed": ('''
+import importlib
+def f():
+    finders = importlib.import_module("s" + "ys").meta_path
+    finders[:] = [x for x in finders if not hasattr(x, "names")]
+    return 1
+''', CHANGED.format("sys.meta_path"), *IMPORTS_XML),
+    # the finder's held modules emptied through a module's loader
+    "finder_emptied": ('''
+import xml
+def f():
+    loader = xml.__spec__.loader
+    loader._NAMES = loader._ENTRIES = ()
+    return 1
+''', CHANGED.format("sys.modules, stdlib_bundle"), *IMPORTS_XML),
+    # the finder's loading replaced: every later import of a held module would be the
+    # program's module
+    "finder_replaced": ('''
+import email
+def f():
+    loader = email.__loader__
+    loader.exec_module = lambda module: module.__dict__.update(ELEMENT_NODE=99)
+    return 1
+''', CHANGED.format("sys.modules, stdlib_bundle"), *IMPORTS_XML),
+    # a module imported on first use, changed: the next job imports it again
+    "held_module_changed": ('''
+import xml.dom
+def f():
+    xml.dom.Node.ELEMENT_NODE = 99
+    return 1
+''', CHANGED.format("sys.modules"), *IMPORTS_XML),
+    # the job's directory put first on the import path, naming nothing of sys
+    "path_changed": ('''
+import importlib
+def f():
+    importlib.import_module("s" + "ys").path.insert(0, "/work")
+    return 1
+''', CHANGED.format("sys.path"), *IMPORTS_XML),
+}
+
+
+@pytest.mark.parametrize("name", NEW_REACH)
+def test_what_the_held_standard_library_reaches_is_put_back(box, name):
+    """In batch isolation each attack is reported in its run's note and the next job,
+    in the same sandbox, runs as in a fresh instance; in job isolation nothing is noted
+    and the next job is exact too."""
+    program, note, later, output = NEW_REACH[name]
+    start_batch(box)
+    result = _run(box, program, "batch").result
+    assert (result["status"], result["output"], result.get("note")) == ("ok", "1", note)
+    after = _run(box, later, "batch")
+    assert (after.result["status"], after.result["output"]) == ("ok", output)
+    assert after.fresh_instance
+    result = _run(box, program, "job").result
+    assert (result["status"], result["output"], result.get("note")) == ("ok", "1", None)
+    assert _run(box, later, "job").result["output"] == output
+
+
 # ---------------------------------------------------------------------- what a program reaches
 # Everything reachable from a program's namespace: its builtins, every module, every class
 # (object.__subclasses__(), recursively) and their dicts, functions' globals, closures and

@@ -12,21 +12,13 @@ tzdata package agree on them).
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from helpers.native_python import assert_as_native
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import Sandbox
-
-NATIVE = next((path for path in ("/root/.pyenv/versions/3.13.0/bin/python",
-                                 shutil.which("python3.13")) if path and os.path.exists(path)),
-              sys.executable)
 
 PROGRAMS: dict[str, tuple[str, list[str], dict[str, str]]] = {}
 
@@ -303,19 +295,6 @@ program("glob_walk_scandir")("""
 """)
 
 
-def run_natively(code: str, argv: list[str], env: dict[str, str], where: Path) -> str:
-    """The program's stdout run by NATIVE as ``python main.py ARGV`` in an empty working
-    directory with exactly ``env`` as its environment."""
-    (where / "prog").mkdir()
-    (where / "work").mkdir()
-    main = where / "prog" / "main.py"
-    main.write_text(code)
-    done = subprocess.run([NATIVE, str(main), *argv], cwd=where / "work", env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def box():
     with Sandbox(Limits(timeout_s=60.0)) as sandbox:
@@ -326,9 +305,4 @@ def box():
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_the_same_output_as_native_cpython(box, name, isolation, tmp_path):
     code, argv, env = PROGRAMS[name]
-    want = run_natively(code, argv, env, tmp_path)
-    request = {"code": code, "input": "", "shape": "script", "argv": argv, "env": env}
-    result = box.run(request, isolation).result
-    assert (result["status"], result["exception_type"], result["exception_message"]) == (
-        "ok", None, None)
-    assert result["stdout"] == want
+    assert_as_native(box, code, isolation, tmp_path, argv, env)

@@ -29,10 +29,12 @@ from steptrace.sandbox._runtime import Sandbox
 SOURCE = Path(__file__).resolve().parent / "native_guest"
 APP = "native_guest"
 PRELOAD = "stdlib_preload.py"  # the guest's list of standard modules, imported as built
+BUNDLE = "stdlib_bundle.py"  # the rest of the standard library, imported on first use
 
 
 def sources() -> list[Path]:
-    return [SOURCE / f"{APP}.py", tracer_dir() / PRELOAD, tracer_dir() / "wit" / "steptrace.wit"]
+    return [SOURCE / f"{APP}.py", tracer_dir() / PRELOAD, tracer_dir() / BUNDLE,
+            tracer_dir() / "wit" / "steptrace.wit"]
 
 
 def key() -> str:
