@@ -27,6 +27,7 @@ import io
 import selectors
 import sys
 import time
+from itertools import islice as _islice
 from operator import index as _index
 
 _audit = sys.audit
@@ -120,6 +121,37 @@ class FrameView:
         code = self.f_code
         return (f"<frame view, file {code.co_filename!r}, line {self.f_lineno}, "
                 f"code {code.co_name}>")
+
+
+def walk_tb(tb):
+    """``traceback.walk_tb`` for a job: (frame view, line number) for each entry of the
+    traceback ``tb``. A traceback's frames are refused to programs (``tb_frame`` leads to
+    the runner's frames), so the runner reads them and hands FrameViews, as
+    ``sys._getframe`` does; an entry in a frame of the runner's is left out."""
+    for view, lineno, _lasti in _tb_entries(tb):
+        yield view, lineno
+
+
+def walk_tb_with_full_positions(tb):
+    """``traceback._walk_tb_with_full_positions`` for a job (what ``extract_tb``,
+    ``format_exception``, ``print_exc``, ``format_exc`` and ``logging``'s
+    ``exception`` read): as CPython's, over the frame views of ``walk_tb``."""
+    for view, lineno, lasti in _tb_entries(tb):
+        if lasti < 0:
+            positions = (None, None, None, None)
+        else:
+            positions = next(_islice(view.f_code.co_positions(), lasti // 2, None))
+        if positions[0] is None:
+            yield view, (lineno,) + positions[1:]
+        else:
+            yield view, positions
+
+
+def _tb_entries(tb) -> list:
+    """(frame view, line number, last instruction) of each entry of ``tb`` (guard.py)."""
+    box = [[]]
+    _audit("steptrace.tbframes", tb, box)
+    return box[0]
 
 
 def getframe(depth=0) -> FrameView:

@@ -36,6 +36,8 @@ import io  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
+import traceback  # noqa: E402
+import types  # noqa: E402
 
 import exposed  # noqa: E402
 from bounded_repr import address as _address  # noqa: E402
@@ -85,6 +87,9 @@ _EXPOSED_CLASSES = [(shared_state.settle(cls) or cls, dict(cls.__dict__)) for cl
                     (exposed.StopTracing, exposed.StdStream, exposed.StdErr,
                      exposed.RefusedNamespace, exposed.FrameView)]
 _VIEW = exposed.FrameView
+_TRACEBACK = types.TracebackType
+_TB_FRAME, _TB_NEXT, _TB_LINENO, _TB_LASTI = (_TRACEBACK.__dict__[name].__get__ for name in (
+    "tb_frame", "tb_next", "tb_lineno", "tb_lasti"))
 _VIEW_SLOTS = {name: _VIEW.__dict__[name].__set__ for name in _VIEW.__slots__}
 _NEW_OBJECT = object.__new__
 _CO_OPTIMIZED = 1  # a function's frame (its f_locals is not its globals)
@@ -233,8 +238,21 @@ def _on_getframe(args: tuple) -> None:
         frame = frame.f_back
     if depth >= len(frames):
         raise ValueError("call stack is not deep enough")
-    below = None
-    for frame in reversed(frames[max(depth, 0):]):
+    args[1][0] = _frame_view(frames[max(depth, 0)], {})
+
+
+def _frame_view(frame, made: dict):
+    """The FrameView of ``frame`` (a frame below the runner's), whose ``f_back`` is the
+    view of the frame below it, down to the first frame of the runner's (None there).
+    ``made``: views already made in this call, by the frame's address (a traceback's
+    frames share their callers)."""
+    chain = []
+    while (frame is not None and _address(frame.f_globals) not in runner_globals
+           and _address(frame) not in made):
+        chain.append(frame)
+        frame = frame.f_back
+    below = made.get(_address(frame)) if frame is not None else None
+    for frame in reversed(chain):
         view = _NEW_OBJECT(_VIEW)
         names = frame.f_globals
         _VIEW_SLOTS["f_code"](view, frame.f_code)
@@ -244,13 +262,33 @@ def _on_getframe(args: tuple) -> None:
         _VIEW_SLOTS["f_locals"](view, dict(frame.f_locals)
                                 if frame.f_code.co_flags & _CO_OPTIMIZED else frame.f_locals)
         _VIEW_SLOTS["f_back"](view, below)
-        below = view
-    args[1][0] = below
+        made[_address(frame)] = below = view
+    return below
+
+
+def _on_tbframes(args: tuple) -> None:
+    """The entries of a traceback for a job (exposed.walk_tb): (FrameView, line number,
+    last instruction) of each, read here with the audit hook's own access to
+    ``tb_frame``; an entry whose frame is the runner's is left out. Only an exact
+    traceback is read (its fields are C members: no program code runs)."""
+    if len(args) != 2 or type(args[1]) is not list or len(args[1]) != 1:
+        return
+    tb, found = args[0], []
+    _tracer.own = True
+    try:
+        while type(tb) is _TRACEBACK:
+            found.append((_TB_FRAME(tb), _TB_LINENO(tb), _TB_LASTI(tb)))
+            tb = _TB_NEXT(tb)
+    finally:
+        _tracer.own = False
+    made: dict = {}
+    args[1][0] = [(_frame_view(frame, made), lineno, lasti) for frame, lineno, lasti in found
+                  if _address(frame.f_globals) not in runner_globals]
 
 
 _CHANNELS = {"steptrace.write": _on_write, "steptrace.getrecursionlimit": _on_get_recursion,
              "steptrace.setrecursionlimit": _on_set_recursion, "steptrace.refuse": _on_refuse,
-             "steptrace.getframe": _on_getframe}
+             "steptrace.getframe": _on_getframe, "steptrace.tbframes": _on_tbframes}
 
 
 def _absolute_depth(skip: int) -> int:
@@ -501,6 +539,10 @@ def seal() -> None:
     references, taken when its modules were imported."""
     _SYS["getrecursionlimit"] = exposed.getrecursionlimit
     _SYS["_getframe"] = exposed.getframe
+    # traceback's walks read tb_frame, refused to programs: the same walks over frame
+    # views (traceback.format_exc, print_exc, logging's exception)
+    traceback.walk_tb = exposed.walk_tb
+    traceback._walk_tb_with_full_positions = exposed.walk_tb_with_full_positions
     _SYS["setrecursionlimit"] = exposed.setrecursionlimit
     _SYS["monitoring"] = _REFUSED_MONITORING
     _GC["set_debug"] = exposed.refused_set_debug

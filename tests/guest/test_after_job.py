@@ -387,9 +387,9 @@ EXPOSED = ['FrameView.__repr__', 'NoSelector.close', 'NoSelector.get_map',
            'SandboxEventLoop._close_self_pipe', 'SandboxEventLoop._make_self_pipe',
            'SandboxEventLoop.add_signal_handler', 'StdStream.fileno', 'StdStream.flush',
            'StdStream.isatty', 'StdStream.name', 'StdStream.readable', 'StdStream.seekable',
-           'StdStream.writable', 'StdStream.write', 'StdStream.writelines',
+           'StdStream.writable', 'StdStream.write', 'StdStream.writelines', '_tb_entries',
            'collect_arguments', 'getframe', 'getrecursionlimit', 'refused_set_debug',
-           'setrecursionlimit']
+           'setrecursionlimit', 'walk_tb', 'walk_tb_with_full_positions']
 
 
 def _walked(result: dict) -> tuple:

@@ -72,3 +72,36 @@ def test_real_frames_stay_refused():
     run = st.trace_one(code, "")
     assert (run.status, run.exception_type, run.note) == (
         "exception", "RuntimeError", "refused to the program: object.__getattr__ tb_frame")
+
+
+def test_a_tracebacks_frames_are_views():
+    """traceback's walks (format_exc, extract_tb, logging's exception) read a traceback
+    through frame views: each entry's frame view, its f_back chain ending above the
+    runner, its locals a copy; tb_frame itself stays refused."""
+    code = ("import traceback\n\ndef g(x):\n    y = x * 2\n    return 1 // (y - y)\n\n"
+            "def f(a):\n    try:\n        g(a)\n    except ZeroDivisionError as exc:\n"
+            "        views = [v for v, _ in traceback.walk_tb(exc.__traceback__)]\n"
+            "        chain, view = [], views[-1]\n"
+            "        while view is not None:\n"
+            "            chain.append(view.f_code.co_name)\n"
+            "            view = view.f_back\n"
+            "        return ([(v.f_code.co_name, line) for v, line in "
+            "traceback.walk_tb(exc.__traceback__)],\n"
+            "                chain, views[-1].f_locals, views[-1].f_back is views[0],\n"
+            "                traceback.format_exc().splitlines())\n")
+    run = st.trace_one(code, "3")
+    assert (run.status, run.note) == ("ok", None)
+    assert run.output == (
+        "([('f', 9), ('g', 5)], ['g', 'f'], {'x': 3, 'y': 6}, True, "
+        "['Traceback (most recent call last):', '  File \"<program>\", line 9, in f', "
+        "'  File \"<program>\", line 5, in g', "
+        "'ZeroDivisionError: division by zero'])")
+
+
+def test_the_traceback_channel_takes_only_tracebacks():
+    """The channel itself, called with anything but a traceback, gives nothing."""
+    code = ("import sys\n\ndef f():\n    box = [[]]\n"
+            "    sys.audit('steptrace.tbframes', sys.modules, box)\n"
+            "    sys.audit('steptrace.tbframes', None, box)\n    return box\n")
+    run = st.trace_one(code, "")
+    assert (run.status, run.output) == ("ok", "[[]]")

@@ -619,6 +619,36 @@ program("misc_modules")("""
     print(ref() is a)
 """)
 
+program("traceback_logging_exception")("""
+    import io, logging, re, sys, traceback
+    def inner(x):
+        return {"a": 1}[x]
+    def outer():
+        try:
+            return inner("b")
+        except KeyError as exc:
+            raise ValueError("wrapped") from exc
+    def plain(text):
+        # the frames and the exception, without the file's name and the source lines
+        # (native CPython shows them; the sandbox has no source file)
+        return [re.sub(r'File "[^"]*"', "File F", line) for line in text.splitlines()
+                if not line.startswith("    ")]
+    try:
+        outer()
+    except ValueError as exc:
+        print(plain(traceback.format_exc()))
+        print([(f.name, f.lineno) for f in traceback.extract_tb(exc.__traceback__)])
+        print(traceback.format_exception_only(exc), len(traceback.format_tb(exc.__traceback__)))
+        stream = io.StringIO()
+        logging.basicConfig(stream=stream, format="%(levelname)s %(funcName)s %(message)s")
+        logging.getLogger("x").exception("failed: %s", exc)
+        print(plain(stream.getvalue()))
+        out = io.StringIO()
+        traceback.print_exc(file=out, limit=1)
+        print(plain(out.getvalue()))
+    print([(f.name, f.lineno) for f in traceback.extract_stack()][-1:])
+""")
+
 
 @pytest.mark.parametrize("isolation", ["job", "batch"])
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
