@@ -25,7 +25,7 @@ import guard
 import job
 import loops
 import shared_state
-import stdlib_bundle
+import held_modules
 import stdlib_preload
 import sysmon_tracer
 import unittest_driver
@@ -35,7 +35,7 @@ _RUNNER_MODULES = ("guest", "job", "guard", "wire", "sysmon_tracer", "bounded_re
                    "shared_state", "stdlib_preload", "exposed", "analysis", "guest_packages",
                    "loops", "unittest_driver", "answer_values",
                    # not the runner's, but no program's to import
-                   "memory_resources", "stdlib_bundle")
+                   "memory_resources", "held_modules")
 _HIDDEN_MODULES = (job, guard, wire, sysmon_tracer, bounded_repr, shared_state, loops,
                    unittest_driver, answer_values)
 _AFTER_INIT = ("componentize_py_types", "componentize_py_runtime", "os", "weakref", "random",
@@ -130,9 +130,10 @@ guard.seal()
 sysmon_tracer.install()
 _warm_up()
 job.PRELOADED = {"imported": list(stdlib_preload.imported),
-                 "failed": {**stdlib_preload.failed, **stdlib_bundle.failed},
+                 "failed": {**stdlib_preload.failed, **held_modules.failed},
                  "packages": list(stdlib_preload.packages),
-                 "bundled": len(stdlib_bundle.names())}
+                 "bundled": len(held_modules.names())}
+job.PACKAGE_FILES = held_modules.package_files()
 
 _ENTRY = SimpleNamespace(run=job.handle)
 _THIS = sys.modules[__name__]
@@ -200,15 +201,16 @@ def WitWorld():  # noqa: N802 (the name componentize-py looks for)
             pass
     # What a program can import from now on: a ModuleNotFoundError naming anything else
     # is status missing_module (job.py)
+    job.HELD_MODULES = frozenset(held_modules.names())
     job.AVAILABLE_MODULES = (frozenset(sys.modules) | frozenset(sys.builtin_module_names)
-                             | frozenset(stdlib_bundle.names()))
+                             | job.HELD_MODULES)
     found = exposure()
     if found:
         raise RuntimeError("the guest exposes its runner to programs through: "
                            + ", ".join(found))
     gc.enable()  # as a program finds it (jobs leave it off between them: guard.leave)
     shared_state.take(classes=(exposed.NoSelector,),  # asyncio's, reached through its loop
-                      modules=(("stdlib_bundle", stdlib_bundle),))
+                      modules=(("held_modules", held_modules),))
     # Objects of the snapshot are never garbage: keep the collector off them, so a fresh
     # instance does not touch (and copy-on-write fault) the whole heap on its first
     # collection.

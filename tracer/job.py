@@ -95,6 +95,7 @@ __builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may r
 
 import ast  # noqa: E402
 import gc  # noqa: E402
+from binascii import b2a_base64  # noqa: E402
 import time  # noqa: E402
 import unittest  # noqa: E402
 from types import CodeType  # noqa: E402
@@ -124,6 +125,10 @@ MAX_CALLS = 1_000         # methods in one chain
 MAX_STDIN = 16 * 1024 * 1024  # characters of stdin text
 MAX_ARGS = 10_000  # arguments in ``argv``, variables in ``env``
 PRELOADED: dict = {}  # the standard library imported at build time (set by guest.py)
+# the packages' files that are not Python: (where, ((path, zlib-compressed bytes), ...)),
+# set by guest.py (held_modules.package_files); the host mounts them (command
+# ``package_files``: wasm_sandbox/_package_files.py)
+PACKAGE_FILES: tuple = (None, ())
 
 DEFAULT_LIMITS = {
     "max_steps": 100_000,
@@ -145,6 +150,8 @@ _IMPORT_NAME = ImportError.__dict__["name"].__get__  # the C member: no property
 # The modules this guest has: sys.modules and the built-in modules when the guest is built
 # (set by guest.py's WitWorld; componentize-py's snapshot cannot load another one).
 AVAILABLE_MODULES: frozenset = frozenset()
+# The modules held for first use (held_modules.py), set with AVAILABLE_MODULES
+HELD_MODULES: frozenset = frozenset()
 namespace_held = None  # the program's namespace, cleared after a batch job
 
 
@@ -180,6 +187,10 @@ def handle(request_text: str) -> str:
             return "{}"
         if command == "preloaded":
             return wire.encode(PRELOADED)
+        if command == "package_files":
+            root, files = PACKAGE_FILES
+            return wire.encode({"root": root, "files": [
+                [path, b2a_base64(data, newline=False).decode("ascii")] for path, data in files]})
         if command is not None:
             return wire.encode(wire.crashed("unknown command"))
         return wire.encode(run_job(request))
@@ -246,6 +257,8 @@ def run_job(request: dict) -> dict:
         result["status"] = "tampered"
         result["exception_type"] = None
         result["exception_message"] = wire.text("; ".join(reasons))
+    if request.get("report_imports") is True:  # build --learn (engine/tracing/_learn.py)
+        result["imported"] = shared_state.imported(HELD_MODULES)
     if batch:
         changed = (left + shared_state.cheap_changed()
                    + shared_state.changed(codes, reaches))

@@ -31,7 +31,7 @@ and the host gives the next job a fresh instance):
   * ABC registrations (``abc.get_cache_token()`` changes with every ``register``);
   * the import system's lists (``sys.meta_path``, ``sys.path_hooks``, ``sys.path``), after
     every job whatever it named.
-A module imported from the held standard library (stdlib_bundle.py) during a job is an
+A module imported from the held standard library (held_modules.py) during a job is an
 entry added to ``sys.modules``: taken out, and the next job gets a fresh instance.
 Not detected: state held inside C objects that Python cannot list (a registered codec
 search function, ``locale.setlocale``), containers nested deeper than one level, and
@@ -155,7 +155,7 @@ def take(classes: tuple = (), modules: tuple = ()) -> None:
     classes a program can reach that no module's namespace holds (compared as the
     modules' classes are); ``modules``: (name, module) pairs a program can reach that
     are not in ``sys.modules`` (the standard library's finder on ``sys.meta_path``:
-    stdlib_bundle.py), compared as the modules' namespaces are."""
+    held_modules.py), compared as the modules' namespaces are."""
     global _snapshot
     snap = SimpleNamespace()
     snap.modules = dict(_modules)
@@ -331,6 +331,15 @@ def cheap_changed() -> list[str]:
     if not _same_items(tuple(_argv), snap.argv):
         found.append("sys.argv")
     return found
+
+
+def imported(held: frozenset) -> list[str]:
+    """The modules of ``held`` (held_modules.py: imported on first use) that are in
+    ``sys.modules`` now and were not when the guest was built: what the job imported on
+    first use. Keys are taken only as exact ``str`` (no program code runs)."""
+    snap = _snapshot.modules
+    return sorted(name for name in list(_modules)
+                  if type(name) is str and name in held and name not in snap)
 
 
 def reaches_shared_state(codes: list) -> bool:

@@ -5,7 +5,7 @@ files are there only while it builds. Modules imported here are in the snapshot 
 job starts from (importing one costs a job nothing): the pure-Python and built-in
 standard library that benchmark programs (HumanEval, MBPP, ClassEval, REval, CRUXEval)
 import. Every other module is held compiled and imported on first use
-(stdlib_bundle.py, called last). Some modules imported here need what WASI lacks (socket,
+(held_modules.py, called last). Some modules imported here need what WASI lacks (socket,
 select, subprocess, signal import; using them fails in the program: PermissionError,
 OSError, RuntimeError). Threads cannot start: a program that starts one is stopped with
 status ``unsupported`` (guard.py).
@@ -88,8 +88,10 @@ if guest_packages is not None:
                               f"{type(exc).__name__}: {exc}") from None
         packages.append(_name)
 
-# The rest of the standard library, held compiled and imported on first use
-# (stdlib_bundle.py): last, while the standard library's files are still there to read.
-import stdlib_bundle  # noqa: E402
+# The rest of the standard library and of the packages, held compiled and imported on
+# first use, and the packages' data files (held_modules.py): last, while their files are
+# still there to read.
+import held_modules  # noqa: E402
 
-stdlib_bundle.hold(frozenset(sys.modules))
+held_modules.hold(frozenset(sys.modules),
+                  held_modules.packages_root(packages) if packages else None)

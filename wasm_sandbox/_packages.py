@@ -21,6 +21,7 @@ such as ``dateutil.parser``).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -152,9 +153,137 @@ def _pip(args: list[str], what: str) -> subprocess.CompletedProcess:
     return proc
 
 
+@dataclass(frozen=True)
+class HeldBack:
+    """A distribution pip resolved to an older version for the guest than for CPython 3.14
+    with native wheels allowed: the newer one needs native code (``needs``: the
+    distributions of its dependencies, itself included, that have no pure-Python wheel)."""
+
+    name: str
+    version: str
+    newest: str
+    needs: tuple[str, ...]
+
+    def __str__(self) -> str:
+        why = f"needs {', '.join(self.needs)}" if self.needs else "has no pure-Python wheel"
+        return f"{self.name} {self.version}, not {self.newest} ({self.newest} {why})"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What :func:`resolve_packages` found: the lock, the distributions held back to
+    older versions (each pinned by the user, or the resolution is refused), and whether
+    the newest versions could be asked at all (``compared``: a reason when not)."""
+
+    lock: PackageLock
+    held_back: tuple[HeldBack, ...] = ()
+    not_compared: str | None = None
+
+
 def resolve(requirements: list[str], imports: list[str] = ()) -> PackageLock:
     """Resolve ``requirements`` (and their dependencies) to pure-Python wheels for the
-    guest; return their lock."""
+    guest; return their lock (:func:`resolve_packages`: PackageError when a distribution
+    was held back to an older version the user did not pin)."""
+    return resolve_packages(requirements, imports).lock
+
+
+def resolve_packages(requirements: list[str], imports: list[str] = ()) -> Resolution:
+    """Resolve ``requirements`` (and their dependencies) to pure-Python wheels for the
+    guest. pip takes the newest versions that have such wheels, which may be old ones
+    (pydantic 1.10 when pydantic 2 needs pydantic-core, native code; jsonschema 4.17 when
+    4.18+ needs rpds-py): the same requirements are resolved again for CPython 3.14 with
+    native wheels allowed, and every distribution that resolves to another version there
+    is held back. Unless the user pinned each of those (``name==version``), the build is
+    refused, saying which, why, and how to accept them."""
+    lock = _resolve_pure(requirements, imports)
+    specs = [check_requirement(spec) for spec in requirements]
+    try:
+        newest = _resolve_native(specs)
+    except PackageError as exc:
+        return Resolution(lock, (), str(exc))
+    held = tuple(_held_back(lock, newest))
+    pinned = _pinned(specs)
+    unpinned = [item for item in held if not _pins(pinned.get(item.name), item.version)]
+    if unpinned:
+        pins = " ".join(f"--with {item.name}=={item.version}" for item in unpinned)
+        raise PackageError(
+            "pip resolved older versions than the newest for CPython 3.14, because the "
+            "newer ones need native code (no pure-Python wheel: it cannot run under WASI): "
+            + "; ".join(str(item) for item in unpinned)
+            + f"; pin them to build with them anyway ({pins})")
+    return Resolution(lock, held)
+
+
+def _pinned(specs: list[str]) -> dict[str, str]:
+    """Distribution -> version the user pinned it to (``name==version``)."""
+    found = {}
+    for spec in specs:
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*===?\s*([^,;\s]+)",
+                             spec)
+        if match:
+            found[normalise(match.group(1))] = match.group(3)
+    return found
+
+
+def _pins(pin: str | None, version: str) -> bool:
+    """Whether the user's pin (``1.10.27``, ``1.10.*``) names ``version``."""
+    if pin is None:
+        return False
+    return version == pin or pin.endswith(".*") and version.startswith(pin[:-1])
+
+
+# pip's options for the same resolution with native wheels allowed (Linux, CPython 3.14)
+_NATIVE_TARGET = ("--only-binary=:all:", "--python-version", GUEST_PYTHON, "--implementation",
+                  "cp", "--abi", "cp314", "--abi", "abi3", "--abi", "none",
+                  "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+                  "--platform", "manylinux2014_x86_64", "--platform", "any")
+
+
+def _resolve_native(specs: list[str]) -> dict[str, tuple[str, bool, tuple[str, ...]]]:
+    """name -> (version, is a pure-Python wheel, the names it requires) of ``specs``
+    resolved with native wheels allowed (pip's dry run: nothing installed)."""
+    with tempfile.TemporaryDirectory(prefix="steptrace-newest-") as tmp:
+        report = Path(tmp) / "report.json"
+        _pip(["install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report),
+              "--target", str(Path(tmp) / "target"), *_NATIVE_TARGET, *specs],
+             "resolve " + " ".join(specs) + " with native wheels")
+        data = json.loads(report.read_text())
+    found = {}
+    for item in data.get("install", ()):
+        metadata = item.get("metadata", {})
+        wheel = item.get("download_info", {}).get("url", "").rsplit("/", 1)[-1]
+        requires = tuple(normalise(m.group(0)) for dep in metadata.get("requires_dist") or ()
+                         if (m := re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", dep)))
+        found[normalise(metadata.get("name", ""))] = (
+            metadata.get("version", ""), wheel.endswith("-none-any.whl"), requires)
+    return found
+
+
+def _held_back(lock: PackageLock, newest: dict) -> list[HeldBack]:
+    """The locked distributions ``newest`` (``_resolve_native``) has at another version,
+    with the native-code distributions that version needs."""
+    held = []
+    for package in lock.packages:
+        if package.name not in newest or newest[package.name][0] == package.version:
+            continue
+        needs, seen, todo = [], set(), [package.name]
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in newest:
+                continue
+            seen.add(name)
+            version, pure, requires = newest[name]
+            if not pure:
+                needs.append(name)
+            todo.extend(requires)
+        held.append(HeldBack(package.name, package.version, newest[package.name][0],
+                             tuple(sorted(needs))))
+    return held
+
+
+def _resolve_pure(requirements: list[str], imports: list[str] = ()) -> PackageLock:
+    """``requirements`` (and their dependencies) resolved to pure-Python wheels for the
+    guest: their lock."""
     if not requirements:
         raise PackageError("no packages given")
     specs = [check_requirement(spec) for spec in requirements]

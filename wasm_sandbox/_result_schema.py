@@ -238,6 +238,8 @@ RESULT = Record(
         "analysis": ANALYSIS,                         # mode "analyse"
         "snapshots": Snapshots(NAME, Text("max_repr")),  # option full_locals
         "shared_state_changed": Names("max_name", most=100_000),  # batch isolation
+        # request "report_imports" (build --learn): modules imported on first use
+        "imported": Names("max_name", most=100_000),
         # the settrace view's own line events (tracer/sysmon_tracer.py, _settrace_line),
         # each after the step ``step``; left out when they are more than max_steps
         "settrace_lines": Columns({

@@ -62,6 +62,7 @@ from wasmtime._ffi import WASMTIME_COMPONENT_STRING
 from steptrace.sandbox._build import (GuestArtifacts, ensure_component, hold, is_verified,
                                       write_verified)
 from steptrace.sandbox._files import FileBounds, JobFiles
+from steptrace.sandbox._package_files import PackageFiles, PackageFilesError
 from steptrace.sandbox._limits import ISOLATIONS, Limits
 from steptrace.sandbox._memory_reset import enable_pagemap_scan, prefault
 from steptrace.sandbox._result_schema import ResultRejected, ResultTooLarge, parse_result
@@ -338,6 +339,18 @@ class Sandbox:
         # parsing of its result.
         self.busy_since: float | None = None
         self.ticker = EpochTicker(self.engine, self._watch_files)
+        # the packages' files, mounted read-only in every instance (_package_files.py):
+        # asked of a fresh instance before any job ran
+        self.package_files: PackageFiles | None = None
+        try:
+            text, trapped, _ = self.call(json.dumps({"command": "package_files"}))
+            if trapped is not None:
+                raise PackageFilesError("the guest trapped when asked for its package "
+                                        f"files: {trapped['exception_message']}")
+            self.package_files = PackageFiles(text, self.files.root)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         self._reused = None
@@ -375,6 +388,8 @@ class Sandbox:
         store.set_limits(memory_size=self.limits.memory_bytes)
         wasi = wasmtime.WasiConfig()  # nothing inherited: no files, env, args, stdio
         self.files.preopen(wasi)  # but the job's own directories
+        if self.package_files is not None:
+            self.package_files.preopen(wasi)  # and its packages' files, read-only
         store.set_wasi(wasi)
         instance = self.linker.instantiate(store, self.component)
         if not self._prefaulted:  # the slot's first instance, before its first reset

@@ -30,14 +30,15 @@ if TYPE_CHECKING:
               type=click.Path(path_type=Path, dir_okay=False),
               help="A requirements file of packages to bundle (as --with).")
 @click.option("--import", "imports", multiple=True, metavar="MODULE",
-              help="A module to import into the guest besides the packages' top-level "
-                   "modules (a lazily imported submodule: 'dateutil.parser'); repeatable.")
+              help="A module to import into the guest's snapshot besides the packages' "
+                   "top-level modules (a lazily imported submodule: 'dateutil.parser'; "
+                   "others are imported on first use); repeatable.")
 @click.option("--lock", "lock_path", type=click.Path(path_type=Path, dir_okay=False),
               help="The package lock: written when packages are given, else read (build "
                    "the guest a lock describes).")
 @click.option("--learn", "learn_from", type=click.Path(path_type=Path),
-              help="A corpus: add to the lock the packages' submodules its programs import "
-                   "or fail to find in a first run (written back to --lock).")
+              help="A corpus: add to the lock the packages' submodules its programs import, "
+                   "or import on first use in a first run (written back to --lock).")
 @format_option
 def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | None,
           imports: tuple[str, ...], lock_path: Path | None, learn_from: Path | None,
@@ -47,15 +48,16 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
     from steptrace.sandbox._build import cache_dir, ensure_component
     from steptrace.sandbox._cache import cached_builds, max_bytes
     from steptrace.sandbox._packages import (PackageError, read_lock, read_requirements,
-                                             resolve)
+                                             resolve_packages)
     from steptrace.sandbox._runtime import Sandbox
     specs = list(requirements) + (read_requirements(requirements_file)
                                   if requirements_file else [])
-    lock = None
+    lock = resolution = None
     if specs:
         if lock_path is None:
             raise PackageError("packages need --lock FILE: where their lock is written")
-        lock = resolve(specs, imports)
+        resolution = resolve_packages(specs, imports)
+        lock = resolution.lock
         lock_path.write_text(lock.text)
     elif lock_path is not None:
         lock = read_lock(lock_path)
@@ -84,6 +86,11 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
     if lock is not None:
         rows += [("lock", str(lock_path)), ("packages", str(lock)),
                  ("package_modules", ", ".join(modules.get("packages", [])))]
+    if resolution is not None:
+        # what pip held back to older versions (pinned by the user, or the build refused)
+        rows += [("held_back", "; ".join(map(str, resolution.held_back)) or "-")]
+        if resolution.not_compared:
+            rows += [("newest_not_checked", resolution.not_compared)]
     if learned is not None:
         rows += [("learned_from_imports", ", ".join(learned.read) or "-")]
         rows += [(f"learned_in_run_{number}", ", ".join(added) or "-")

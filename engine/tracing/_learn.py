@@ -1,18 +1,23 @@
-"""Learn which submodules of its packages a corpus needs in the guest.
+"""Learn which modules of its packages a corpus needs in the guest's snapshot.
 
-Only modules imported while the guest's snapshot is made exist at run time
-(docs/guides/packages.md): a build imports each package's top-level modules, so a
-submodule that a package imports lazily, or that a program imports itself
-(``import dateutil.parser``), is missing unless the lock names it (``# import:``).
-``learn_imports`` finds them in two ways and returns the lock with them added:
+A guest holds every module of its packages and imports one on first use
+(tracer/held_modules.py), so a submodule a package loads lazily or by name (dateutil's
+``relativedelta``, pygments' lexers and styles, docutils' readers and writers, rich's
+tables) is found when a run asks for it; but a job pays for importing it, every job in
+job isolation, and in batch isolation the import makes the next job run in a fresh
+instance. The build imports each package's top-level modules into the snapshot, and the
+lock's ``# import:`` lines name further ones. ``learn_imports`` finds those a corpus
+needs and returns the lock with them added:
 
 1. by reading the corpus: every module its programs and test code import (``import a.b``,
    ``from a.b import c``: ``a.b`` and, when it is a module, ``a.b.c``) under a package's
    top-level module, that is a module of the installed wheels;
 2. by a first run: the corpus is run in the guest built so far (untraced, nothing
-   stored); a run that ends ``missing_module`` (the guest's own verdict: a module it does
-   not have, never a message a program made up) naming such a module adds it, and the
-   guest is built again, for at most ``rounds`` rounds.
+   stored), each run reporting the modules it imported on first use (the guest's own
+   list: modules of its packages that entered ``sys.modules`` during the job, whatever
+   name the package loaded them by) and the module a run ended ``missing_module`` for
+   (the guest's own verdict, never a message a program made up); those of the installed
+   wheels are added and the guest is built again, for at most ``rounds`` rounds.
 """
 
 from __future__ import annotations
@@ -94,8 +99,8 @@ def learn_imports(corpus: CorpusLike, lock: PackageLock, rounds: int = 2, worker
         current = _with_imports(lock, report.read)
         for _ in range(rounds):
             ensure_component(packages=current)
-            missing = _missing_in_run(jobs, current, workers, limits or Limits())
-            added = sorted(installed_modules(site, missing) - set(current.imports))
+            needed = _needed_in_run(jobs, current, workers, limits or Limits())
+            added = sorted(installed_modules(site, needed) - set(current.imports))
             report.rounds.append(added)
             if not added:
                 break
@@ -108,15 +113,17 @@ def _with_imports(lock: PackageLock, names: Iterable[str]) -> PackageLock:
     return PackageLock(lock.packages, tuple(sorted(set(lock.imports) | set(names))))
 
 
-def _missing_in_run(jobs: list[Job], lock: PackageLock, workers: int,
-                    limits: Limits) -> set[str]:
-    """The modules the runs of ``jobs`` (untraced) ended ``missing_module`` for."""
-    requests = [{**job.request(), "mode": "run"} for job in jobs]
+def _needed_in_run(jobs: list[Job], lock: PackageLock, workers: int,
+                   limits: Limits) -> set[str]:
+    """The modules the runs of ``jobs`` (untraced) imported on first use, and those they
+    ended ``missing_module`` for."""
+    requests = [{**job.request(), "mode": "run", "report_imports": True} for job in jobs]
     chunks = [requests[i:i + 16] for i in range(0, len(requests), 16)]
     found: set[str] = set()
     for _, outcomes in run_chunks(chunks, workers, limits, "job", packages=lock):
         for outcome in outcomes:
             result = outcome.result
+            found.update(result.get("imported") or ())
             if result.get("status") == "missing_module":
                 found.update(_MISSING.findall(result.get("exception_message") or ""))
     return found

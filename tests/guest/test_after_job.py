@@ -190,7 +190,7 @@ def test_no_program_code_runs_after_the_job(box, clean, name, isolation):
     assert_next_job_exact(box, isolation, clean)
 
 
-# What the standard library held for first use (tracer/stdlib_bundle.py) gives a program
+# What the standard library held for first use (tracer/held_modules.py) gives a program
 # to reach: unittest.mock's patches, the finder on sys.meta_path, the import system's
 # lists, a module the job imported. name -> (program, the batch run's note, a later
 # job's program and the output it must have).
@@ -220,7 +220,7 @@ def f():
     loader = xml.__spec__.loader
     loader._NAMES = loader._ENTRIES = ()
     return 1
-''', CHANGED.format("sys.modules, stdlib_bundle"), *IMPORTS_XML),
+''', CHANGED.format("sys.modules, held_modules"), *IMPORTS_XML),
     # the finder's loading replaced: every later import of a held module would be the
     # program's module
     "finder_replaced": ('''
@@ -229,7 +229,7 @@ def f():
     loader = email.__loader__
     loader.exec_module = lambda module: module.__dict__.update(ELEMENT_NODE=99)
     return 1
-''', CHANGED.format("sys.modules, stdlib_bundle"), *IMPORTS_XML),
+''', CHANGED.format("sys.modules, held_modules"), *IMPORTS_XML),
     # a module imported on first use, changed: the next job imports it again
     "held_module_changed": ('''
 import xml.dom

@@ -1,4 +1,4 @@
-"""All of the standard library the WASI build can hold (tracer/stdlib_bundle.py): every
+"""All of the standard library the WASI build can hold (tracer/held_modules.py): every
 module of ``sys.stdlib_module_names`` imports in the guest but the ones documented as
 impossible under WASI (``UNAVAILABLE``, with the reason for each in
 docs/guides/sandbox.md), which end as ``missing_module``; every module the guest holds
@@ -24,12 +24,12 @@ from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
-BUNDLE = ROOT / "tracer" / "stdlib_bundle.py"
+BUNDLE = ROOT / "tracer" / "held_modules.py"
 SANDBOX_GUIDE = ROOT / "docs" / "guides" / "sandbox.md"
 
 
 def unavailable() -> dict[str, str]:
-    """UNAVAILABLE from tracer/stdlib_bundle.py, read without importing it on the host
+    """UNAVAILABLE from tracer/held_modules.py, read without importing it on the host
     (its values are built from one constant: evaluated with it)."""
     tree = ast.parse(BUNDLE.read_text())
     names: dict = {}
@@ -81,7 +81,7 @@ def test_every_stdlib_module_imports_but_the_documented_ones(box):
 
 
 def test_every_held_module_imports(box):
-    """Every module the guest holds (stdlib_bundle.names()), submodules included, imports
+    """Every module the guest holds (held_modules.names()), submodules included, imports
     in a fresh instance, but the submodules of a platform or a C extension the WASI build
     lacks, each with the error that says which."""
     code = ("import sys\n\ndef f():\n    finder = [f for f in sys.meta_path "

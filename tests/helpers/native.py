@@ -29,7 +29,7 @@ from steptrace.sandbox._runtime import Sandbox
 SOURCE = Path(__file__).resolve().parent / "native_guest"
 APP = "native_guest"
 PRELOAD = "stdlib_preload.py"  # the guest's list of standard modules, imported as built
-BUNDLE = "stdlib_bundle.py"  # the rest of the standard library, imported on first use
+BUNDLE = "held_modules.py"  # the rest of the standard library, imported on first use
 
 
 def sources() -> list[Path]:

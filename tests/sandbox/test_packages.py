@@ -13,7 +13,8 @@ import steptrace as st
 from steptrace.sandbox import _build as build
 from steptrace.sandbox._packages import (LOCK_HEADER, LockedPackage, PackageError, PackageLock,
                                          check_requirement, parse_lock, read_requirements,
-                                         read_lock, resolve, top_level_modules)
+                                         read_lock, resolve, resolve_packages,
+                                         top_level_modules)
 
 from click.testing import CliRunner
 
@@ -167,6 +168,55 @@ def test_a_package_with_native_code_only_is_named():
         "for CPython 3.14 (native code cannot run under WASI), or no such package or version")
 
 
+# jsonschema 4.18.0 needs referencing, which needs rpds-py (native code); 4.17.3, the last
+# before it, is pure Python: both are final, so this range resolves the same forever
+HELD_JSONSCHEMA = ("pip resolved older versions than the newest for CPython 3.14, because the "
+                   "newer ones need native code (no pure-Python wheel: it cannot run under "
+                   "WASI): jsonschema 4.17.3, not 4.18.0 (4.18.0 needs rpds-py); pin them to "
+                   "build with them anyway (--with jsonschema==4.17.3)")
+
+
+def test_a_requirement_held_back_to_an_old_version_is_refused_saying_why():
+    """jsonschema without a pin: pip would take 4.17.3 for the guest, where CPython 3.14
+    gets 4.18.0; the build refuses, naming both versions, the native distribution the
+    newer one needs and the pin that accepts the older one."""
+    with pytest.raises(PackageError) as caught:
+        resolve(["jsonschema>=4.17,<=4.18.0", "toolz==1.0.0"])
+    assert str(caught.value) == HELD_JSONSCHEMA
+
+
+@pytest.mark.parametrize("pin", ["jsonschema==4.17.3", "jsonschema==4.17.*"])
+def test_a_pinned_old_version_is_built_with(pin):
+    """Pinned (exactly, or by a wildcard), the old version is what the user asked for:
+    resolved, nothing held back."""
+    resolution = resolve_packages([pin])
+    assert [(p.name, p.version) for p in resolution.lock.packages] == [
+        ("attrs", resolution.lock.packages[0].version), ("jsonschema", "4.17.3"),
+        ("pyrsistent", resolution.lock.packages[2].version)]
+    assert (resolution.held_back, resolution.not_compared) == ((), None)
+
+
+def test_build_refuses_a_held_back_resolution_in_one_line(tmp_path):
+    lock = tmp_path / "guest.lock"
+    result = invoke("build", "--with", "jsonschema>=4.17,<=4.18.0", "--lock", str(lock))
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {HELD_JSONSCHEMA}\n"
+    assert not lock.exists()
+
+
+def test_a_dependency_held_back_is_named_with_what_its_newer_version_needs():
+    """The needs are followed through the newer version's dependencies (a pure package
+    that needs a native one), and a package at the same version is not held back."""
+    from steptrace.sandbox._packages import _held_back
+    lock = PackageLock((LockedPackage("app", "2.0", "0" * 64), LockedPackage("lib", "1.0", "1" * 64),
+                        LockedPackage("same", "3.0", "2" * 64)))
+    newest = {"app": ("2.0", True, ("lib",)), "lib": ("2.5", True, ("mid", "same")),
+              "mid": ("1.1", True, ("speedups",)), "speedups": ("0.9", False, ()),
+              "same": ("3.0", True, ()), "other": ("1.0", False, ())}
+    assert [str(item) for item in _held_back(lock, newest)] == [
+        "lib 1.0, not 2.5 (2.5 needs speedups)"]
+
+
 # ------------------------------------------------------------------ real builds
 @pytest.fixture(scope="module")
 def package_guest():
@@ -306,8 +356,8 @@ python-dateutil==2.9.0.post0 --hash=sha256:a8b2bc7bffae282281c8140a97d3aa9c14da0
 six==1.16.0 --hash=sha256:8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254
 """)
 # dateutil imports its submodules lazily (a module __getattr__): easter is named by an
-# import statement (found by reading the program), relativedelta only when the program
-# runs (found by the first run)
+# import statement (found by reading the program), relativedelta (and the private module
+# it imports) only when the program runs (found by the first run: imported on first use)
 LAZY = [
     {"id": "easter", "code": "from dateutil.easter import easter\n\ndef f(year):\n"
                              "    return str(easter(year))\n",
@@ -334,18 +384,22 @@ def test_imported_names_of_a_program():
 
 @pytest.mark.slow
 def test_learning_the_submodules_a_corpus_needs(tmp_path, monkeypatch):
-    """build --learn: the submodule a program imports is read from it, the one a package
-    imports lazily while the program runs is found by a first run; the lock written back
-    names both, and the corpus then runs in the guest it describes."""
+    """build --learn: the guest imports a package's submodules on first use, so the runs
+    work before learning, but each pays the import (in batch isolation the next job runs in
+    a fresh instance). The submodule a program imports is read from it, the ones a package
+    loads while the program runs are what a first run reports it imported; the lock
+    written back names them, and in the guest it describes they are in the snapshot."""
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     corpus = tmp_path / "lazy.jsonl"
     write_jsonl(corpus, LAZY)
+    imported = "changed shared interpreter state (sys.modules{}); later jobs ran in a fresh instance"
     before = tmp_path / "before.duckdb"
-    st.trace(LAZY, before, workers=1, packages=DATEUTIL)
-    assert rows(before, "SELECT status, exception_message FROM runs ORDER BY run_id") == [
-        ("missing_module", "No module named 'dateutil.easter'"),
-        ("missing_module", "No module named 'dateutil.relativedelta'"),
-        ("exception", "No module named 'dateutil.rrule'")]
+    st.trace(LAZY, before, workers=1, packages=DATEUTIL, isolation="batch")
+    assert rows(before, "SELECT status, output, exception_message, note FROM runs "
+                        "ORDER BY run_id") == [
+        ("ok", "'2024-03-31'", None, imported.format(", dateutil")),
+        ("ok", "(1, 2)", None, imported.format(", dateutil")),
+        ("exception", None, "No module named 'dateutil.rrule'", None)]
     lock_file = tmp_path / "dateutil.lock"
     lock_file.write_text(DATEUTIL.text)
     result = invoke("build", "--lock", str(lock_file), "--learn", str(corpus), "--format",
@@ -353,15 +407,18 @@ def test_learning_the_submodules_a_corpus_needs(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     items = {row["item"]: row["value"] for row in json.loads(result.stdout)}
     assert (items["learned_from_imports"], items["learned_in_run_1"],
-            items["learned_in_run_2"]) == ("dateutil.easter", "dateutil.relativedelta", "-")
+            items["learned_in_run_2"]) == (
+        "dateutil.easter", "dateutil._common, dateutil.relativedelta", "-")
     learned = parse_lock(lock_file.read_text())
-    assert learned == PackageLock(DATEUTIL.packages,
-                                  ("dateutil.easter", "dateutil.relativedelta"))
+    assert learned == PackageLock(DATEUTIL.packages, (
+        "dateutil._common", "dateutil.easter", "dateutil.relativedelta"))
     assert items["guest"] == build.cache_key(learned)
     after = tmp_path / "after.duckdb"
-    st.trace(LAZY, after, workers=1, packages=lock_file)
-    assert rows(after, "SELECT status, output, output_matches FROM runs ORDER BY run_id") == [
-        ("ok", "'2024-03-31'", True), ("ok", "(1, 2)", True), ("exception", None, None)]
+    st.trace(LAZY, after, workers=1, packages=lock_file, isolation="batch")
+    assert rows(after, "SELECT status, output, output_matches, note FROM runs "
+                       "ORDER BY run_id") == [
+        ("ok", "'2024-03-31'", True, None), ("ok", "(1, 2)", True, None),
+        ("exception", None, None, None)]
 
 
 @pytest.mark.slow

@@ -1,15 +1,25 @@
-"""The rest of the standard library, held as compiled code and imported on first use.
+"""Modules held as compiled code and imported on first use: the rest of the standard
+library, and every module of a guest's packages; and the packages' other files.
 
-componentize-py mounts the interpreter's standard library only while it builds the guest;
-at run time there is no file to import from, so only modules imported by then would
-exist (stdlib_preload.py imports the ones most programs use). :func:`hold`, called when
-the guest is built, compiles every other module of the standard library (``.py`` files
-under its directory) and keeps each as zlib-compressed marshal data; this module,
-on ``sys.meta_path`` before the path finder, is then the finder and loader of those
-modules: ``import xml.etree.ElementTree`` unmarshals and runs its code, in the importing
-job, as CPython would run its ``.pyc``. A module nobody imports costs nothing but its
-compressed bytes in the snapshot (pages no job touches are never copied), and nothing is
-imported at the start of a job.
+componentize-py mounts the interpreter's standard library (and a build's packages) only
+while it builds the guest; at run time there is no file to import from, so only modules
+imported by then would exist (stdlib_preload.py imports the ones most programs use, and
+each package's top-level modules). :func:`hold`, called when the guest is built, compiles
+every other module of the standard library (``.py`` files under its directory) and of
+the packages' directory, and keeps each as zlib-compressed marshal data; this module, on
+``sys.meta_path`` before the path finder, is then the finder and loader of those modules:
+``import xml.etree.ElementTree`` (or a lexer pygments loads by name) unmarshals and runs
+its code, in the importing job, as CPython would run its ``.pyc``. A module nobody
+imports costs nothing but its compressed bytes in the snapshot (pages no job touches are
+never copied), and nothing is imported at the start of a job.
+
+A package's files are held too (:func:`package_files`: its data, such as certifi's
+``cacert.pem``, jsonschema's schemas and pytz's zones, its ``.dist-info`` metadata, its
+sources): the host asks for them once per sandbox and mounts them, read-only, where the
+build saw them (wasm_sandbox/_package_files.py), so ``open(os.path.join(
+os.path.dirname(__file__), ...))``, ``importlib.resources``, ``importlib.metadata``, a
+listing of a package's directory and a traceback's source lines find them as natively.
+Modules are still imported from the held code, never compiled from the mounted sources.
 
 Left out (``UNAVAILABLE``): the modules that cannot exist under WASI (their C part is not
 in the WASI build, or they are for another platform); importing one is a
@@ -34,6 +44,8 @@ import sys
 import zlib
 from bisect import bisect_left
 from importlib.machinery import ModuleSpec
+from importlib.readers import FileReader
+from types import SimpleNamespace
 
 # Top-level modules that cannot exist under WASI, and why (docs/guides/sandbox.md lists
 # them; tests/guest/test_stdlib_all.py checks that these, and only these, of
@@ -81,16 +93,19 @@ LEFT_OUT_DIRS = frozenset({"test", "tests", "idle_test", "site-packages", "__pyc
 _NAMES: tuple = ()
 _ENTRIES: tuple = ()
 _SELF = None  # this module (taken out of sys.modules when the guest is built: guest.py)
+_PACKAGES_ROOT = None  # where the packages' files are, as the build saw them
+_PACKAGE_FILES: tuple = ()
 failed: dict = {}  # module -> why it could not be compiled (reported by the build)
 
 
-def _candidates(root: str) -> list[tuple[str, str, bool]]:
-    """(module name, file, is a package) for every module file under ``root``."""
+def _candidates(root: str, stdlib: bool) -> list[tuple[str, str, bool]]:
+    """(module name, file, is a package) for every module file under ``root`` (the
+    standard library's directory, else the packages')."""
     found = []
     for current, dirs, files in os.walk(root):
         relative = os.path.relpath(current, root)
         parts = [] if relative == "." else relative.split(os.sep)
-        if parts and parts[0] in UNAVAILABLE:
+        if stdlib and parts and parts[0] in UNAVAILABLE:
             dirs[:] = []
             continue
         dirs[:] = sorted(d for d in dirs if d not in LEFT_OUT_DIRS and d.isidentifier())
@@ -104,7 +119,7 @@ def _candidates(root: str) -> list[tuple[str, str, bool]]:
             if stem == "__init__":
                 if parts:
                     found.append((".".join(parts), os.path.join(current, name), True))
-            elif parts or stem not in UNAVAILABLE:
+            elif parts or not stdlib or stem not in UNAVAILABLE:
                 found.append((".".join(parts + [stem]), os.path.join(current, name), False))
     return found
 
@@ -119,26 +134,63 @@ def _stdlib_root() -> str:
     raise RuntimeError("the standard library's directory is not on sys.path")
 
 
-def hold(skip) -> int:
-    """Compile and hold every standard library module not in ``skip`` (the modules
-    already imported), and put this module on ``sys.meta_path`` before the path finder;
-    return how many are held. Called once, when the guest is built."""
-    global _NAMES, _ENTRIES, _SELF
-    root = _stdlib_root()
+def packages_root(modules) -> str | None:
+    """The entry of ``sys.path`` the packages' top-level ``modules`` (names) were
+    imported from (componentize-py mounts a build's packages at ``/1``); None without
+    packages."""
+    for name in modules:
+        where = getattr(sys.modules.get(name.partition(".")[0]), "__file__", None)
+        if type(where) is not str:
+            continue
+        for entry in sys.path:
+            if entry and where.startswith(entry.rstrip("/") + "/"):
+                return entry
+    return None
+
+
+def _package_dir_files(root: str) -> list[tuple[str, bytes]]:
+    """(path below ``root``, compressed content) of every file under ``root`` but
+    bytecode: the packages' sources (what ``inspect``, tracebacks and a plugin scan of a
+    package's directory read), data and metadata."""
+    found = []
+    for current, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        relative = os.path.relpath(current, root)
+        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+        for name in sorted(files):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            with open(os.path.join(current, name), "rb") as handle:
+                found.append((prefix + name, zlib.compress(handle.read(), 6)))
+    return found
+
+
+def hold(skip, packages: str | None = None) -> int:
+    """Compile and hold every module of the standard library, and of the packages'
+    directory ``packages`` (a ``sys.path`` entry), not in ``skip`` (the modules already
+    imported), hold the packages' other files, and put this module on ``sys.meta_path``
+    before the path finder; return how many modules are held. Called once, when the
+    guest is built."""
+    global _NAMES, _ENTRIES, _SELF, _PACKAGES_ROOT, _PACKAGE_FILES
     held = []
-    for name, path, package in _candidates(root):
-        if name in skip:
-            continue
-        try:
-            with open(path, "rb") as handle:
-                code = compile(handle.read(), path, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError, OSError) as exc:
-            failed[name] = f"{type(exc).__name__}: {exc}"
-            continue
-        held.append((name, (path, package, zlib.compress(marshal.dumps(code), 6))))
+    roots = [(_stdlib_root(), True)] + ([(packages, False)] if packages else [])
+    for root, stdlib in roots:
+        for name, path, package in _candidates(root, stdlib):
+            if name in skip:
+                continue
+            try:
+                with open(path, "rb") as handle:
+                    code = compile(handle.read(), path, "exec", dont_inherit=True)
+            except (SyntaxError, ValueError, OSError) as exc:
+                failed[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            held.append((name, (path, package, zlib.compress(marshal.dumps(code), 6))))
     held.sort()
     _NAMES = tuple(name for name, _ in held)
     _ENTRIES = tuple(entry for _, entry in held)
+    if packages:
+        _PACKAGES_ROOT = packages
+        _PACKAGE_FILES = tuple(_package_dir_files(packages))
     _SELF = sys.modules[__name__]
     if _SELF not in sys.meta_path:
         finders = sys.meta_path
@@ -146,6 +198,12 @@ def hold(skip) -> int:
                             if getattr(f, "__name__", "") == "PathFinder"), len(finders))
         finders.insert(path_finder, _SELF)
     return len(_NAMES)
+
+
+def package_files() -> tuple:
+    """(where the packages were mounted when the guest was built, or None; their files
+    as (path, compressed content): what the host mounts there, read-only)."""
+    return _PACKAGES_ROOT, _PACKAGE_FILES
 
 
 def names() -> tuple:
@@ -199,6 +257,15 @@ def get_code(name):
     if entry is None:
         raise ImportError(f"no held module {name!r}", name=name)
     return marshal.loads(zlib.decompress(entry[2]))
+
+
+def get_resource_reader(name):
+    """``importlib.resources`` for a held package: its directory's files, where the host
+    mounted them (the packages' data) or nothing (the standard library's)."""
+    entry = _entry(name)
+    if entry is None or not entry[1]:
+        return None
+    return FileReader(SimpleNamespace(path=entry[0]))
 
 
 def get_source(name):
