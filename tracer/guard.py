@@ -36,6 +36,7 @@ import io  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 import traceback  # noqa: E402
 import types  # noqa: E402
 
@@ -88,6 +89,12 @@ _EXPOSED_CLASSES = [(shared_state.settle(cls) or cls, dict(cls.__dict__)) for cl
                      exposed.RefusedNamespace, exposed.FrameView)]
 _VIEW = exposed.FrameView
 _TRACEBACK = types.TracebackType
+_METHOD = types.MethodType
+_METHOD_SELF = _METHOD.__dict__["__self__"].__get__
+_THREAD = threading.Thread
+_TYPE_MRO = type.__dict__["__mro__"].__get__
+_TYPE_DICT = type.__dict__["__dict__"].__get__
+_TYPE_QUALNAME = type.__dict__["__qualname__"].__get__
 _TB_FRAME, _TB_NEXT, _TB_LINENO, _TB_LASTI = (_TRACEBACK.__dict__[name].__get__ for name in (
     "tb_frame", "tb_next", "tb_lineno", "tb_lasti"))
 _VIEW_SLOTS = {name: _VIEW.__dict__[name].__set__ for name in _VIEW.__slots__}
@@ -118,6 +125,13 @@ outer_loop = None     # the interpreter's running asyncio loop, put back after t
 outer_policy = None   # ... and its event loop policy (which holds its current loop)
 # (both kept after the job too: leave() checks that they are what is in place)
 THREADS_MESSAGE = "the program starts a thread; the sandbox (WASI) has no threads"
+# Threads packages start for themselves, by their class (module.qualname), and the way to
+# go without (docs/guides/packages.md, "Threads")
+KNOWN_THREADS = {
+    "tqdm._monitor.TMonitor": "tqdm's monitor thread, started with the first progress bar: "
+                              "set tqdm.tqdm.monitor_interval = 0 before it to go without "
+                              "(it only refreshes bars that stall)",
+}
 files_used = False    # the job opened a file or directory, changed directory, or sqlite3
 in_work_dir = False   # this instance has changed into WORK_DIR (_enter_work_dir)
 
@@ -161,10 +175,32 @@ def _audit(event: str, args: tuple) -> None:
     elif event in _REFUSED_EVENTS:
         what = event
     elif event[:14] == "_thread.start_":  # start_new_thread, start_joinable_thread
-        _tracer.halt("unsupported", THREADS_MESSAGE)
+        _tracer.halt("unsupported", _threads_message(args))
     else:
         return
     _refuse(what)
+
+
+def _threads_message(args: tuple) -> str:
+    """The ``unsupported`` message of a thread's start: which thread, when a subclass of
+    ``threading.Thread`` starts it (its class, read with type's own getters: no program
+    code runs), and the way around it for a known one."""
+    start = args[0] if args else None
+    if type(start) is not _METHOD:
+        return THREADS_MESSAGE
+    cls = type(_METHOD_SELF(start))
+    # by identity only: a metaclass's __eq__ is program code
+    if cls is _THREAD or not any(base is _THREAD for base in _TYPE_MRO(cls)):
+        return THREADS_MESSAGE
+    namespace = _TYPE_DICT(cls)
+    module = namespace.get("__module__") if shared_state.plain(namespace) else None
+    qualname = _TYPE_QUALNAME(cls)
+    if type(qualname) is not str:  # a str subclass would format itself
+        return THREADS_MESSAGE
+    name = f"{module}.{qualname}" if type(module) is str else qualname
+    known = KNOWN_THREADS.get(name)
+    return (f"the program starts a thread ({wire.text(name, 200)}"
+            f"{': ' + known if known else ''}); the sandbox (WASI) has no threads")
 
 
 def _refuse(what: str):

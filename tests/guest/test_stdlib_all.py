@@ -654,3 +654,29 @@ program("traceback_logging_exception")("""
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_the_same_output_as_native_cpython(box, name, isolation, tmp_path):
     assert_as_native(box, PROGRAMS[name], isolation, tmp_path)
+
+
+# ------------------------------------------------------------------ threads
+THREADS = "the sandbox (WASI) has no threads"
+EQ_META = ("class Meta(type):\n    def __eq__(cls, other):\n        raise SystemExit('ran')\n"
+           "    __hash__ = type.__hash__\n")
+
+
+@pytest.mark.parametrize("code, message", [
+    ("import threading\nthreading.Thread(target=print).start()\n",
+     f"the program starts a thread; {THREADS}"),
+    ("import _thread\n_thread.start_new_thread(print, ())\n",
+     f"the program starts a thread; {THREADS}"),
+    ("import threading\nclass Worker(threading.Thread):\n    pass\nWorker().start()\n",
+     f"the program starts a thread (__main__.Worker); {THREADS}"),
+    # the class is named without running its metaclass's code, nor a qualname's
+    ("import threading\n" + EQ_META + "class Worker(threading.Thread, metaclass=Meta):\n"
+     "    pass\nWorker().start()\n", f"the program starts a thread (__main__.Worker); {THREADS}"),
+    ("import threading\nclass S(str):\n    def __format__(self, spec):\n        raise SystemExit('ran')\n"
+     "class Worker(threading.Thread):\n    pass\nWorker.__qualname__ = S('W')\nWorker().start()\n",
+     f"the program starts a thread; {THREADS}"),
+])
+def test_a_thread_is_unsupported_naming_its_class(box, code, message):
+    """A thread's start stops the job (status unsupported); a Thread subclass is named."""
+    result = box.run({"code": code, "input": "", "shape": "script"}, "job").result
+    assert (result["status"], result["exception_message"]) == ("unsupported", message)
