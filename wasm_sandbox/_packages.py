@@ -261,8 +261,10 @@ def _resolve_native(specs: list[str]) -> dict[str, tuple[str, bool, tuple[str, .
 
 def _held_back(lock: PackageLock, newest: dict) -> list[HeldBack]:
     """The locked distributions ``newest`` (``_resolve_native``) has at another version,
-    with the native-code distributions that version needs."""
+    with the native-code distributions that version needs (those it resolved to a native
+    wheel and the lock does not have at that version)."""
     held = []
+    pure = {package.name: package.version for package in lock.packages}
     for package in lock.packages:
         if package.name not in newest or newest[package.name][0] == package.version:
             continue
@@ -272,8 +274,10 @@ def _held_back(lock: PackageLock, newest: dict) -> list[HeldBack]:
             if name in seen or name not in newest:
                 continue
             seen.add(name)
-            version, pure, requires = newest[name]
-            if not pure:
+            version, is_pure, requires = newest[name]
+            # a native wheel where the lock has the same version's pure one is a choice,
+            # not a need (charset-normalizer has both)
+            if not is_pure and pure.get(name) != version:
                 needs.append(name)
             todo.extend(requires)
         held.append(HeldBack(package.name, package.version, newest[package.name][0],

@@ -209,10 +209,11 @@ def test_a_dependency_held_back_is_named_with_what_its_newer_version_needs():
     that needs a native one), and a package at the same version is not held back."""
     from steptrace.sandbox._packages import _held_back
     lock = PackageLock((LockedPackage("app", "2.0", "0" * 64), LockedPackage("lib", "1.0", "1" * 64),
-                        LockedPackage("same", "3.0", "2" * 64)))
-    newest = {"app": ("2.0", True, ("lib",)), "lib": ("2.5", True, ("mid", "same")),
+                        LockedPackage("same", "3.0", "2" * 64), LockedPackage("both", "4.0", "3" * 64)))
+    # "both" resolves to a native wheel of the version the lock has a pure wheel of: no need
+    newest = {"app": ("2.0", True, ("lib",)), "lib": ("2.5", True, ("mid", "same", "both")),
               "mid": ("1.1", True, ("speedups",)), "speedups": ("0.9", False, ()),
-              "same": ("3.0", True, ()), "other": ("1.0", False, ())}
+              "same": ("3.0", True, ()), "both": ("4.0", False, ()), "other": ("1.0", False, ())}
     assert [str(item) for item in _held_back(lock, newest)] == [
         "lib 1.0, not 2.5 (2.5 needs speedups)"]
 
