@@ -8,21 +8,18 @@ the build saw them; nothing a program does there reaches the next job."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from helpers.package_guests import PackageGuest
-from steptrace.sandbox._packages import LOCK_HEADER, parse_lock
+from steptrace.sandbox._packages import parse_lock
 
 pytestmark = pytest.mark.slow  # builds a guest with packages (cached after the first)
 
-LOCK = parse_lock(f"""{LOCK_HEADER}
-attrs==26.1.0 --hash=sha256:c647aa4a12dfbad9333ca4e71fe62ddc36f4e63b2d260a37a8b83d2f043ac309
-certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2
-jsonschema==4.17.3 --hash=sha256:a870ad254da1a8ca84b6a2905cac29d265f805acc57af304784962a2aa6508f6
-pyrsistent==0.20.0 --hash=sha256:c55acc4733aad6560a7f5f818466631f07efc001fd023f34a6c203f8b6df0f0b
-pytz==2026.6 --hash=sha256:7fed3fee8fd6bd4a2b7b75a8d56021d0624127bf69bd5691f115db929ac570b3
-""")
+# the popular packages' first guest (tests/sandbox/test_popular_packages.py) holds these
+# (and jsonschema pinned to 4.17.3, the last before native code): one build for both
+LOCK = parse_lock((Path(__file__).parent / "data" / "popular_a.lock").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +36,7 @@ PROGRAMS = {
         print(sorted(d.metadata["Name"].lower() for d in md.distributions()))
         print(md.metadata("jsonschema")["Requires-Python"], md.requires("jsonschema")[:2])
         print(sorted(str(p) for p in md.files("certifi") if p.suffix == ".pem"))
-        print(md.packages_distributions()["pytz"], md.entry_points(group="console_scripts").names)
+        print(md.packages_distributions()["pytz"], sorted(md.entry_points(group="console_scripts").names))
     """,
     "certifi": """
         import hashlib, os, certifi

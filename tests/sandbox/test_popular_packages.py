@@ -8,11 +8,12 @@ of the top 100 that work and why the others do not."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from helpers.package_guests import PackageGuest
-from steptrace.sandbox._packages import LOCK_HEADER, parse_lock
+from steptrace.sandbox._packages import parse_lock
 
 pytestmark = pytest.mark.slow  # two guests with packages to build (cached after the first)
 
@@ -247,7 +248,6 @@ PROBES_B = {
 
 
 def _lock(path: str):
-    from pathlib import Path
     return parse_lock((Path(__file__).parent / "data" / path).read_text())
 
 
