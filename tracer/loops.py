@@ -195,7 +195,10 @@ def _deopt(op: int) -> int:
 
 _OPNAMES = tuple(_dis.opname[_deopt(op)] for op in range(256))
 _DEOPT = tuple(_deopt(op) for op in range(256))
-_CACHES = tuple(_dis._inline_cache_entries.get(_dis.opname[_deopt(op)], 0)
+# CPython 3.12 (the native backend) keeps the counts in a list by opcode; 3.13+ in a dict
+_CACHES = tuple(_dis._inline_cache_entries[_deopt(op)]
+                if type(_dis._inline_cache_entries) is list
+                else _dis._inline_cache_entries.get(_dis.opname[_deopt(op)], 0)
                 for op in range(256))
 _HAS_ARG = frozenset(_dis.hasarg)
 _HAS_NAME = frozenset(_dis.hasname)
@@ -291,7 +294,9 @@ def _check_reader() -> None:
                 continue
             expected.append((instruction.offset, instruction.opname, instruction.arg,
                              instruction.argval if instruction.opcode in _HAS_NAME else None,
-                             instruction.jump_target))
+                             # CPython 3.12 (the native backend): argval is the target
+                             getattr(instruction, "jump_target", instruction.argval
+                                     if instruction.opcode in _HAS_JUMP else None)))
         mine = [(offset, opname, arg, name, target)
                 for _, offset, opname, _, arg, name, target in _instructions(code)]
         if mine != expected:
