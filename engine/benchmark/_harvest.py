@@ -860,9 +860,9 @@ def harvest(out: str | Path, lock, request: PredictOptions,
 
 
 def _guest_lock(lock, functions: Iterable[Harvested]):
-    from steptrace.sandbox._packages import PackageLock
-    return PackageLock(lock.packages, tuple(sorted(set(lock.imports)
-                                                   | {f.module for f in functions})))
+    from dataclasses import replace
+    return replace(lock, imports=tuple(sorted(set(lock.imports)
+                                              | {f.module for f in functions})))
 
 
 def _build(lock, kept: dict[str, Harvested], report: ScanReport):
