@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from steptrace.analytics._export import sql_literal
 from steptrace.errors import StoreError
-from steptrace.sharding._check import check_shard_files
+from steptrace.sharding._check import OPTIONAL_COLUMNS, check_shard_files
 from steptrace.sharding._plan import (COMPANION, check_path, is_shard_directory, read_plan,
                                       shard_name)
 from steptrace.sharding._shard import SHARD_TABLES
@@ -57,13 +57,16 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
         if table.name in ORDERED:
             nulls += ", CAST(NULL AS BIGINT) AS rowid"
         body = f"SELECT {nulls} WHERE false"
-    elif table.name == "programs":
-        # union_by_name: a shard written before programs.meta existed reads it as NULL
+    elif table.name in ("programs", "runs"):
+        # union_by_name: a shard written before programs.meta (schema 6) or runs.backend
+        # and runs.python (schema 7) existed reads them as NULL (backend: 'wasi')
         files = f"read_parquet({_files(directory, table, shard)}, union_by_name = true)"
-        if not _has_meta(files):
-            columns = ", ".join("CAST(NULL AS VARCHAR) AS meta" if c.name == "meta" else c.name
-                                for c in table.columns)
-        body = f"SELECT DISTINCT {columns} FROM {files}"
+        present = _present(files)
+        columns = ", ".join(c.name if (table.name, c.name) not in OPTIONAL_COLUMNS
+                            or c.name in present else
+                            f"CAST({_BEFORE.get(c.name, 'NULL')} AS {c.type}) AS {c.name}"
+                            for c in table.columns)
+        body = f"SELECT {'DISTINCT ' if table.name == 'programs' else ''}{columns} FROM {files}"
     elif table.name == "guests":
         body = (f"SELECT guest, any_value(lock) AS lock, min(first_used) AS first_used "
                 f"FROM read_parquet({_files(directory, table, shard)}) GROUP BY guest")
@@ -77,11 +80,14 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
     return f'CREATE OR REPLACE VIEW "{table.name}" AS {body}'
 
 
-def _has_meta(files: str) -> bool:
-    """Whether any of the programs files has the ``meta`` column (schema 6)."""
+# what an optional column reads as in a shard written before it existed (else NULL)
+_BEFORE = {"backend": "'wasi'"}
+
+
+def _present(files: str) -> set[str]:
+    """The columns any of ``files`` has (an optional one may be in none)."""
     with duckdb.connect() as con:
-        return any(name == "meta" for name, *_ in
-                   con.execute(f"DESCRIBE SELECT * FROM {files}").fetchall())
+        return {name for name, *_ in con.execute(f"DESCRIBE SELECT * FROM {files}").fetchall()}
 
 
 def _any_done(directory: Path) -> bool:

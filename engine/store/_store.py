@@ -38,7 +38,9 @@ from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CHECKS, CON
                                      RUNS, SCORES, STATES, STEPS, TASKS, Table)
 from steptrace.store._transaction import transaction
 
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
+# 7 added runs.backend and runs.python (which sandbox, WASI or native, and which CPython
+# version ran a run; runs stored before are `wasi`, their version NULL),
 # 6 added checks (the verdicts of sandboxed checks, engine/scoring/_checks.py: score makes
 # the table when it is missing), scores.type_correct and scores.message_correct (an `error`
 # verdict's parts) and programs.meta (a corpus record's metadata, steptrace.corpus._meta),
@@ -47,7 +49,7 @@ SCHEMA_VERSION = "6"
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
 # by experiment (engine/predictions/_experiments.py), 2 added branches and analyses; older
 # versions are read as they are and upgraded on write.
-READABLE_VERSIONS = ("1", "2", "3", "4", "5", "6")
+READABLE_VERSIONS = ("1", "2", "3", "4", "5", "6", "7")
 LOCK_WAIT_ENV = "STEPTRACE_LOCK_WAIT"
 DEFAULT_LOCK_WAIT_S = 10.0
 
@@ -74,6 +76,8 @@ class TracedRun:
     duration_us: int
     isolation: str
     guest: str | None = None  # the guest build's key (steptrace.sandbox._build.cache_key)
+    backend: str = "wasi"     # the sandbox that ran it: "wasi" or "native"
+    python: str | None = None  # the version of the CPython that ran it
 
 
 # What a file must hold to be a store: the tables of schema version 1, exactly (programs,
@@ -88,7 +92,8 @@ ADDED_COLUMNS = ((4, PROGRAMS, "shape", "'call'"), (4, PROGRAMS, "test", None),
                  (4, RUNS, "chain", None), (4, RUNS, "stdin", None),
                  (4, STATES, "object_id", None), (5, RUNS, "guest", None),
                  (6, SCORES, "type_correct", None), (6, SCORES, "message_correct", None),
-                 (6, PROGRAMS, "meta", None))
+                 (6, PROGRAMS, "meta", None), (7, RUNS, "backend", "'wasi'"),
+                 (7, RUNS, "python", None))
 
 
 def _columns_before(table: Table, version: int) -> tuple[str, ...]:
@@ -97,9 +102,9 @@ def _columns_before(table: Table, version: int) -> tuple[str, ...]:
     return tuple(c for c in table.column_names if c not in later)
 
 
-# every column list programs, runs, steps and states have had: now, before 6, 5 and 4
+# every column list programs, runs, steps and states have had: now, before 7, 6, 5 and 4
 ACCEPTED_COLUMNS = {table.name: {table.column_names, *(_columns_before(table, version)
-                                                       for version in (4, 5, 6))}
+                                                       for version in (4, 5, 6, 7))}
                     for table in (PROGRAMS, RUNS, STATES, STEPS)}
 TABLES_ADDED = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS,
                                                  CHECKS)}
@@ -138,7 +143,7 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
                 con.execute(SCHEMA)
             if found:  # an older store's tables (a new file's are made as declared)
                 upgrade_experiment_tables(con)  # version 2's predictions and scores
-                upgrade_columns(con, found)  # versions 4 to 6's columns
+                upgrade_columns(con, found)  # versions 4 to 7's columns
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
         else:
             _check_schema(con, path, allow_missing=False)
@@ -153,10 +158,11 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
 
 def upgrade_columns(con: duckdb.DuckDBPyConnection,
                     found: dict[str, list[str]] | None = None) -> None:
-    """A store made before schema 6: add the columns it lacks (``ADDED_COLUMNS``: schema
+    """A store made before schema 7: add the columns it lacks (``ADDED_COLUMNS``: schema
     4's programs.shape, ``call`` for the programs it holds, programs.test, runs.chain,
     runs.stdin and states.object_id; schema 5's runs.guest; schema 6's
-    scores.type_correct, scores.message_correct and programs.meta; NULL unless said), at
+    scores.type_correct, scores.message_correct and programs.meta; schema 7's
+    runs.backend, ``wasi`` for the runs it holds, and runs.python; NULL unless said), at
     the end of their tables as the declarations put them. ``found``: the store's columns per table
     (``_check_schema``'s), else read here."""
     if found is None:
@@ -598,6 +604,7 @@ def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now
         "duration_us": traced.duration_us, "call_us": r.get("call_us"),
         "isolation": traced.isolation, "run_key": job.key, "traced_at": now,
         "chain": job.calls_json, "stdin": job.stdin, "guest": traced.guest,
+        "backend": traced.backend, "python": traced.python,
     }
     for name in RUN_COLUMNS:
         runs[name].append(values[name])
