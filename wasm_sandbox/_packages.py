@@ -150,8 +150,13 @@ def read_requirements(path: Path) -> list[str]:
 PIP_TIMEOUT_S = 900.0  # one pip run (resolving or installing from the index)
 
 
-def _pip(args: list[str], what: str, target: str = "the guest (pure Python wheels for "
-         "CPython 3.14: native code cannot run under WASI)") -> subprocess.CompletedProcess:
+WASI_NO_WHEEL = ("no wheel of {} that the guest can run: the index has none in pure Python "
+                 "for CPython 3.14 (native code cannot run under WASI; build --backend native "
+                 "runs it natively), or no such package or version")
+
+
+def _pip(args: list[str], what: str, no_wheel: str = WASI_NO_WHEEL
+         ) -> subprocess.CompletedProcess:
     try:
         proc = subprocess.run([sys.executable, "-m", "pip", *args,
                                "--disable-pip-version-check", "--no-input"],
@@ -163,8 +168,7 @@ def _pip(args: list[str], what: str, target: str = "the guest (pure Python wheel
         missing = [m.group(1) for line in errors
                    if (m := re.search(r"No matching distribution found for (\S+)", line))]
         if missing:
-            raise PackageError(f"no wheel of {', '.join(missing)} for {target}, or no such "
-                               "package or version")
+            raise PackageError(no_wheel.format(", ".join(missing)))
         detail = errors[-1] if errors else (proc.stderr.strip().splitlines() or ["?"])[-1]
         raise PackageError(f"pip could not {what}: {detail}")
     return proc
@@ -179,13 +183,13 @@ def resolve(requirements: list[str], imports: list[str] = (), python: str | None
         raise PackageError("no packages given")
     specs = [check_requirement(spec) for spec in requirements]
     target = _TARGET if python is None else native_target(python)
-    what = ("the guest (pure Python wheels for CPython 3.14: native code cannot run under "
-            "WASI; the native backend can run it: build --backend native)" if python is None
-            else f"CPython {python} on this platform")
+    no_wheel = WASI_NO_WHEEL if python is None else (
+        "no wheel of {} for CPython " + python + " on this platform, or no such package or "
+        "version")
     native_code = []
     with tempfile.TemporaryDirectory(prefix="steptrace-resolve-") as tmp:
         _pip(["download", "--quiet", "--dest", tmp, *target, *specs], "resolve "
-             + " ".join(specs), what)
+             + " ".join(specs), no_wheel)
         packages = {}
         for wheel in sorted(Path(tmp).glob("*.whl")):
             match = _WHEEL.fullmatch(wheel.name)

@@ -154,7 +154,8 @@ def test_a_package_with_native_code_only_is_named():
         resolve(["numpy==2.1.0"])
     assert str(caught.value) == (
         "no wheel of numpy==2.1.0 that the guest can run: the index has none in pure Python "
-        "for CPython 3.14 (native code cannot run under WASI), or no such package or version")
+        "for CPython 3.14 (native code cannot run under WASI; build --backend native runs it "
+        "natively), or no such package or version")
 
 
 # ------------------------------------------------------------------ real builds
