@@ -23,7 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
-TABLES = ("programs", "runs", "steps", "states", "objects", "attributes", "global_states")
+TABLES = ("programs", "runs", "steps", "states", "objects", "attributes", "global_states",
+          "settrace_lines")  # (a table only one of the stores has is said, not compared)
 SKIPPED = {"duration_us", "call_us", "traced_at", "run_id", "program_id", "guest"}
 STORES = [(corpus, isolation) for corpus in ("cruxeval", "oop") for isolation in ("job", "batch")]
 
@@ -51,6 +52,12 @@ def compare(first: Path, second: Path) -> int:
         con.execute(f"ATTACH '{first / name}' AS a (READ_ONLY)")
         con.execute(f"ATTACH '{second / name}' AS b (READ_ONLY)")
         for table in TABLES:
+            held = [con.execute("SELECT count(*) FROM information_schema.tables WHERE "
+                                f"table_catalog = '{db}' AND table_name = '{table}'"
+                                ).fetchone()[0] for db in ("a", "b")]
+            if held != [1, 1]:
+                print(f"{name:<24} {table:<14} only in {'the first' if held[0] else 'the second'}")
+                continue
             columns = [row[0] for row in con.execute(
                 f"SELECT column_name FROM information_schema.columns WHERE table_catalog = 'a' "
                 f"AND table_name = '{table}' ORDER BY ordinal_position").fetchall()

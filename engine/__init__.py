@@ -50,6 +50,7 @@ _EXPORTS = {
     "Object": "store._runs",
     "Attribute": "store._runs",
     "GlobalState": "store._runs",
+    "SettraceLine": "store._runs",
     # inputs
     "Limits": "sandbox._limits",
     "Records": "corpus._formats",

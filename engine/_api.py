@@ -161,12 +161,13 @@ def trace_one(code: str, input: str, entry: str = "f", expected: str | None = No
     except CorpusError as exc:
         raise InputError(str(exc)) from None
     outcome = _SANDBOX.run(job.request(), limits)
-    row, steps, states, objects, attributes, globals_ = run_rows(
+    row, steps, states, objects, attributes, globals_, settrace = run_rows(
         TracedRun(job, outcome.result, outcome.duration_us, "job"))
     row.update(shape=job.program.shape, test=job.program.test)
     return Run.from_rows(row, job.program.code, job.program.entry, steps.to_pylist(),
                          states.to_pylist(), stored=False, objects=objects.to_pylist(),
-                         attributes=attributes.to_pylist(), globals=globals_.to_pylist())
+                         attributes=attributes.to_pylist(), globals=globals_.to_pylist(),
+                         settrace_lines=settrace.to_pylist())
 
 
 # ====================================================================== the pipeline
@@ -334,7 +335,8 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
                template_dir: str | os.PathLike | None = None,
                out: str | os.PathLike | None = None, max_trace_lines: int = 200,
                workers: int | None = None, engine: str = "local",
-               address: str | None = None, where: str | None = None) -> TaskSummary:
+               address: str | None = None, where: str | None = None,
+               lines: str = "monitoring") -> TaskSummary:
     """Make prediction tasks with exact answers from the store's finished runs, store them
     in its ``tasks`` table and return the summary (``steptrace tasks``); the tasks
     themselves are ``summary.tasks``, a polars DataFrame, which ``predict`` and ``score``
@@ -361,14 +363,18 @@ def make_tasks(store: Store | str | os.PathLike, kinds: str | Iterable[str] = "a
         cluster at ``address``; default a local Ray).
     where: only the runs this SQL condition selects, e.g. ``"meta.release_date >=
         '2025-01-01'"`` (columns: the run's, its program's, ``meta.KEY`` of its corpus
-        record's metadata; see docs/guides/contamination.md)."""
+        record's metadata; see docs/guides/contamination.md).
+    lines: the line events the line-sequence kinds (next_line, next_line_any, coverage,
+        line_count, steps, trace) are asked of: ``"monitoring"``, the steps' line events,
+        or ``"settrace"``, those ``sys.settrace`` reports (docs/guides/runs.md, "The
+        settrace view"); a run whose settrace view was not recorded gets none of them."""
     from steptrace.tasks._tasks import TaskOptions, generate_tasks, parse_kinds
     options = TaskOptions(kinds=parse_kinds(kinds), per_run=per_run, seed=seed, chains=chains,
                           prompt_style=prompt_style,
                           template_dir=None if template_dir is None else Path(template_dir),
                           out=None if out is None else Path(out),
                           max_trace_lines=max_trace_lines, workers=workers, engine=engine,
-                          address=address, where=where)
+                          address=address, where=where, lines=lines)
     from steptrace.sharding._plan import is_shard_directory
     if (engine, address) != ("local", None) and not is_shard_directory(store_path(store)):
         raise InputError("--engine and --address go with a shard directory (trace --out DIR)")

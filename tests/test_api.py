@@ -66,7 +66,7 @@ def test_import_steptrace_is_light_and_names_its_api():
     assert st.__all__ == sorted([
         "trace_one", "trace", "trace_sharded", "trace_shard", "import_shards", "analyse",
         "make_tasks", "predict", "score", "report", "export_traces",
-        "decontaminate", "anonymise", "ngram_overlap", "select_runs", "open_store", "Store", "Run", "Step", "State", "Object", "Attribute", "GlobalState",
+        "decontaminate", "anonymise", "ngram_overlap", "select_runs", "open_store", "Store", "Run", "Step", "State", "Object", "Attribute", "GlobalState", "SettraceLine",
         "Limits", "Records", "judge_answers", "RewardJudge", "RewardLimits",
         "SteptraceError", "InputError", "StoreError", "SandboxError", "PredictError"])
     for name in st.__all__:

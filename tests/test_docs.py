@@ -126,8 +126,8 @@ def test_schema_page_is_the_declarations_in_order() -> None:
     sections = [line[3:] for line in page.splitlines() if line.startswith("## ")]
     assert sections == [table.name for table in tables()] == [
         "meta", "programs", "runs", "steps", "states", "objects", "attributes",
-        "global_states", "guests", "analyses", "branches", "tasks", "experiments", "predictions",
-        "scores", "checks", "run_features"]
+        "global_states", "settrace_lines", "guests", "analyses", "branches", "tasks",
+        "experiments", "predictions", "scores", "checks", "run_features"]
     for table in tables():
         for name, _kind, doc in table.doc_rows():
             assert f"| `{name}` |" in page and (not doc or doc.replace("|", "\\|") in page)

@@ -362,15 +362,22 @@ def stdout_text() -> str:
     return _JOIN(streams[1][0])
 
 
-def wind_down() -> None:
+def wind_down(reaches: bool) -> None:
     """The job's end, still guarded (its stdout taken, its writes going nowhere): what
     the program may have left in the interpreter's shared objects is taken back now — its
     stdin, its asyncio loop and policy, the builtins as built — so that whatever that
     frees (a finalizer, a weak reference's callback) runs here, under the job's guard,
     and not in the middle of the runner's checks or of a later job. A namespace whose
     keys are not all plain strings is left alone (a lookup would run the program's
-    ``__eq__``): ``leave`` reports it."""
+    ``__eq__``): ``leave`` reports it. A job whose code cannot reach shared state
+    (``reaches`` false: shared_state.reaches_shared_state) cannot have changed any of it:
+    only what ``enter`` set (``sys.stdin``, asyncio's loop and policy) is put back."""
     global empty_stdin
+    if not reaches:
+        _SYS["stdin"] = _STDIN
+        _set_running_loop(outer_loop)
+        _ASYNCIO_EVENTS[_POLICY] = outer_policy
+        return
     if shared_state.plain(_SYS):
         _SYS["stdin"] = _STDIN
     if not _pristine(empty_stdin):
@@ -383,7 +390,7 @@ def wind_down() -> None:
         _BUILTINS.update(_BUILTINS_STATE)
 
 
-def leave(batch: bool) -> list[str]:
+def leave(batch: bool, reaches: bool = True) -> list[str]:
     """The job is over: from here until the next job's ``enter`` no program code runs. The
     garbage collector is off (a collection would run the program's finalizers and
     ``gc.callbacks``) and the runner's real recursion limit is back. In job isolation that
@@ -392,12 +399,17 @@ def leave(batch: bool) -> list[str]:
     ``wind_down`` put back is compared by identity, namespaces looked into only when their
     keys are plain strings: a finalizer that changed it again is reported, and what is put
     back now is kept alive (shared_state.bury), never freed. Returns what was not as
-    ``wind_down`` left it (the host then gives the next job a fresh instance)."""
+    ``wind_down`` left it (the host then gives the next job a fresh instance). A job
+    whose code cannot reach shared state (``reaches`` false) gets its streams put back
+    and nothing compared: it had none of those objects."""
     global empty_stdin
     _gc_disable()
     _SET_RECURSION(_BUILD_RECURSION)
     found = []
     if not batch:
+        return found
+    if not reaches:
+        _SYS["stdout"], _SYS["stderr"], _SYS["stdin"] = _STDOUT, _STDERR, _STDIN
         return found
     if not shared_state.plain(_SYS):
         found.append("sys (a key that is not a str)")

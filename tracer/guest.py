@@ -103,7 +103,7 @@ def _warm_up() -> None:
             raise RuntimeError(f"the guest's warm-up job failed: {result}")
     # the interpreter as a batch job leaves it (a job-isolation job leaves its streams in
     # place: its instance is not used again), for the snapshot every instance starts from
-    guard.wind_down()
+    guard.wind_down(True)
     guard.leave(True)
 
 

@@ -210,6 +210,7 @@ def run_job(request: dict) -> dict:
         return _invalid(result, shape)
     guard.enter(limits, request.get("seed", guard.RANDOM_SEED), shape[1])
     ended = False
+    reaches = True  # whether the job's code can reach shared state (until its codes say)
     try:
         try:
             _run(request, result, limits, code_text, input_text, entry, shape[0])
@@ -225,13 +226,14 @@ def run_job(request: dict) -> dict:
         # finalizers write nowhere): not in the runner's checks below, nor in a later
         # job. In job isolation the instance goes instead, uncollected.
         if batch:
-            guard.wind_down()
+            reaches = shared_state.reaches_shared_state(result.get("codes") or [])
+            guard.wind_down(reaches)
             shared_state.restore_cheap()
             _collect()
         ended = True
     finally:
         namespace_held = None
-        left = guard.leave(batch)
+        left = guard.leave(batch, reaches)
     # From here on no program code runs (guard.leave): every check reads by identity and
     # exact type, and what is put back is kept alive, never freed.
     codes = result.pop("codes", None) or []
@@ -241,7 +243,8 @@ def run_job(request: dict) -> dict:
         result["exception_type"] = None
         result["exception_message"] = wire.text("; ".join(reasons))
     if batch:
-        changed = left + shared_state.cheap_changed() + shared_state.changed(codes)
+        changed = (left + shared_state.cheap_changed()
+                   + shared_state.changed(codes, reaches))
         if not ended:
             changed.append("the job did not end normally")
         if changed:
@@ -728,7 +731,13 @@ def _set_outcome(result, limits, value, raised) -> None:
         result["exception_message"] = _describe(raised)
     else:
         result["status"] = "ok"
-        text, truncated = _tracer.value_repr(value, limits["max_output"])
+        # the value's own repr (program code), at this same point in every mode
+        try:
+            text, truncated = _tracer.value_repr(value, limits["max_output"], program_reprs=True)
+        except BaseException as exc:  # the job was stopped in it (a thread started)
+            if _stopped(result, exc):
+                return
+            raise
         if _stopped(result, None):  # the value's __repr__ printed past the limit
             return
         result["output"], result["output_truncated"] = text, truncated
@@ -752,6 +761,14 @@ def _fill_trace(result: dict) -> None:
         result["attributes"] = _columns(tracer.attributes, wire.ATTRIBUTE_COLUMNS)
     if tracer.global_rows:
         result["global_states"] = _columns(tracer.global_rows, wire.GLOBAL_COLUMNS)
+    if tracer.settrace_cut:  # left out: the view is not complete
+        wire.add_note(result, f"the settrace view has more than {tracer.max_steps} line "
+                      "events of its own: it is not recorded")
+    else:
+        result["settrace_lines"] = {
+            "step": tracer.settrace_steps, "line": tracer.settrace_lines,
+            "depth": tracer.settrace_depths, "frame": tracer.settrace_frames,
+            "func": tracer.settrace_funcs}
     if tracer.walk_cut or _tracer._br.attributes_cut:
         wire.add_note(result, "objects beyond the tracer's bounds (depth "
                       f"{tracer.MAX_WALK_DEPTH}, {tracer.MAX_WALK_OBJECTS} objects a step, "

@@ -21,41 +21,58 @@ of a frame that is
   interpretation of the code's stack effects and exception table): nothing of the frame's
   state is on the value stack (a ``for`` loop's iterator, a ``with``'s ``__exit__``, an
   ``except``'s exception, a partial expression), so the frame's state is its instruction
-  offset and its locals.
+  offset and its locals;
+* while no caller handles an exception (a bare ``raise`` would raise it again: an object
+  outside the snapshot, as ``sys.exception()`` says).
 
 Until this frame returns or raises, its future depends on its locals, its globals (the
 program's namespace), the builtins, every object reachable from them, and nothing of its
 callers (their value stacks and locals are read only through frames, which the program
-is refused, see ``_static_refusal``). The snapshot is all of it: the frame's locals, the
-program's namespace, the builtins checked unchanged from the build, and every object
-reachable from them, serialised structurally with aliasing (objects numbered by first
-visit, a second visit is a back reference: ``is`` answers the same), restricted to types
-whose whole state is read here (``_walk``): None, bool, int, float (its bits), str, bytes,
-bytearray, tuple, list, dict, range, the built-in types and builtins functions, the
-program's functions (defaults, keyword defaults, closure cells, ``__dict__``), classes
-(metaclass ``type``, their dicts) and instances (``__dict__`` only, no slots). Objects
-whose identity a program can observe through an address (its functions, classes and
-instances: a default repr, an identity hash) are also keyed by their ``id``. Anything
-else reachable (iterators, generators, sets, modules, files, C objects, exceptions, ...)
-refuses. The same frame at both snapshots is the same activation: its ``id`` and the count
-of activations of its code started (a new activation at a recycled address counts one
-more). Equal snapshots at the same point of the same activation mean the run from the
-second is the run from the first: the frame never returns.
+is refused, see ``_static_refusal``). The snapshot is all of it: the frame's locals (a
+class body's only when its namespace is an exact dict: a metaclass's ``__prepare__`` may
+make one whose methods keep state), the program's namespace, the builtins checked
+unchanged from the build, and every object reachable from them, serialised structurally
+with aliasing (objects numbered by first visit, a second visit is a back reference:
+``is`` answers the same), restricted to types whose whole state is read here
+(``_walk``): None, bool, int, float (its bits), str, bytes, bytearray, tuple, list, dict,
+range (exact types: a subclass's instance keeps its base's part where its ``__dict__``
+does not show it), the static built-in types and builtins functions, the program's
+functions (defaults, keyword defaults, closure cells, each by number as two closures may
+share one, ``__dict__``, ``__module__``), staticmethod and classmethod objects (function
+and ``__dict__``), properties (accessors, doc, name), classes (metaclass ``type``, their
+dicts, bases and names; none that defines ``__hash__``: dicts and tuples keep the hashes
+they computed, which no snapshot shows; traced, none with a ``__repr__`` or ``__str__`` of
+its own, which the tracer runs when its caches say so) and instances (``__dict__`` only: no slots, no
+built-in base). Objects whose identity a program can observe through an address (its
+functions, classes and instances: a default repr, an identity hash) are also keyed by
+their ``id``. Anything else reachable (iterators, generators, sets, modules, files, C
+objects, exceptions, ...) refuses. The same frame at both snapshots is the same
+activation: its ``id`` and the count of activations of its code started (a new
+activation at a recycled address counts one more). Equal snapshots at the same point of
+the same activation mean the run from the second is the run from the first: the frame
+never returns.
 
 Determinism is the other half, checked once per job on the program's code
 (``_static_refusal``): no name or attribute that reads hidden or outside state (``id``,
-``hash``, ``print``, ``input``, ``open``, imports, ``eval``/``exec``, ``getattr``/
-``setattr``, frames and most dunder attributes, ``__del__`` finalizers, which run when the
-collector decides); and no program that both can make objects whose repr or hash comes
-from their address (``object()``, iterators, bound methods, closures, generators,
-instances of classes without ``__repr__``) and can turn objects into text or sets (``str``,
+``hash`` and ``__hash__``, ``print``, ``input``, ``open``, imports, ``eval``/``exec``,
+``getattr``/``setattr``, frames and most dunder attributes (``__annotations__``: a dict
+no snapshot reads), ``__del__`` finalizers, which run when the collector decides,
+``getter``, which copies a property with state no getter shows, and builtins that are
+objects of their own: ``__spec__``, ``__loader__``, ``exit``, ``license``, ...); and no
+program that both can make objects whose repr or hash comes from their address
+(``object()``, iterators, ``__iter__``, bound methods, closures, generators, instances of
+classes without ``__repr__``) and can turn objects into text or sets (``str``, ``__repr__``,
 f-strings, ``%``-formatting, ``set``): the address of a new object depends on the memory
 allocator's state, which no snapshot shows; and no handler that could catch a MemoryError
 (``_handlers_miss_memory_error``): whether an allocation fails depends on the allocator's
 and the collector's state too (cyclic garbage freed by a collection ends a loop whose
 visible state repeated); and no identity test but against None, True, False or ``...``
 (``_identity_tests_safe``: a snapshot shows ints, strs and tuples by value, the code's
-constants included, which ``is`` tells from equal values made at run time).
+constants included, which ``is`` tells from equal values made at run time); and no NaN
+constant (``_nan_constant``: ``in`` and ``index`` test identity first, and tell the code's
+NaN from an equal NaN made at run time); and, traced, no class with its own ``__repr__``
+or ``__str__`` and nothing that can make a class at run time (``type``, ``__class__``,
+``__new__``): the tracer runs a program's ``__repr__`` when its own caches say so.
 
 Reading never runs program code: type names, dicts and members are read with C getters
 captured here, containers with the C functions of their exact types, and the snapshot is
@@ -74,6 +91,7 @@ __builtins__ = dict(builtins.__dict__)  # the builtins as built: a program may r
 import dis as _dis  # noqa: E402  (read when the guest is built, never at job time)
 from _opcode import stack_effect as _stack_effect  # noqa: E402
 from _struct import pack as _pack  # noqa: E402
+from sys import exception as _handled_exception  # noqa: E402
 from types import (BuiltinFunctionType, CellType, CodeType, FunctionType,  # noqa: E402
                    GetSetDescriptorType, MemberDescriptorType, ModuleType)
 
@@ -102,6 +120,9 @@ _F_DEFAULTS = _FUNC["__defaults__"].__get__
 _F_KWDEFAULTS = _FUNC["__kwdefaults__"].__get__
 _F_CLOSURE = _FUNC["__closure__"].__get__
 _F_DICT = _FUNC["__dict__"].__get__
+_F_MODULE = _FUNC["__module__"].__get__
+_TYPE_NAME = type.__dict__["__name__"].__get__
+_TYPE_QUALNAME = _br._QUALNAME
 _CELL_CONTENTS = CellType.__dict__["cell_contents"].__get__
 _BUILTIN_SELF = BuiltinFunctionType.__dict__["__self__"].__get__
 _GETSET_GET, _GETSET_NAME = _br._GETSET_GET, _br._GETSET_NAME
@@ -110,8 +131,11 @@ _R_START, _R_STOP, _R_STEP = (_RANGE["start"].__get__, _RANGE["stop"].__get__,
                               _RANGE["step"].__get__)
 _SM_FUNC = staticmethod.__dict__["__func__"].__get__
 _CM_FUNC = classmethod.__dict__["__func__"].__get__
+_SM_DICT = staticmethod.__dict__["__dict__"].__get__
+_CM_DICT = classmethod.__dict__["__dict__"].__get__
 _P = property.__dict__
 _P_GET, _P_SET, _P_DEL = _P["fget"].__get__, _P["fset"].__get__, _P["fdel"].__get__
+_P_DOC, _P_NAME = _P["__doc__"].__get__, _P["__name__"].__get__
 _DICT_ITEMS = dict.items
 _MAPPING_ITEMS = type(type.__dict__).items  # mappingproxy.items: the class dict's own (C)
 _BYTES = bytes
@@ -121,13 +145,24 @@ _BUILTINS_DICT = builtins.__dict__
 _BUILTINS_STATE = dict(builtins.__dict__)
 _OBJECT = object
 _CO_GENERATORS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coro., async gen.
+_CO_OPTIMIZED = 0x1  # a function's code (its frame's locals are fast locals)
 _SINGLETONS = {_address(None): "None", _address(True): "True",
                _address(False): "False", _address(...): "Ellipsis",
                _address(NotImplemented): "NotImplemented"}
+# The builtins' types a snapshot shows by address: the static ones, which nothing can
+# change (not ``__loader__``, a class of importlib's with a dict of its own).
 _BUILTIN_TYPES = frozenset(_address(value) for value in builtins.__dict__.values()
-                           if type(value) is type)
+                           if type(value) is type and not _TYPE_FLAGS(value) & _HEAPTYPE)
 _BUILTIN_FUNCTIONS = frozenset(_address(value) for value in builtins.__dict__.values()
                                if type(value) is BuiltinFunctionType)
+# Builtins whose state the snapshot does not read (the builtins module is shown as one
+# name): ``__spec__``, ``__loader__``, and the site's ``copyright``, ``credits``,
+# ``license`` (they print), ``exit``, ``quit`` and ``help``, objects with attributes a
+# program can set. A program loading one of these names as a global is not judged.
+_SHARED_BUILTINS = frozenset(
+    name for name, value in builtins.__dict__.items()
+    if not (_address(value) in _SINGLETONS or _address(value) in _BUILTIN_TYPES
+            or _address(value) in _BUILTIN_FUNCTIONS or type(value) in (str, int)))
 
 # ------------------------------------------------------------------ static refusal
 # Names (globals, builtins, attributes) a program must not use for its loops to be judged.
@@ -139,13 +174,19 @@ _REFUSED_NAMES = frozenset({
 # Dunder attributes a program may read (any other dunder attribute refuses, and setting
 # or deleting one refuses); dunder *names* (globals, a class body's methods) are its own
 # variables, in the snapshot, but for those in _REFUSED_NAMES.
+# Not ``__hash__`` (an address for most objects: ``hash``), nor ``__annotations__`` and
+# ``__annotate__`` (a function's annotations are a dict the snapshot does not read, made by
+# running its ``__annotate__``).
 _ALLOWED_DUNDERS = frozenset({
     "__name__", "__module__", "__qualname__", "__doc__", "__firstlineno__",
     "__static_attributes__", "__classcell__", "__classdictcell__", "__init__", "__new__",
     "__repr__", "__str__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
-    "__hash__", "__len__", "__contains__", "__getitem__", "__setitem__", "__delitem__",
+    "__len__", "__contains__", "__getitem__", "__setitem__", "__delitem__",
     "__iter__", "__next__", "__add__", "__sub__", "__mul__", "__bool__", "__call__",
-    "__class__", "__annotations__", "__annotate__", "__conditional_annotations__"})
+    "__class__", "__conditional_annotations__"})
+# Attributes a program must not read: ``getter`` copies a property keeping state the
+# snapshot cannot read (whether its doc came from its getter, its own name).
+_REFUSED_ATTRIBUTES = frozenset({"getter"})
 # Names that make objects whose repr or hash can come from their address.
 _ADDRESS_MAKERS = frozenset({
     "object", "iter", "map", "zip", "enumerate", "reversed", "filter", "super", "type",
@@ -155,6 +196,15 @@ _ADDRESS_MAKERS = frozenset({
 _TEXT_MAKERS = frozenset({"str", "repr", "ascii", "format", "set", "frozenset", "chr",
                           "union", "intersection", "difference", "symmetric_difference",
                           "issubset", "issuperset", "isdisjoint", "keys", "items"})
+# ... and attributes that do (``x.__repr__()``: an address for an object without a repr)
+_TEXT_ATTRIBUTES = frozenset({"__repr__", "__str__"})
+# Dunder attributes that make objects whose repr comes from their address (an iterator)
+_ADDRESS_ATTRIBUTES = frozenset({"__iter__"})
+# Traced, what can make a class at run time (``type(name, bases, dict)``, also reached as
+# ``x.__class__.__class__`` or through ``__new__``): its ``__repr__``, which the tracer runs
+# when its caches say so, is in no class body for the static check to see.
+_CLASS_MAKERS = frozenset({"type", "__build_class__"})
+_CLASS_ATTRIBUTES = frozenset({"__class__", "__new__"})
 _TEXT_OPS = frozenset({"FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "BUILD_SET",
                        "SET_ADD", "SET_UPDATE"})
 # Exception classes an ``except`` may name and still never catch a MemoryError (every
@@ -168,6 +218,7 @@ _SAFE_EXCEPTIONS = frozenset(
     if type(value) is type and issubclass(value, BaseException)
     and value not in MemoryError.__mro__)
 _BINDING_OPS = frozenset({"STORE_NAME", "STORE_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})
+_GLOBAL_LOADS = frozenset({"LOAD_NAME", "LOAD_GLOBAL", "LOAD_FROM_DICT_OR_GLOBALS"})
 _NAME_OPS = frozenset({"LOAD_NAME", "STORE_NAME", "DELETE_NAME", "LOAD_GLOBAL",
                        "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_ATTR", "STORE_ATTR",
                        "DELETE_ATTR", "LOAD_SUPER_ATTR", "LOAD_METHOD", "LOAD_FROM_DICT_OR_GLOBALS",
@@ -195,10 +246,9 @@ def _deopt(op: int) -> int:
 
 _OPNAMES = tuple(_dis.opname[_deopt(op)] for op in range(256))
 _DEOPT = tuple(_deopt(op) for op in range(256))
-# CPython 3.12 (the native backend) keeps the counts in a list by opcode; 3.13+ in a dict
-_CACHES = tuple(_dis._inline_cache_entries[_deopt(op)]
-                if type(_dis._inline_cache_entries) is list
-                else _dis._inline_cache_entries.get(_dis.opname[_deopt(op)], 0)
+_CACHE_ENTRIES = _dis._inline_cache_entries  # by name; by opcode in CPython 3.12
+_CACHES = tuple(_CACHE_ENTRIES.get(_dis.opname[_deopt(op)], 0)
+                if type(_CACHE_ENTRIES) is dict else _CACHE_ENTRIES[_deopt(op)]
                 for op in range(256))
 _HAS_ARG = frozenset(_dis.hasarg)
 _HAS_NAME = frozenset(_dis.hasname)
@@ -294,9 +344,9 @@ def _check_reader() -> None:
                 continue
             expected.append((instruction.offset, instruction.opname, instruction.arg,
                              instruction.argval if instruction.opcode in _HAS_NAME else None,
-                             # CPython 3.12 (the native backend): argval is the target
-                             getattr(instruction, "jump_target", instruction.argval
-                                     if instruction.opcode in _HAS_JUMP else None)))
+                             instruction.jump_target if hasattr(instruction, "jump_target")
+                             else instruction.argval if instruction.opcode in _HAS_JUMP
+                             else None))  # (3.12's Instruction has no jump_target)
         mine = [(offset, opname, arg, name, target)
                 for _, offset, opname, _, arg, name, target in _instructions(code)]
         if mine != expected:
@@ -349,7 +399,7 @@ async def h():
 enabled = False
 namespace = None          # the program's module namespace
 program = None            # the program's module code
-traced = False            # the job is traced (the tracer calls the program's __repr__)
+traced = False            # the job is traced (recording runs none of the program's code)
 jumps = 0                 # backward jumps taken this job
 refusal = None            # why this job is not judged (a str), once decided
 next_check = THRESHOLD    # the backward jump at which the next snapshot is taken
@@ -415,6 +465,13 @@ def on_jump(code, destination: int):
     frame = frame_at(2)
     if frame.f_globals is not namespace or frame.f_code is not code:
         return False
+    if _handled_exception() is not None:
+        # a caller is handling an exception: a bare ``raise`` here raises it again, an
+        # object no snapshot shows (its attributes, its traceback); the same for the
+        # whole activation (its callers wait), so each check stops here
+        frame = None
+        next_check = jumps + MIN_STRIDE
+        return None
     snapshot, cost = _snapshot(code, destination, frame)
     frame = None
     next_check = jumps + max(MIN_STRIDE, JUMPS_PER_OBJECT * cost)
@@ -486,6 +543,8 @@ def _static_refusal(code):
                 return "the program may catch a MemoryError (a handler that can match it)"
             if not _identity_tests_safe(instructions, current.co_consts):
                 return "the program compares identities (is) of values a snapshot shows by value"
+            if _nan_constant(current.co_consts):
+                return "the program has a NaN constant (containers compare it by identity)"
             for _, offset, name, _, arg, target, _ in instructions:
                 if name in _BINDING_OPS:
                     bound.add(target)
@@ -508,11 +567,23 @@ def _static_refusal(code):
                     return f"the program uses {target!r}"
                 if target == "__del__":
                     return "the program defines a finalizer"
-                if target[:2] == "__" and target[-2:] == "__" and name in _ATTRIBUTE_OPS:
-                    if target not in _ALLOWED_DUNDERS:
+                if target in _SHARED_BUILTINS and name in _GLOBAL_LOADS:
+                    return f"the program uses {target!r}, a builtin the snapshot does not read"
+                if traced and (target in _CLASS_MAKERS and name in _GLOBAL_LOADS
+                               or target in _CLASS_ATTRIBUTES and name in _ATTRIBUTE_OPS):
+                    return f"a traced program uses {target!r} (it can make a class at run time)"
+                if name in _ATTRIBUTE_OPS:
+                    if target[:2] == "__" and target[-2:] == "__":
+                        if target not in _ALLOWED_DUNDERS:
+                            return f"the program uses {target!r}"
+                        if name in ("STORE_ATTR", "DELETE_ATTR"):
+                            return f"the program sets {target!r}"
+                        if target in _TEXT_ATTRIBUTES:
+                            makes_text = True
+                        if target in _ADDRESS_ATTRIBUTES:
+                            makes_addresses = True
+                    elif target in _REFUSED_ATTRIBUTES:
                         return f"the program uses {target!r}"
-                    if name in ("STORE_ATTR", "DELETE_ATTR"):
-                        return f"the program sets {target!r}"
                 if target in _ADDRESS_MAKERS:
                     makes_addresses = True
                 if target in _TEXT_MAKERS:
@@ -524,9 +595,6 @@ def _static_refusal(code):
                 names = current.co_names
                 if "__repr__" not in names or not ("__eq__" in names or "__hash__" in names):
                     makes_addresses = True  # an address in its repr, or its hash
-                if traced and ("__repr__" in names or "__str__" in names):
-                    # the tracer calls it when its own caches say so: hidden state
-                    return "a traced program's class defines __repr__"
     except Exception:  # a code object this module cannot read: not judged
         return "unreadable code"
     defined = set(bound)
@@ -596,6 +664,23 @@ def _singleton_const(instruction, consts: tuple) -> bool:
         return False
     arg = instruction[4]
     return type(arg) is int and 0 <= arg < len(consts) and _address(consts[arg]) in _SINGLETONS
+
+
+def _nan_constant(consts: tuple) -> bool:
+    """Whether a float or complex NaN is among ``consts`` (or in a tuple or frozenset of
+    them). ``in``, ``count``, ``index`` and ``==`` of containers test identity before
+    equality, and a NaN equals nothing, not even itself: whether a list holds the code's
+    NaN constant or another NaN object with the same bits (which the snapshot shows
+    alike) changes what they answer."""
+    pending = _LIST(consts)
+    while pending:
+        constant = pending.pop()
+        kind = type(constant)
+        if (kind is float or kind is complex) and constant != constant:
+            return True
+        if kind is tuple or kind is frozenset:
+            pending.extend(constant)
+    return False
 
 
 def _class_body(code) -> bool:
@@ -673,12 +758,18 @@ def _snapshot(code, offset: int, frame):
     None (refused); and the number of objects read."""
     out = [_address(frame), _address(code), offset]
     memo: dict = {}
-    if frame.f_locals is namespace:  # a module frame: its locals are the globals
+    local_vars = frame.f_locals
+    if local_vars is namespace:  # a module frame: its locals are the globals
         roots = [namespace]
     else:
-        local_vars = frame.f_locals
+        if code.co_flags & _CO_OPTIMIZED:  # a function's: a FrameLocalsProxy (C)
+            pairs = local_vars.items()
+        elif type(local_vars) is dict:  # a class body's namespace
+            pairs = _DICT_ITEMS(local_vars)
+        else:  # a metaclass's __prepare__ made it: its methods are the program's
+            return None, 1
         names, values = [], []
-        for name, value in local_vars.items():
+        for name, value in pairs:
             if type(name) is not str:
                 return None, 1
             names.append(name)
@@ -711,6 +802,9 @@ def _walk(root, out: list, memo: dict, keep: list) -> int:
         single = _SINGLETONS.get(key)
         if single is not None:
             append(single)
+            continue
+        if value is _EMPTY:  # (before tuples: it is one, made here)
+            append(("E",))
             continue
         number = memo.get(key)
         if number is not None:
@@ -754,38 +848,66 @@ def _walk(root, out: list, memo: dict, keep: list) -> int:
                 append(("T", key))
             elif not _program_class(value, stack):
                 return _REFUSED
-            else:
-                append(("C", key))
+            else:  # with its names, kept in the type, not in its dict
+                name, qualname = _TYPE_NAME(value), _TYPE_QUALNAME(value)
+                if type(name) is not str or type(qualname) is not str:
+                    return _REFUSED
+                append(("C", key, name, qualname))
         elif kind is FunctionType:
             function_code = _F_CODE(value)
             if (function_code.co_filename != FILENAME
                     or _F_GLOBALS(value) is not namespace):
                 return _REFUSED
-            append(("P", key, _address(function_code)))
             closure = _F_CLOSURE(value)
-            cells = []
-            if closure is not None:
+            cells = None
+            if closure is not None:  # each cell by number (two closures may share one)
+                numbers, cells = [], []
                 for cell in closure:
+                    cell_key = _address(cell)
+                    number = memo.get(cell_key)
+                    if number is None:
+                        number = memo[cell_key] = len(memo)
+                        keep.append(cell)
+                    numbers.append(number)
                     try:
                         cells.append(_CELL_CONTENTS(cell))
                     except ValueError:  # an empty cell
                         cells.append(_EMPTY)
-            stack.append(tuple(cells) if closure is not None else None)
+                closure = tuple(numbers)
+                cells = tuple(cells)
+            module = _F_MODULE(value)  # the globals' __name__ when the function was made
+            if type(module) is str:
+                append(("P", key, _address(function_code), module, closure))
+            else:
+                append(("P", key, _address(function_code), closure))
+                stack.append(module)
+            stack.append(cells)
             stack.append(_F_DICT(value))
             stack.append(_F_KWDEFAULTS(value))
             stack.append(_F_DEFAULTS(value))
         elif kind is staticmethod or kind is classmethod:
             append(("m", kind is staticmethod))
+            # its __dict__: the function's names and doc copied, and any attribute set
+            stack.append(_SM_DICT(value) if kind is staticmethod else _CM_DICT(value))
             stack.append(_SM_FUNC(value) if kind is staticmethod else _CM_FUNC(value))
         elif kind is property:
-            append(("p",))
-            stack.extend((_P_DEL(value), _P_SET(value), _P_GET(value)))
+            getter = _P_GET(value)
+            if getter is not None and type(getter) is not FunctionType:
+                return _REFUSED  # its name would be read from the getter's __name__
+            try:  # the name a class body gave it (__set_name__), else its getter's
+                name = _P_NAME(value)
+            except AttributeError:
+                name = None
+            doc = _P_DOC(value)
+            if type(name) is not str and name is not None or (
+                    type(doc) is not str and doc is not None):
+                return _REFUSED
+            append(("p", name, doc))
+            stack.extend((_P_DEL(value), _P_SET(value), getter))
         elif kind is GetSetDescriptorType:
             if _GETSET_NAME(value) not in ("__dict__", "__weakref__"):
                 return _REFUSED
             append(("G", key))
-        elif value is _EMPTY:
-            append(("E",))
         else:
             instance_dict = _instance_dict(value, kind)
             if instance_dict is None:
@@ -814,6 +936,11 @@ def _program_class(cls, stack: list) -> bool:
             return False
         if type(item) is MemberDescriptorType:
             return False
+        if name == "__hash__" and item is not None:
+            return False  # dicts and tuples keep the hashes they computed (hidden state)
+        if traced and (name == "__repr__" or name == "__str__"):
+            return False  # the tracer runs it when its caches say so (as in the static
+                          # check, for a class made by type() with no class body)
         names.append(name)
     stack.append(_TYPE_BASES(cls))
     stack.append(tuple(names))
@@ -829,11 +956,14 @@ def _instance_dict(value, kind):
     module = _TYPE_MODULE(kind)
     if type(module) is not str or module != "__main__" or not _DICTOFFSET(kind):
         return None
-    for klass in _TYPE_MRO(kind):
+    mro = _TYPE_MRO(kind)
+    for klass in mro:  # every base before the dict is looked for: a list subclass's own
+        if klass is not _OBJECT and (  # class dict holds the __dict__ descriptor
+                not _TYPE_FLAGS(klass) & _HEAPTYPE or type(klass) is not type):
+            return None  # a built-in base (int, list, Exception, ...) holds hidden state
+    for klass in mro:
         if klass is _OBJECT:
             continue
-        if not _TYPE_FLAGS(klass) & _HEAPTYPE or type(klass) is not type:
-            return None  # a built-in base (int, list, Exception, ...) holds hidden state
         descriptor = None
         for name, item in _MAPPING_ITEMS(_TYPE_DICT(klass)):
             if type(name) is not str:

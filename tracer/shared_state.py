@@ -22,9 +22,9 @@ and the host gives the next job a fresh instance):
   * ``sys.modules`` (entries added, removed or replaced);
   * the namespace of every module, and of every class a module exposes, compared key by
     key by identity (never with ``==``: a program's object may claim to equal anything),
-    when the job's code could rebind them (an attribute store, or a name such as
-    ``setattr``, ``vars``, ``__dict__``, ``exec``, ``getattr``, ``__import__``: see
-    ``may_touch_shared_state``);
+    when the job's code could reach them (an import, an attribute store, or a name such
+    as ``setattr``, ``vars``, ``exec``, ``getattr``, ``tb_frame`` or a dunder name that
+    is not one of the data model's: see ``reaches_shared_state``);
   * the lists, dicts and sets held in those namespaces (their length and the identity of
     their items, one level deep), for every module whose name the job's code mentions
     (``import copyreg``, ``os.sys.path``);
@@ -79,15 +79,61 @@ _module_dict = ModuleType.__dict__["__dict__"].__get__
 _set_class = object.__dict__["__class__"].__set__  # the C setter: no program descriptor runs
 _gc_callbacks = gc.callbacks
 
-# What a program needs in order to rebind another module's state: an attribute store or
-# delete (``math.pi = 3``), or one of these names. A job whose code has none of them
-# cannot have rebound module or class attributes, so the (costly) comparison is skipped.
-_STATE_OPCODES = bytes(opcode.opmap[name] for name in ("STORE_ATTR", "DELETE_ATTR"))
+# What a program needs in order to reach state it did not make: an import, an attribute
+# store or delete (``math.pi = 3``), or a name (of a global, an attribute, or a constant:
+# a class pattern's keywords and ``__match_args__`` are strings) that leads out of the
+# program's own objects and the builtins' values. Without any of them the program holds
+# only objects it made and the builtins' (immutable types, functions that touch nothing
+# shared), so no library code can change a module for it (``pickle.loads`` setting
+# ``json.__dict__['dumps']``, ``functools.update_wrapper`` on a module): the (costly)
+# comparison, and the namespace checks of guard.wind_down/leave, are skipped. Dunder
+# names are judged by an allow-list (the data model's methods and the names the compiler
+# puts in class bodies), so a name nobody listed counts as reaching out.
+_STATE_OPCODES = bytes(opcode.opmap[name] for name in (
+    "STORE_ATTR", "DELETE_ATTR", "IMPORT_NAME", "IMPORT_FROM"))
 _STATE_NAMES = frozenset({
-    "setattr", "delattr", "vars", "__dict__", "__setattr__", "__delattr__", "exec", "eval",
-    "compile", "__import__", "importlib", "modules", "__builtins__", "builtins", "getattr",
-    "globals", "reload", "__class__", "__getattribute__", "__globals__", "__code__",
+    # the builtins that lead to modules, frames, code or the job's streams
+    "setattr", "delattr", "vars", "exec", "eval", "compile", "getattr", "globals", "locals",
+    "open", "help", "breakpoint", "exit", "quit", "license", "credits", "copyright",
+    # names of modules (as attributes: ``os.sys``) and of what leads to them
+    "importlib", "modules", "builtins", "reload",
+    # frames, tracebacks, generators' and coroutines' frames and code
+    "tb_frame", "tb_next", "f_back", "f_globals", "f_builtins", "f_locals", "f_code",
+    "f_trace", "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await",
+    "cr_origin", "ag_frame", "ag_code", "ag_await", "mro",
 })
+_SAFE_DUNDERS = frozenset({
+    # the data model's methods a program defines or calls on its own objects
+    "__new__", "__init__", "__del__", "__repr__", "__str__", "__bytes__", "__format__",
+    "__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__", "__hash__", "__bool__",
+    "__getattr__", "__dir__", "__get__", "__set__", "__delete__", "__set_name__",
+    "__slots__", "__init_subclass__", "__class_getitem__", "__call__", "__len__",
+    "__length_hint__", "__getitem__", "__setitem__", "__delitem__", "__missing__",
+    "__iter__", "__reversed__", "__contains__", "__next__", "__enter__", "__exit__",
+    "__await__", "__aiter__", "__anext__", "__aenter__", "__aexit__", "__match_args__",
+    "__post_init__", "__sizeof__", "__copy__", "__deepcopy__", "__index__", "__int__",
+    "__float__", "__complex__", "__round__", "__trunc__", "__floor__", "__ceil__",
+    "__neg__", "__pos__", "__abs__", "__invert__", "__divmod__", "__rdivmod__",
+    *(f"__{kind}{name}__" for kind in ("", "r", "i") for name in (
+        "add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift",
+        "rshift", "and", "xor", "or")),
+    # what the compiler puts in a class body or a module, and the names they are read by
+    "__name__", "__qualname__", "__module__", "__doc__", "__firstlineno__",
+    "__static_attributes__", "__classcell__", "__classdictcell__", "__annotations__",
+    "__annotate__", "__type_params__", "__main__",
+    # the runner's helpers in a job's namespace, functions of the runner's (job.py's
+    # ARGS_HELPER, the input's arguments; analysis.py's COND, OP and SLICE)
+    "__steptrace_args__", "__steptrace_cond__", "__steptrace_op__", "__steptrace_slice__",
+})
+
+
+def _reaching(name) -> bool:
+    """Whether the name or string constant ``name`` may lead out of the program's own
+    objects (see above)."""
+    if name in _STATE_NAMES:
+        return True
+    return (name[:2] == "__" and name[-2:] == "__" and name.strip("_") != ""
+            and name not in _SAFE_DUNDERS)
 
 
 # No classes in this module: every class is reachable (object.__subclasses__()) and a
@@ -263,18 +309,29 @@ def cheap_changed() -> list[str]:
     return found
 
 
-def may_touch_shared_state(codes: list) -> bool:
-    """Conservative: True if any code object (or one nested in it) could rebind state
-    outside the program's own namespace."""
+def reaches_shared_state(codes: list) -> bool:
+    """Conservative: True if any code object (or one nested in it) could reach state that
+    is not the program's own (see ``_STATE_NAMES``): only then can a job have changed a
+    module, a class or the runner's streams for the next job."""
     stack = list(codes)
     while stack:
         code = stack.pop()
         operations = code.co_code[::2]
         if any(op in operations for op in _STATE_OPCODES):
             return True
-        if not _STATE_NAMES.isdisjoint(code.co_names):
+        if any(map(_reaching, code.co_names)):
             return True
-        stack.extend(const for const in code.co_consts if type(const) is CodeType)
+        constants = list(code.co_consts)
+        while constants:  # a constant's strings, in tuples and frozensets at any depth
+            const = constants.pop()
+            kind = type(const)
+            if kind is CodeType:
+                stack.append(const)
+            elif kind is str:
+                if _reaching(const):
+                    return True
+            elif kind is tuple or kind is frozenset:
+                constants.extend(const)
     return False
 
 
@@ -288,12 +345,12 @@ def _names(codes: list) -> set[str]:
     return found
 
 
-def changed(codes: list) -> list[str]:
+def changed(codes: list, rebinds: bool) -> list[str]:
     """After a batch job: what it changed of the state above that is compared (not the
-    cheap part), put back as built. ``codes`` are the job's code objects."""
+    cheap part), put back as built. ``codes`` are the job's code objects; ``rebinds``
+    whether they reach shared state (``reaches_shared_state``)."""
     snap = _snapshot
     found: list[str] = []
-    rebinds = may_touch_shared_state(codes)  # replacing an entry takes ``modules`` too
     if len(_modules) != len(snap.modules) or rebinds and differs(_modules, snap.modules):
         found.append("sys.modules")
         put_back(_modules, snap.modules)

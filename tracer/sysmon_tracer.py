@@ -27,6 +27,14 @@ Step kinds (the ``event`` column of the ``steps`` table):
 ``unwind``     the activation ends by an exception (PY_UNWIND); carries ``<exception>``
 =============  ============================================================================
 
+A ``line`` step is a LINE event, and LINE events are CPython 3.11-3.13's: where CPython
+3.14 makes none for the statement after a loop (see "lines CPython 3.14 loses" below),
+the tracer records it from the loop's exit. Beside the steps the tracer keeps the
+*settrace view*'s own line events (``settrace_*``, the result's ``settrace_lines``): the
+backward jumps that stay on their line, at which ``sys.settrace`` reports a line event
+and sys.monitoring does not (``_settrace_line``). The steps' line events with those are
+the line events ``sys.settrace`` reports (docs/guides/runs.md, "The settrace view").
+
 CPython's EXCEPTION_HANDLED and RERAISE events are not steps: they also fire for the
 handlers the compiler adds itself (an ``except`` clause that does not match, ``as e``
 cleanup, the StopIteration guard of every generator), so they do not say what the source
@@ -47,11 +55,20 @@ order the tracer first sees them (``objects``); a state row carries its value's 
 every step the objects reachable from the frame's locals (through containers and
 instance attributes, within ``MAX_WALK_DEPTH``/``MAX_WALK_OBJECTS``) are visited, and the
 attributes of program instances that changed since the object was last seen are recorded
-(``attributes``). The tracer keeps no program object beyond a step: the object's address
-(``bounded_repr.address``, not ``id``: see there) maps to the object id, checked by a weak
-reference where the type allows one (a dead referent at the address means a new object).
-The program's globals that its code names are recorded at the first step and whenever
-they change (``global_states``).
+(``attributes``). The tracer keeps no program object, class or frame beyond a step: the
+object's address (``bounded_repr.address``, not ``id``: see there) maps to the object id,
+checked by a weak reference where the type allows one (a dead referent at the address
+means a new object); a type is kept as its address; a suspended generator's frame is
+found again by its address (``suspended``), since holding it would keep the generator
+alive. The program's globals that its code names are recorded at the first step and
+whenever they change (``global_states``).
+
+Recording never runs the program's code, so a traced run does what the untraced one does
+(docs/guides/runs.md, "What recording cannot change"): values are rendered by
+bounded_repr.py's rule; a type is put in a set or dict only when its metaclass is
+``type`` itself (a metaclass's ``__hash__`` would run: ``type(kind) is type and kind in
+...``); a namespace is read with dict's own iteration, its plain ``str`` keys only
+(``_namespace_items``), and looked up only when all its keys are plain strings.
 
 Trust: the tracer shares its interpreter with the program, so it keeps no state where the
 program can reach it. It is a module (no classes: a class is reachable through
@@ -75,7 +92,9 @@ from _operator import is_ as _is  # noqa: E402
 from _weakref import ref as _weakref  # noqa: E402
 from collections import Counter  # noqa: E402
 from itertools import islice as _islice  # noqa: E402
-from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType  # noqa: E402
+from types import (BuiltinFunctionType, CodeType, FrameType, FunctionType,  # noqa: E402
+                   ModuleType)
+from opcode import opmap as _OPMAP  # noqa: E402  (read when the guest is built)
 
 import bounded_repr as _br  # noqa: E402
 import loops as _loops  # noqa: E402
@@ -107,7 +126,7 @@ _FLAT = _ATOMIC_TYPES  # items that hold no objects
 MAX_WALK_DEPTH = 6        # containers/attributes followed from a local
 MAX_WALK_OBJECTS = 200    # tracked objects visited per step
 MAX_WALK_ITEMS = 1000     # items looked at in one container
-_DICT_KEYS, _DICT_VALUES = dict.keys, dict.values
+_DICT_KEYS, _DICT_VALUES, _DICT_ITEMS = dict.keys, dict.values, dict.items
 # _FLAT_SAME. A list or dict local whose repr was flat (its items ints, strings and the
 # like: bounded_repr.flat) is not rendered again while it is the object at the same
 # address holding the very same items (compared by identity, in order, at C speed): its
@@ -117,6 +136,13 @@ _issubclass = issubclass
 _MISSING = object()  # not a program object: made by the runner, never handed out
 
 _getframe = sys._getframe
+_FRAME_LOCALS = type((lambda: _getframe(0).f_locals)())  # a function frame's: FrameLocalsProxy
+_GENERATOR = FrameType.__dict__.get("f_generator")  # Python 3.14: the frame's generator
+
+
+def _generator_of(frame):
+    """The generator or coroutine whose frame this is (None where frames do not say)."""
+    return None if _GENERATOR is None else _GENERATOR.__get__(frame)
 # sys.monitoring's functions, bound once (the program never sees the namespace itself).
 _MONITORING = sys.monitoring
 _get_tool = _MONITORING.get_tool
@@ -131,7 +157,9 @@ _EVENTS = _MONITORING.events
 _DISABLE = _MONITORING.DISABLE
 GLOBAL_EVENTS = _EVENTS.PY_START | _EVENTS.PY_THROW | _EVENTS.RAISE | _EVENTS.PY_UNWIND
 _LOCAL_EVENTS = _EVENTS.PY_RESUME | _EVENTS.LINE | _EVENTS.PY_RETURN | _EVENTS.PY_YIELD
-_JUMP = _EVENTS.JUMP  # loop detection (loops.py): local to the program's code objects
+_JUMP = _EVENTS.JUMP  # loop detection (loops.py) and the settrace view: program code only
+# CPython 3.14 only (a loop's exit: FOR_ITER's BRANCH_RIGHT fires at the POP_ITER after it)
+_BRANCH_RIGHT = getattr(_EVENTS, "BRANCH_RIGHT", 0)
 # BaseException.__new__/__init__, not StopTracing(...): the class is the program's to see
 # (and to change), its constructor must not run program code inside the tracer.
 _new_exception = BaseException.__new__
@@ -172,17 +200,20 @@ namespace = None          # the program's module namespace (its globals)
 global_names: frozenset = frozenset()  # names the program's functions use (co_names)
 watched: list = []        # those in the namespace (recomputed when its size changes)
 watched_size = -1
-global_prev: dict = {}    # name -> (atomic value, repr, type, object id, weak reference)
+global_prev: dict = {}    # name -> (atomic value or _MISSING, repr, type's address,
+                          #         object id, weak reference)
 global_rows: list = []    # (step, name, repr or None, type, truncated, object id)
 walk_cut = False          # objects were beyond the walk's bounds
 snapshots: list = []      # full_locals mode: (step, {name: repr})
 funcs: list = []
 code_index: dict = {}     # traced code object -> index into funcs
 offset_lines: dict = {}   # code object -> {offset: line}
-frame_ids: dict = {}      # live frame object -> frame id
+frame_ids: dict = {}      # running program frame object -> frame id
+suspended: dict = {}      # address of a suspended generator's frame -> (frame id, code,
+                          #   yield offset, (weak reference to, address of) its generator)
 frame_depths: dict = {}   # running program frame -> Python depth above base
-prev: dict = {}           # frame id -> {name: (kept value, repr, type, object id,
-                          #                  flat items, _FLAT_SAME)}
+prev: dict = {}           # frame id -> {name: (kept value or _MISSING, repr, type's
+                          #   address, object id, (type, address, flat items): _FLAT_SAME)}
 stack: list = []          # (frame id, frame) of active program frames
 next_frame = 0
 line_steps = instructions = calls = 0
@@ -191,8 +222,17 @@ quiet = 0                 # > 0 while the tracer itself runs program code (a __r
 MAX_NAME = 1000           # characters kept of a function's qualified name or a type's name
 cuts: dict = {}           # field -> [texts cut, longest length]: said in the run's note
 loop_events = False       # this job judges loops (loops.py): program code gets JUMP events
-traced_jumps = False      # ... and so do the traced code objects of the last traced job
 loop_codes: dict = {}     # program code object -> True once its JUMP events are on
+lost_lines: dict = {}     # traced code object -> {offset: line}: LINE events CPython 3.14
+                          # loses (_lost_lines), recorded at its BRANCH_RIGHT events
+# the settrace view's own line events (see _settrace_line), one entry each: the step they
+# follow, their line, depth, frame id and function (index into funcs)
+settrace_steps: list = []
+settrace_lines: list = []
+settrace_depths: list = []
+settrace_frames: list = []
+settrace_funcs: list = []
+settrace_cut = False      # more of them than max_steps: the view is not recorded
 
 
 def begin(steps_limit: int, repr_limit: int, trace_chars: int,
@@ -207,14 +247,18 @@ def begin(steps_limit: int, repr_limit: int, trace_chars: int,
     global calls, max_depth, quiet, active, top_levels
     global object_index, object_types, object_steps, attr_prev, attributes
     global namespace, global_names, watched, watched_size, global_prev, global_rows, walk_cut
-    global traced_jumps
-    traced_jumps = loop_events
+    global lost_lines, settrace_cut
+    global settrace_steps, settrace_lines, settrace_depths, settrace_frames, settrace_funcs
+    lost_lines, settrace_cut = {}, False
+    settrace_steps, settrace_lines, settrace_depths, settrace_frames, settrace_funcs = (
+        [], [], [], [], [])
     max_steps, max_repr, trace_chars_left = steps_limit, repr_limit, trace_chars
     top_levels = 1
     count_instructions, full_locals = instructions_on, locals_on
     step_events, step_lines, step_depths, step_frames, step_funcs = [], [], [], [], []
     states, snapshots, funcs = [], [], []
     code_index, offset_lines, frame_ids, frame_depths, prev = {}, {}, {}, {}, {}
+    suspended.clear()
     stack = []
     next_frame = line_steps = instructions = calls = quiet = 0
     max_depth = -1
@@ -266,6 +310,7 @@ def finish() -> None:
     base_frame = namespace = None
     _loops.finish()
     frame_ids.clear()
+    suspended.clear()
     frame_depths.clear()
     prev.clear()
     stack.clear()
@@ -296,17 +341,23 @@ def install() -> None:
                                ("PY_THROW", _on_throw), ("LINE", _on_line),
                                ("PY_RETURN", _on_return), ("PY_YIELD", _on_yield),
                                ("RAISE", _on_raise), ("PY_UNWIND", _on_unwind),
-                               ("INSTRUCTION", _on_instruction), ("JUMP", _on_jump)):
-            event = getattr(_EVENTS, name)
+                               ("INSTRUCTION", _on_instruction), ("JUMP", _on_jump),
+                               ("BRANCH_RIGHT", _on_branch)):
+            event = getattr(_EVENTS, name, 0)
+            if not event:  # BRANCH_RIGHT: CPython 3.14 and later
+                continue
             callbacks[event] = callback
             _register_callback(TOOL_ID, event, callback)
     finally:
         own = False
 
 
-def local_events() -> int:
-    return (_LOCAL_EVENTS | (_EVENTS.INSTRUCTION if count_instructions else 0)
-            | (_JUMP if traced_jumps else 0))
+def local_events(code=None) -> int:
+    """The local events of a traced code object (``code``: with those only it needs).
+    JUMP always: backward jumps to the same line are the settrace view's own line events
+    (``_settrace_line``), and loops.py judges loops by the backward ones."""
+    return (_LOCAL_EVENTS | _JUMP | (_EVENTS.INSTRUCTION if count_instructions else 0)
+            | (_BRANCH_RIGHT if code in lost_lines else 0))
 
 
 def loops_begin(on: bool, program_namespace, program_code, tracing: bool) -> None:
@@ -337,9 +388,8 @@ def tamper_reasons() -> list[str]:
                     replaced = True
             if replaced:
                 reasons.append("the tracer's sys.monitoring callbacks were replaced")
-            wanted = local_events()
             for code in code_index:
-                if _get_local_events(TOOL_ID, code) != wanted:
+                if _get_local_events(TOOL_ID, code) != local_events(code):
                     reasons.append("the tracer's local events were changed")
                     break
             for code in loop_codes:
@@ -377,43 +427,48 @@ def _delta(frame, fid: int, index: int) -> None:
     reachable from them, and the program's globals that changed."""
     old_values = prev[fid]
     local_vars = frame.f_locals
-    module = local_vars is namespace and namespace is not None
-    items = local_vars.items()
-    if module:  # a script's top level: its locals are the globals, dunders left out
-        items = [(n, v) for n, v in list(items) if not _dunder(n)]
+    module = False
+    if type(local_vars) is _FRAME_LOCALS:  # a function's: its names are the code's
+        items = local_vars.items()
+        names = local_vars
+    else:  # a module's or a class body's namespace: what the program put there
+        module = local_vars is namespace and namespace is not None
+        items = _namespace_items(local_vars, module)
+        names = None
     roots = None
     seen = 0
     for name, value in items:
         seen += 1
         old = old_values.get(name)
         kind = type(value)
-        if old is not None and old[2] is kind:
+        if old is not None:
             if old[0] is value:
                 continue  # the very atomic value (or flat tuple) it held: unchanged
             same = old[4]
-            if same is not None and same[0] == _address(value) and len(value) == len(
-                    same[1]) and all(map(_is, value, same[1])) and (
-                    kind is list or all(map(_is, _DICT_VALUES(value), same[2]))):
+            if same is not None and same[0] is kind and same[1] == _address(value) and len(
+                    value) == len(same[2]) and all(map(_is, value, same[2])) and (
+                    kind is list or all(map(_is, _DICT_VALUES(value), same[3]))):
                 continue  # the same flat list or dict, holding the very same items
         text, truncated = value_repr(value)
         oid = same = None
-        if kind in _ATOMIC_TYPES:
+        kept = _MISSING
+        plain = type(kind) is type  # only then may the type be hashed (set lookups)
+        if plain and kind in _ATOMIC_TYPES:
             kept = value
         else:
             # Only values without finalizers are kept: immutable atomic ones, and tuples
             # and the items of lists and dicts that hold nothing else (a repr ``flat``, see
-            # _FLAT_SAME). Holding any other object would delay its __del__ past the line
-            # that drops it.
-            kept = None
+            # _FLAT_SAME). Holding any other object (or its class: the tuple keeps the
+            # type's address) would delay its __del__ past the line that drops it.
             flat = _br.flat
             if flat:
                 if kind is tuple:
                     kept = value
                 elif kind is list:
-                    same = (_address(value), tuple(value))
+                    same = (list, _address(value), tuple(value))
                 elif kind is dict:
-                    same = (_address(value), tuple(value), tuple(_DICT_VALUES(value)))
-            if kind in _TRACKED:
+                    same = (dict, _address(value), tuple(value), tuple(_DICT_VALUES(value)))
+            if plain and kind in _TRACKED:
                 entry = object_index.get(_address(value))
                 if entry is not None and entry[1] is None and entry[2] == _address(kind):
                     oid = entry[0]  # a list or dict seen before (no weak reference to check)
@@ -421,19 +476,21 @@ def _delta(frame, fid: int, index: int) -> None:
                     oid = _object_id(value, kind, index)
                 if not flat and kind in _WALKED:
                     roots = [value] if roots is None else roots + [value]
-            elif kind in _WALKED:
+            elif plain and kind in _WALKED:
                 if not flat:
                     roots = [value] if roots is None else roots + [value]
             elif _shape(kind) is not None:
                 oid = _object_id(value, kind, index)
                 roots = [value] if roots is None else roots + [value]
-        if old is not None and old[1] == text and old[2] is kind and old[3] == oid:
-            old_values[name] = (kept, text, kind, oid, same)
+        mark = _address(kind)
+        if old is not None and old[1] == text and old[2] == mark and old[3] == oid:
+            old_values[name] = (kept, text, mark, oid, same)
             continue
-        old_values[name] = (kept, text, kind, oid, same)
+        old_values[name] = (kept, text, mark, oid, same)
         _state(index, name, text, type_name(kind), truncated, oid)
     if seen != len(old_values):
-        names = local_vars if not module else dict(items)
+        if names is None:
+            names = {name for name, _ in items}
         for name in [n for n in old_values if n not in names]:
             del old_values[name]
             states.append((index, name, None, None, False, None))
@@ -442,12 +499,21 @@ def _delta(frame, fid: int, index: int) -> None:
     if global_names and not module and (watched or len(namespace) != watched_size):
         _globals(index)
     if full_locals:  # computed afresh, independently of the deltas' bookkeeping
-        snapshots.append((index, {n: value_repr(v)[0] for n, v in
-                                   (items if module else local_vars.items())}))
+        snapshots.append((index, {n: value_repr(v)[0] for n, v in items}))
 
 
-def _dunder(name) -> bool:
-    return type(name) is str and name[:2] == "__" and name[-2:] == "__"
+def _namespace_items(mapping, module: bool) -> list:
+    """``(name, value)`` of a module's or class body's namespace: its plain ``str`` keys
+    (a program may put any key there, whose ``__hash__`` or ``__eq__`` the tracer's own
+    dicts would run), dunders left out for a module (a script's top level), read with
+    dict's own C iteration; a namespace that is not a dict (a metaclass's ``__prepare__``
+    mapping, ``exec``'s locals) shows nothing (reading it would run its methods)."""
+    if not _issubclass(type(mapping), dict):
+        return []
+    if module:
+        return [(n, v) for n, v in list(_DICT_ITEMS(mapping))
+                if type(n) is str and not (n[:2] == "__" and n[-2:] == "__")]
+    return [(n, v) for n, v in list(_DICT_ITEMS(mapping)) if type(n) is str]
 
 
 def _state(index: int, name: str, text: str, kind_name: str, truncated: bool,
@@ -468,9 +534,9 @@ def _spend(chars: int, what: str) -> None:
 
 # ------------------------------------------------------------------ objects
 def _shape(kind):
-    """The layout of a program class (bounded_repr.layout), None for other types. Reading
-    a class's dicts may meet a program's str subclass keys: quiet, and a failure is
-    remembered as "not a program class"."""
+    """The layout of a program class (bounded_repr.layout), None for other types. Quiet,
+    and a failure taken as "not a program class", as a safety net: no program code runs
+    there."""
     global quiet
     entry = _br._layouts.get(_address(kind))
     if entry is not None and entry[0]() is kind:
@@ -481,7 +547,6 @@ def _shape(kind):
     except BaseException as exc:
         if exc is stop and stop is not None:
             raise
-        _br._layouts[_address(kind)] = (_weakref(kind), None)
         return None
     finally:
         quiet -= 1
@@ -497,7 +562,7 @@ def _object_id(value, kind, index: int) -> int:
         if ref is None or ref() is value:
             return entry[0]
     ref = None
-    if kind not in _NO_WEAKREF:
+    if type(kind) is not type or kind not in _NO_WEAKREF:  # (a type hashed: see _delta)
         try:
             ref = _weakref(value)
         except TypeError:  # a class with __slots__ and no __weakref__
@@ -540,12 +605,13 @@ def _visit(level: list, index: int) -> None:
                 continue
             seen.add(key)
             kind = type(value)
-            if kind in _TRACKED:
+            tracked = type(kind) is type and kind in _TRACKED  # (a type hashed: see _delta)
+            if tracked:
                 shape = None
             else:
                 entry = layouts_get(_address(kind))
                 shape = entry[1] if entry is not None and entry[0]() is kind else _shape(kind)
-            if shape is not None or kind in _TRACKED:
+            if shape is not None or tracked:
                 count += 1
                 if count > MAX_WALK_OBJECTS:
                     walk_cut = True
@@ -559,7 +625,7 @@ def _visit(level: list, index: int) -> None:
                 if shape is not None:
                     _attributes(value, kind, shape, oid, index, following)
                     continue
-            if kind in _WALKED:
+            if type(kind) is type and kind in _WALKED:
                 _children(value, kind, following)
         if not following:
             return
@@ -575,10 +641,13 @@ def _children(value, kind, following: list) -> None:
         if len(part) > MAX_WALK_ITEMS:
             walk_cut = True
             part = list(_islice(part, MAX_WALK_ITEMS))
-        elif set(map(type, part)) <= _FLAT:
-            continue
+        else:
+            found = _br.kinds(part)  # the items' types, unless hashing one runs program code
+            if found is not None and found <= _FLAT:
+                continue
         for item in part:
-            if type(item) not in _FLAT:
+            kind = type(item)
+            if type(kind) is not type or kind not in _FLAT:
                 following.append(item)
 
 
@@ -593,7 +662,8 @@ def _attributes(value, kind, shape, oid: int, index: int, following: list) -> No
         item_kind = type(item)
         old = old_attrs.get(name)
         ref = None
-        if item_kind in _ATOMIC_TYPES:
+        tracked = type(item_kind) is type and item_kind in _TRACKED  # (see _delta)
+        if type(item_kind) is type and item_kind in _ATOMIC_TYPES:
             if old is not None and old[0] is item and old[2] == _address(item_kind):
                 continue
             kept = item
@@ -602,11 +672,11 @@ def _attributes(value, kind, shape, oid: int, index: int, following: list) -> No
             following.append(item)
             entry = object_index.get(_address(item))
             if entry is not None and entry[2] == _address(item_kind) and (
-                    entry[1]() is item if entry[1] is not None else item_kind in _TRACKED):
+                    entry[1]() is item if entry[1] is not None else tracked):
                 ref = entry[0]  # an object seen before (what _object_id checks first)
-                if old is not None and old[3] == ref and item_kind not in _TRACKED:
+                if old is not None and old[3] == ref and not tracked:
                     continue  # the same instance (see below)
-            elif item_kind in _TRACKED:
+            elif tracked:
                 ref = _object_id(item, item_kind, index)
             elif _shape(item_kind) is not None:
                 ref = _object_id(item, item_kind, index)
@@ -634,8 +704,8 @@ def _attributes(value, kind, shape, oid: int, index: int, following: list) -> No
 def _globals(index: int) -> None:
     """Record the program's globals (names its code uses) that changed: their values at
     the first step, then every change. Modules are left out; functions and classes only
-    when they are bound again after the first step. Quiet: the namespace may hold a
-    program's keys, whose ``__eq__`` a lookup can run."""
+    when they are bound again after the first step. Quiet, as a safety net: no program
+    code runs here."""
     global quiet
     quiet += 1
     try:
@@ -656,38 +726,43 @@ def _check_globals(index: int) -> None:
         watched = sorted([name for name in ns if type(name) is str and name in global_names
                           and not (name[:2] == "__" and name[-2:] == "__")])
     first = not global_prev and index == 0
+    # a key of the program's (a str subclass, any object) may compare equal to a name and
+    # run its __eq__ in a lookup: then the names are read from the plain str keys only
+    found = ns if _br.exact_keys(ns) else {n: v for n, v in _DICT_ITEMS(ns) if type(n) is str}
     for name in watched:
-        value = ns.get(name, _MISSING)
+        value = found.get(name, _MISSING)
         old = global_prev.get(name)
         if value is _MISSING:
             if old is not None and old[1] is not None:
-                global_prev[name] = (None, None, None, None, None)
+                global_prev[name] = (_MISSING, None, None, None, None)
                 _spend(len(name) + 8, "global states")
                 global_rows.append((index, name, None, None, False, None))
             continue
         kind = type(value)
         if old is not None:
-            if old[0] is value and old[2] is kind and kind in _ATOMIC_TYPES:
-                continue
+            if old[0] is value:
+                continue  # the very atomic value it held
             weak = old[4]
             if weak is not None and weak() is value:
                 continue
         weak = None
+        mark = _address(kind)  # the type's address: the tracer keeps no class alive
         if kind is ModuleType or kind is FunctionType or kind is BuiltinFunctionType \
                 or _issubclass(kind, type):
             weak = _weakref(value)
             if kind is ModuleType or (old is None and first):
-                global_prev[name] = (None, "", kind, None, weak)
+                global_prev[name] = (_MISSING, "", mark, None, weak)
                 continue
         text, truncated = value_repr(value)
         oid = None
-        kept = value if kind in _ATOMIC_TYPES else None
-        if kept is None and (kind in _TRACKED or _shape(kind) is not None):
+        plain = type(kind) is type  # (see _delta)
+        kept = value if plain and kind in _ATOMIC_TYPES else _MISSING
+        if kept is _MISSING and ((plain and kind in _TRACKED) or _shape(kind) is not None):
             oid = _object_id(value, kind, index)
-        if old is not None and old[1] == text and old[2] is kind and old[3] == oid:
-            global_prev[name] = (kept, text, kind, oid, weak)
+        if old is not None and old[1] == text and old[2] == mark and old[3] == oid:
+            global_prev[name] = (kept, text, mark, oid, weak)
             continue
-        global_prev[name] = (kept, text, kind, oid, weak)
+        global_prev[name] = (kept, text, mark, oid, weak)
         _spend(len(text) + len(name), "global states")
         global_rows.append((index, name, text, type_name(kind, "global_states.type"),
                             truncated, oid))
@@ -721,13 +796,16 @@ def type_name(kind, field: str | None = "states.type") -> str:
     return name[:MAX_NAME]
 
 
-def value_repr(value, limit: int | None = None) -> tuple[str, bool]:
-    """``repr`` cut to ``max_repr`` (or ``limit``) characters, computed within that budget
-    for built-in types; a program's ``__repr__`` runs untraced (``quiet``)."""
+def value_repr(value, limit: int | None = None, program_reprs: bool = False) -> tuple[str, bool]:
+    """The rendering (bounded_repr.py) cut to ``max_repr`` (or ``limit``) characters,
+    computed within that budget for built-in types. It runs no program code, but for the
+    run's output (``program_reprs``), whose program ``__repr__`` runs untraced
+    (``quiet``)."""
     global quiet
     quiet += 1
     try:
-        text, truncated = _bounded_repr(value, max_repr if limit is None else limit)
+        text, truncated = _bounded_repr(value, max_repr if limit is None else limit,
+                                        program_reprs)
     except BaseException as exc:  # a program's __repr__ may raise anything
         if exc is stop and stop is not None:
             raise
@@ -742,18 +820,21 @@ def value_repr(value, limit: int | None = None) -> tuple[str, bool]:
 def line_of(code, offset: int, default: int | None = -1) -> int | None:
     """The line of the instruction at ``offset``; ``default`` (-1: the ``def`` line) for
     instructions that have none."""
-    table = offset_lines.get(code)
-    if table is None:
-        table = {}
-        for start, end, line in code.co_lines():
-            if line is not None:
-                for off in range(start, end, 2):
-                    table[off] = line
-        offset_lines[code] = table
-    line = table.get(offset)
+    line = (offset_lines.get(code) or _line_table(code)).get(offset)
     if line is None:
         return code.co_firstlineno if default == -1 else default
     return line
+
+
+def _line_table(code) -> dict:
+    """``{offset: line}`` of ``code``'s instructions that have a line (made once a job)."""
+    table = {}
+    for start, end, line in code.co_lines():
+        if line is not None:
+            for off in range(start, end, 2):
+                table[off] = line
+    offset_lines[code] = table
+    return table
 
 
 def _check_depth(frame, enforce: bool = True) -> None:
@@ -866,26 +947,37 @@ def _register(code) -> None:
             cut("funcs", len(name))
             name = name[:MAX_NAME]
         funcs.append(name)
+        lost = _lost_lines(code)
+        if lost is not None:
+            lost_lines[code] = lost
         own = True
         try:
-            _set_local_events(TOOL_ID, code, local_events())
+            _set_local_events(TOOL_ID, code, local_events(code))
         finally:
             own = False
 
 
 def _on_jump(code, offset, destination):
-    """A jump in the program's code (JUMP events are on only while a job judges loops):
-    a backward one may prove that the program loops forever (loops.py). Until the next
-    check is due this costs a counter."""
+    """A jump in the program's code: a backward one to its own line is a line event of
+    the settrace view (``_settrace_line``); while a job judges loops, a backward one may
+    prove that the program loops forever (loops.py). Until the next check is due this
+    costs a counter."""
     if destination > offset:
         return _DISABLE  # forward jumps are never decision points (a jump to itself is
                          # a loop: ``while True: pass`` on one line)
     if quiet:
         return None
-    if not _loops.enabled:
-        return _DISABLE  # judging ended (or never began): this jump never comes again
     if stop is not None:
         raise stop
+    lines = offset_lines.get(code) or _line_table(code)
+    line = lines.get(offset)
+    same = line is not None and line == lines.get(destination)
+    if same and active:
+        _settrace_line(code, line, destination)
+    if not _loops.enabled:
+        # judging ended (or never began): this jump never comes again, unless settrace
+        # reports it and the view is still recorded
+        return None if same and not settrace_cut else _DISABLE
     loops = _loops
     loops.jumps += 1
     if loops.jumps < loops.next_check:
@@ -901,14 +993,131 @@ def _on_jump(code, offset, destination):
     if verdict is None:
         return None
     if verdict is False:
-        return _DISABLE
+        return None if same else _DISABLE
     halt("loops", verdict)
+
+
+def _settrace_line(code, line: int, destination: int) -> None:
+    """A backward jump to ``destination`` that stays on ``line``: a line event of the
+    settrace view, in the running program frame. ``sys.settrace`` reports a line event
+    for every backward jump whose source and target are on the same line (CPython's
+    Python/legacy_tracing.c, ``sys_trace_jump_func``), which sys.monitoring's LINE does
+    not: each further item of a comprehension or generator expression, each further
+    iteration of a loop written on one line. Not the loop CPython 3.14 compiles a call of
+    the builtin ``any``, ``all`` or ``tuple`` on a generator expression into (gh-131738):
+    3.12 and 3.13 run that loop in the builtin, where settrace sees nothing, and the
+    view is theirs (docs/guides/cpython-differences.md). Kept beside the steps (a view,
+    not steps): at most ``max_steps`` of them, else none (``settrace_cut``)."""
+    global settrace_cut
+    if not stack or settrace_cut:
+        return
+    fid, frame = stack[-1]
+    func = code_index.get(code)
+    if func is None or frame.f_code is not code:
+        return  # not a frame the trace follows
+    if _CALL_BEFORE and destination >= _CALL_BEFORE and \
+            code.co_code[destination - _CALL_BEFORE] == _CALL:
+        return  # 3.14's loop for any/all/tuple (see _CALL_BEFORE)
+    if len(settrace_steps) >= max_steps:
+        settrace_cut = True
+        return
+    settrace_steps.append(len(step_events) - 1)  # the step it follows (the frame's call
+                                                 # step came first: never -1)
+    settrace_lines.append(line)
+    settrace_depths.append(len(stack) - 1)
+    settrace_frames.append(fid)
+    settrace_funcs.append(func)
+
+
+def _on_branch(code, offset, destination):
+    """CPython 3.14's BRANCH_RIGHT, on only in code objects with lines it loses
+    (``_lost_lines``): the loop exit whose LINE event CPython does not emit is recorded
+    here, as ``_on_line`` records the others. Every other branch never matters."""
+    lost = lost_lines.get(code)
+    line = None if lost is None else lost.get(destination)
+    if line is None:
+        return _DISABLE
+    return _on_line(code, line)
+
+
+_POP_ITER = _OPMAP.get("POP_ITER")  # (CPython 3.14 and later)
+# The loop CPython 3.14 compiles ``any``, ``all`` and ``tuple`` of a generator expression
+# into (gh-131738) is the only loop whose head (a FOR_ITER, maybe after an EXTENDED_ARG)
+# follows a CALL at once: the generator the CALL makes is its own iterator, every other
+# loop gets its iterator from GET_ITER. Its jump back goes to the head, so the CALL's
+# opcode is this many bytes before the jump's destination (the CALL and its inline
+# caches; 0 before 3.14, where no such loop exists).
+_CALL = _OPMAP["CALL"]
+_CALL_BEFORE = 0 if _POP_ITER is None else 2 + 2 * _loops._CACHES[_CALL]
+
+
+# ------------------------------------------------------------------ lines CPython 3.14 loses
+# CPython 3.14 decides once per code object which instructions start a line (LINE events
+# fire there: Python/instrumentation.c, initialize_lines). Walking the bytecode in order,
+# an instruction starts a line when its line differs from the current one, which every
+# instruction sets except END_FOR, POP_ITER, END_SEND, END_ASYNC_FOR and RESUME; jump
+# targets (past END_FOR for FOR_ITER, never a POP_ITER) and exception handlers start one
+# too. 3.14 added POP_ITER to that list and ends every for loop with END_FOR, POP_ITER
+# (3.13: END_FOR, POP_TOP), so the instruction after a loop's exit is not a line start
+# when its line is the one of the instruction before the END_FOR: a loop whose body ends
+# with a jump to a copy of the statement after the loop (``if c: break`` then ``return
+# x``, which the compiler duplicates into the break path). CPython 3.11-3.13 report that
+# line, and so does the LINE event's definition (an instruction about to run whose line
+# differs from the previous one's): it is recorded from FOR_ITER's BRANCH_RIGHT event,
+# which 3.14 fires at that POP_ITER with the lost instruction as its destination.
+_LOOP_END = None if _POP_ITER is None else bytes((_OPMAP["END_FOR"], 0, _POP_ITER, 0))
+_NO_LINE_STARTS = frozenset(_OPMAP[name] for name in (
+    "END_ASYNC_FOR", "END_FOR", "END_SEND", "RESUME", "POP_ITER") if name in _OPMAP)
+_LINE_JUMPS = frozenset({"POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE",
+                         "POP_JUMP_IF_NOT_NONE", "JUMP_FORWARD", "JUMP_BACKWARD",
+                         "JUMP_BACKWARD_NO_INTERRUPT", "FOR_ITER", "SEND"})
+
+
+def _lost_lines(code) -> dict | None:
+    """``{offset: line}`` of the instructions after a for loop's exit (END_FOR, POP_ITER)
+    that CPython 3.14 does not make line starts although their line differs from the
+    POP_ITER's; None when there is none (always before 3.14). The bytecode is searched at
+    C speed; it is read instruction by instruction only where such a loop end is found."""
+    if _LOOP_END is None:
+        return None
+    raw = code.co_code
+    at = raw.find(_LOOP_END)
+    lost = None
+    while at > 0:
+        after = at + 4
+        if not at & 1:
+            line = line_of(code, after, None)
+            if line is not None and line != line_of(code, at + 2, None):
+                before = at - 2  # the line in force: the last instruction that sets it
+                while before > 0 and raw[before] in _NO_LINE_STARTS:
+                    before -= 2
+                if line_of(code, before, None) == line and not _jumped_to(code, after):
+                    if lost is None:
+                        lost = {}
+                    lost[after] = line
+        at = raw.find(_LOOP_END, at + 1)
+    return lost
+
+
+def _jumped_to(code, offset: int) -> bool:
+    """Whether CPython 3.14 makes ``offset`` a line start as a jump target or handler."""
+    for _, _, name, _, _, _, target in _loops._instructions(code):
+        if target is not None and name in _LINE_JUMPS:
+            if name == "FOR_ITER" or name == "SEND":
+                target += 2  # past the END_FOR / END_SEND (dis names that one)
+            if target == offset:
+                return True
+    return any(target == offset for target, _, _ in _loops._exception_table(code))
 
 
 def _enter(kind: int, code, offset: int) -> None:
     global next_frame, calls
     frame = frame_at(2)
     fid = frame_ids.get(frame)
+    if fid is None:  # a suspended generator's frame, known by its address (see _leave)
+        known = suspended.pop(_address(frame), None)
+        if known is not None and _resumes(known, frame, code, offset):
+            fid = frame_ids[frame] = known[0]
     adopted = fid is None
     if adopted:
         # A generator frame the trace has not seen start: one thrown into before it ever
@@ -928,6 +1137,20 @@ def _enter(kind: int, code, offset: int) -> None:
     _record(kind, code, line_of(code, offset), frame, fid)
 
 
+def _resumes(known: tuple, frame, code, offset: int) -> bool:
+    """Whether ``frame``, resumed or thrown into at ``offset``, is the suspended activation
+    ``known`` (``suspended``): the same code, at a yield (a generator that never ran is at
+    its start, before any yield), of the same generator. Finalizing a generator clears the
+    weak references to it first: then its address says."""
+    if known[1] is not code or offset < known[2]:
+        return False
+    if known[3] is None:
+        return True
+    owner = _generator_of(frame)
+    alive = known[3][0]()
+    return alive is owner if alive is not None else known[3][1] == _address(owner)
+
+
 def _on_resume(code, offset):
     if quiet or not active:
         return None
@@ -944,7 +1167,9 @@ def _on_throw(code, offset, exc):
         # No program activation is running: this is a generator that a finished
         # activation abandoned, being closed as it is freed. Its clean-up is not part of
         # the call; forgetting the frame drops its later events too.
-        frame_ids.pop(frame_at(1), None)
+        frame = frame_at(1)
+        frame_ids.pop(frame, None)
+        suspended.pop(_address(frame), None)
         return None
     _register(code)  # a generator function thrown into before any of its runs
     _enter(THROW, code, offset)
@@ -989,12 +1214,19 @@ def _leave(kind: int, code, offset: int, key: str, value) -> None:
     index = _record(kind, code, line, frame, fid)
     text, truncated = value_repr(value)
     value_kind = type(value)
-    _state(index, key, text, type_name(value_kind), truncated,
-           None if value_kind in _ATOMIC_TYPES else _event_object(value, index))
+    _state(index, key, text, type_name(value_kind), truncated, _event_object(value, index))
     stack.pop()
     frame_depths.pop(frame, None)
-    if kind != YIELD:
-        del frame_ids[frame]
+    del frame_ids[frame]
+    if kind == YIELD:
+        # The frame object is not kept while its generator is suspended: it would keep the
+        # generator alive (and its locals, whose finalizers would run late) after the
+        # program dropped it. Its address (stable while the generator lives) and code say
+        # which activation a resume continues.
+        owner = _generator_of(frame)
+        suspended[_address(frame)] = (fid, code, offset, None if owner is None else (
+            _weakref(owner), _address(owner)))
+    else:
         del prev[fid]
 
 
@@ -1040,9 +1272,9 @@ def _exception_step(kind: int, code, offset: int, exc) -> None:
 def _event_object(value, index: int) -> int | None:
     """The object id of an event's value (``<return>``, ...), if it is a tracked object."""
     kind = type(value)
-    if kind in _ATOMIC_TYPES:
+    if type(kind) is type and kind in _ATOMIC_TYPES:  # (a type hashed: see _delta)
         return None
-    if kind in _TRACKED or _shape(kind) is not None:
+    if (type(kind) is type and kind in _TRACKED) or _shape(kind) is not None:
         return _object_id(value, kind, index)
     return None
 

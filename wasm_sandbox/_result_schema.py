@@ -238,6 +238,12 @@ RESULT = Record(
         "analysis": ANALYSIS,                         # mode "analyse"
         "snapshots": Snapshots(NAME, Text("max_repr")),  # option full_locals
         "shared_state_changed": Names("max_name", most=100_000),  # batch isolation
+        # the settrace view's own line events (tracer/sysmon_tracer.py, _settrace_line),
+        # each after the step ``step``; left out when they are more than max_steps
+        "settrace_lines": Columns({
+            "step": Index("steps"), "line": Int(0, INT32_MAX), "depth": Int(0, INT32_MAX),
+            "frame": Int(0, INT32_MAX), "func": Index("funcs"),
+        }, most="max_steps"),
         # request "plain_output": the returned value is built-in data all the way down
         # (tracer/answer_values.py), so its text is the runner's repr, not the program's
         "output_plain": Bool(),
@@ -260,6 +266,7 @@ def _drop_trace(result: dict) -> None:
     if "funcs" in result:
         result["funcs"] = []
     result.pop("snapshots", None)
+    result.pop("settrace_lines", None)
 
 
 # The short reply of a guest that could not build a result (guest.py: out of memory, or

@@ -7,4 +7,4 @@ and ``steptrace export --help`` should not pay for.
 DEFAULT_RUNS_PER_BUCKET = 10_000  # consecutive run ids per Parquet partition of an export
 # The formats of export-traces (steptrace.analytics._trace_formats.FORMATS), named here for
 # the CLI's help, which must not import DuckDB.
-TRACE_EXPORT_FORMATS = ("jsonl", "pythontutor", "cwm", "scratchpad")
+TRACE_EXPORT_FORMATS = ("jsonl", "pythontutor", "cwm", "scratchpad", "lines")

@@ -127,18 +127,37 @@ def _clear(directory: Path, names: set[str]) -> None:
             target.unlink()
 
 
+def row_order(name: str, columns: list[str]) -> str:
+    """The order a table's rows are written in, so that two stores holding the same rows
+    give the same files, whatever order their rows were inserted in (a trace commits
+    runs as they finish): a declared table's primary key; else, for a declared run-keyed
+    table (steps, states, ...), the run and the order its rows were stored in (``rowid``:
+    a run's rows go in together, in the guest's order; a shard directory's views carry
+    it); else (a table or view of the user's) every column."""
+    from steptrace.store._tables import table
+    try:
+        declared = table(name)
+    except KeyError:
+        return "ALL"
+    if declared.primary_key:
+        return ", ".join('"' + column + '"' for column in declared.primary_key)
+    return "run_id, rowid" if "run_id" in columns else "ALL"
+
+
 def _copy_table(con: duckdb.DuckDBPyConnection, name: str, columns: list[str],
                 target: Path, runs_per_bucket: int) -> ExportedTable:
-    """One table to Parquet; a run-keyed table partitioned by run bucket. An empty
-    partitioned table still gets one (empty) file in bucket 0, so it keeps its columns."""
+    """One table to Parquet, its rows in ``row_order``; a run-keyed table partitioned by
+    run bucket. An empty partitioned table still gets one (empty) file in bucket 0, so
+    it keeps its columns."""
     quoted = '"' + name + '"'
     listed = ", ".join('"' + column + '"' for column in columns)
+    ordered = f"ORDER BY {row_order(name, columns)}"
     rows = con.execute(f"SELECT count(*) FROM {quoted}").fetchone()[0]
     partitioned = "run_id" in columns and BUCKET_COLUMN not in columns
     if not partitioned:
         target.mkdir()
-        con.execute(f"COPY (SELECT {listed} FROM {quoted}) TO {sql_literal(target / 'data_0.parquet')} "
-                    "(FORMAT PARQUET)")
+        con.execute(f"COPY (SELECT {listed} FROM {quoted} {ordered}) TO "
+                    f"{sql_literal(target / 'data_0.parquet')} (FORMAT PARQUET)")
     elif rows == 0:
         bucket = target / f"{BUCKET_COLUMN}=0"
         bucket.mkdir(parents=True)
@@ -146,7 +165,7 @@ def _copy_table(con: duckdb.DuckDBPyConnection, name: str, columns: list[str],
                     "(FORMAT PARQUET)")
     else:
         con.execute(f"COPY (SELECT {listed}, run_id // {int(runs_per_bucket)} AS {BUCKET_COLUMN} "
-                    f"FROM {quoted}) TO {sql_literal(target)} "
+                    f"FROM {quoted} {ordered}) TO {sql_literal(target)} "
                     f"(FORMAT PARQUET, PARTITION_BY ({BUCKET_COLUMN}))")
     files = sum(1 for _ in target.rglob("*.parquet"))
     return ExportedTable(name, rows, files, BUCKET_COLUMN if partitioned else None)
@@ -169,7 +188,8 @@ def export_parquet(db: str | Path, directory: str | Path, force: bool = False,
         if "meta" in tables:
             found = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             summary.schema_version = found[0] if found else None
-        con.execute("SET preserve_insertion_order = false")  # lets COPY stream large tables
+        # the files hold each table's rows in row_order: the same rows give the same bytes
+        con.execute("SET preserve_insertion_order = true")
         for name, columns in tables.items():
             with user_file(directory):
                 summary.tables.append(_copy_table(con, name, columns, directory / name,

@@ -11,7 +11,9 @@ made. Runs come in run id order, so an export is deterministic.
 
 Selection: the runs of ``statuses`` (default the finished ones, ``ok`` and ``exception``,
 the runs ``steptrace tasks`` asks about), with at most ``max_steps`` steps and at most
-``max_trace_lines`` line steps (``tasks --max-trace-lines``) when given.
+``max_trace_lines`` line steps (``tasks --max-trace-lines``) when given. With the
+settrace view (``lines="settrace"``, format ``lines`` only) the line steps are the view's
+(``runs.settrace_line_steps``), and a run whose view was not recorded is left out.
 
 Replay: ``replay(run)`` walks a run's steps and keeps what the delta encoding implies at
 each step: every active frame's full locals, the call stack, the attributes of every
@@ -33,6 +35,7 @@ import duckdb
 from steptrace.errors import InputError
 from steptrace.store._store import (FINISHED_STATUSES, StoreError, connect, first_line,
                                     has_table, shape_columns)
+from steptrace.tasks._names import LINE_VIEWS
 
 # Runs per batch, and steps per batch past its first run.
 DEFAULT_BATCH_RUNS = 256
@@ -54,13 +57,16 @@ class RunTrace:
     steps (step, event, func, line, depth, frame), states (step, var, value, type,
     truncated, object_id), objects (object_id, type, step), attributes (step,
     object_id, attr, value, type, truncated, ref_id), globals (step, name, value, type,
-    truncated, object_id)."""
+    truncated, object_id), settrace_lines (step, func, line, depth, frame: the settrace
+    view's own line events). ``view``: the line view an export asked for (``lines``)."""
     run: dict
     steps: list[tuple] = field(default_factory=list)
     states: list[tuple] = field(default_factory=list)
     objects: list[tuple] = field(default_factory=list)
     attributes: list[tuple] = field(default_factory=list)
     globals: list[tuple] = field(default_factory=list)
+    settrace_lines: list[tuple] = field(default_factory=list)
+    view: str = "monitoring"
 
 
 @dataclass
@@ -70,6 +76,7 @@ class Selection:
     statuses: tuple[str, ...] = FINISHED_STATUSES
     max_steps: int | None = None
     max_trace_lines: int | None = None
+    lines: str = "monitoring"  # the line view: settrace counts its line steps, needs it
 
     def __post_init__(self) -> None:
         unknown = [status for status in self.statuses if status not in STATUSES]
@@ -80,16 +87,24 @@ class Selection:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise InputError(f"{name} must be at least 0, not {value}")
+        if self.lines not in LINE_VIEWS:
+            raise InputError(f"unknown line view {self.lines!r}: choose from "
+                             f"{', '.join(LINE_VIEWS)}")
 
-    def where(self) -> tuple[str, list]:
-        """The SQL condition on ``runs r`` and its parameters."""
+    def where(self, settrace: str = "r.settrace_line_steps") -> tuple[str, list]:
+        """The SQL condition on ``runs r`` and its parameters (``settrace``: the view's
+        line steps, as the store has them: ``_settrace_steps``)."""
         clauses = ["list_contains(?, r.status)"]
         params: list = [list(self.statuses)]
         if self.max_steps is not None:
             clauses.append("coalesce(r.n_steps, 0) <= ?")
             params.append(self.max_steps)
+        line_steps = "r.line_steps"
+        if self.lines == "settrace":
+            line_steps = settrace
+            clauses.append(f"{settrace} IS NOT NULL")
         if self.max_trace_lines is not None:
-            clauses.append("coalesce(r.line_steps, 0) <= ?")
+            clauses.append(f"coalesce({line_steps}, 0) <= ?")
             params.append(self.max_trace_lines)
         return " AND ".join(clauses), params
 
@@ -120,8 +135,10 @@ def _batches_of_rows(con: duckdb.DuckDBPyConnection, selection: Selection, batch
                      batch_steps: int) -> Iterator[list[dict]]:
     """The selected runs' rows (with their program's), in batches by run id: at most
     ``batch_runs`` runs, and past the first at most ``batch_steps`` steps."""
-    condition, params = selection.where()
-    query = (f"SELECT {_RUN_COLUMNS}, p.code, p.entry, {shape_columns(con, 'p', 'r')} "
+    settrace = _settrace_steps(con)
+    condition, params = selection.where(settrace)
+    query = (f"SELECT {_RUN_COLUMNS}, {settrace} AS settrace_line_steps, p.code, p.entry, "
+             f"{shape_columns(con, 'p', 'r')} "
              "FROM runs r JOIN programs p USING (program_id) "
              f"WHERE r.run_id > ? AND {condition} ORDER BY r.run_id LIMIT ?")
     last = -(2 ** 63)
@@ -139,6 +156,14 @@ def _batches_of_rows(con: duckdb.DuckDBPyConnection, selection: Selection, batch
             batch.append(row)
         yield batch
         last = batch[-1]["run_id"]
+
+
+def _settrace_steps(con: duckdb.DuckDBPyConnection) -> str:
+    """``r.settrace_line_steps``, or NULL in a store made before schema 7 (read-only)."""
+    present = con.execute("SELECT count(*) FROM information_schema.columns WHERE "
+                          "table_schema = 'main' AND table_name = 'runs' AND "
+                          "column_name = 'settrace_line_steps'").fetchall()[0][0]
+    return "r.settrace_line_steps" if present else "CAST(NULL AS BIGINT)"
 
 
 def _detail_queries(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -162,6 +187,10 @@ def _detail_queries(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
                                  "ORDER BY run_id, step, rowid")
         queries["globals"] = ("SELECT run_id, step, name, value, type, truncated, object_id "
                               f"FROM global_states WHERE {within} ORDER BY run_id, step, rowid")
+    if has_table(con, "settrace_lines"):  # schema 7
+        queries["settrace_lines"] = ("SELECT run_id, step, func, line, depth, frame FROM "
+                                     f"settrace_lines WHERE {within} ORDER BY run_id, step, "
+                                     "rowid")
     return queries
 
 
@@ -290,8 +319,8 @@ def export_traces(store: str | os.PathLike, out: str | os.PathLike, format: str 
                   statuses: Iterable[str] = FINISHED_STATUSES, max_steps: int | None = None,
                   max_trace_lines: int | None = None, batch_runs: int = DEFAULT_BATCH_RUNS,
                   batch_steps: int = DEFAULT_BATCH_STEPS,
-                  on_batch: Callable[[list[RunTrace]], None] | None = None
-                  ) -> TraceExportSummary:
+                  on_batch: Callable[[list[RunTrace]], None] | None = None,
+                  lines: str = "monitoring") -> TraceExportSummary:
     """Write the store's runs as training data, one JSON object a line, in run id order
     (``steptrace export-traces``; the formats: docs/guides/exports.md).
 
@@ -299,19 +328,29 @@ def export_traces(store: str | os.PathLike, out: str | os.PathLike, format: str 
     out: the file to write (replaced when the export is complete; a failed export
         leaves no partial file).
     format: jsonl (steptrace's own record, lossless), pythontutor (Python Tutor's trace
-        JSON), cwm (Meta CWM's execution-trace frames), scratchpad (Nye et al. 2021).
+        JSON), cwm (Meta CWM's execution-trace frames), scratchpad (Nye et al. 2021),
+        lines (the run's line events alone).
     statuses: only runs of these statuses (default ok and exception, as ``tasks``).
     max_steps, max_trace_lines: only runs with at most this many steps, line steps.
     batch_runs, batch_steps: runs read at once, and steps a batch holds past its first
         run (memory is bounded by one batch).
     on_batch: called with each batch's runs before they are written (for tests).
-    InputError for an unknown format or status or an unwritable ``out``; StoreError
-    for a missing or unreadable store."""
+    lines: the line view, ``"monitoring"`` (the steps' line events) or ``"settrace"``
+        (those ``sys.settrace`` reports: docs/guides/runs.md, "The settrace view"), for
+        the ``lines`` format; the view's own events have no recorded state, so the
+        formats of states take the steps (jsonl holds the view's events besides).
+    InputError for an unknown format, status or line view, the settrace view with
+    another format than ``lines``, or an unwritable ``out``; StoreError for a missing or
+    unreadable store."""
     from steptrace.analytics._trace_formats import FORMATS
     if format not in FORMATS:
         raise InputError(f"unknown export format {format!r}: choose from "
                          f"{', '.join(FORMATS)}")
-    selection = Selection(tuple(statuses), max_steps, max_trace_lines)
+    selection = Selection(tuple(statuses), max_steps, max_trace_lines, lines)
+    if lines != "monitoring" and not FORMATS[format].line_views:
+        raise InputError(f"--lines {lines} goes with --format lines: the settrace view's own "
+                         f"line events have no recorded state for {format} (jsonl holds "
+                         "them as settrace_lines)")
     render = FORMATS[format].render
     out = Path(out)
     db_path = Path(store)
@@ -333,6 +372,7 @@ def export_traces(store: str | os.PathLike, out: str | os.PathLike, format: str 
                 if on_batch is not None:
                     on_batch(batch)
                 for trace in batch:
+                    trace.view = lines
                     handle.write(render(trace))
                     handle.write("\n")
                     summary.runs += 1

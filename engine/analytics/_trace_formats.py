@@ -11,6 +11,9 @@ where it comes from: docs/guides/exports.md.
   (demos/cwmdbg.py) define them.
 * ``scratchpad``: a line-by-line text trace in the style of the execution scratchpads
   of Nye et al. 2021 ("Show your work") on Austin et al. 2021's programs.
+* ``lines``: the run's line events alone, of the steps or of the settrace view
+  (``--lines settrace``: the line events ``sys.settrace`` reports, as trace benchmarks
+  such as REval recorded their ground truth; docs/guides/runs.md, "The settrace view").
 """
 
 from __future__ import annotations
@@ -22,16 +25,18 @@ from typing import Callable
 
 from steptrace.analytics._trace_export import RunTrace, replay
 from steptrace.corpus._formats import source_lines
-from steptrace.store._runs import call_text
+from steptrace.store._runs import call_text, settrace_view
 
 
 @dataclass(frozen=True)
 class Format:
     """An export format: its name, one line on what it is, and its renderer (one run ->
-    the JSON text of its line, without the line break)."""
+    the JSON text of its line, without the line break); ``line_views``: it renders the
+    line view the export asks for (``RunTrace.view``; the others render the steps)."""
     name: str
     doc: str
     render: Callable[[RunTrace], str]
+    line_views: bool = False
 
 
 # ====================================================================== line breaks
@@ -106,9 +111,13 @@ def render_jsonl(trace: RunTrace) -> str:
         **{name: run[name] for name in (
             "output", "output_type", "output_truncated", "exception_type",
             "exception_message", "expected", "output_matches", "note", "stdout",
-            "line_steps", "instruction_steps", "calls", "max_depth", "n_steps")},
+            "line_steps", "instruction_steps", "calls", "max_depth", "n_steps",
+            "settrace_line_steps")},
         "objects": [{"object_id": object_id, "type": type_, "step": step}
                     for object_id, type_, step in trace.objects],
+        "settrace_lines": [{"step": step, "func": func, "line": line, "depth": depth,
+                            "frame": frame}
+                           for step, func, line, depth, frame in trace.settrace_lines],
         "steps": []})
     for state in replay(trace):
         number, event, func, line, depth, frame = state.step
@@ -282,6 +291,22 @@ def render_scratchpad(trace: RunTrace) -> str:
     return _dumps(record)
 
 
+# ====================================================================== lines
+def render_lines(trace: RunTrace) -> str:
+    """A run's line events alone (docs/guides/exports.md, "lines"): ``[line, depth,
+    function]`` per event in order, of the steps or of the settrace view (``view``)."""
+    run = trace.run
+    steps = trace.steps
+    if trace.view == "settrace":
+        steps = settrace_view(steps, trace.settrace_lines)
+    record = run_fields(run)
+    record.update({"call": call_text(run["entry"], run["input"], run["shape"], run["chain"]),
+                   "view": trace.view,
+                   "lines": [[line, depth, func] for _, event, func, line, depth, _ in steps
+                             if event == "line"]})
+    return _dumps(record)
+
+
 def _render_pythontutor(trace: RunTrace) -> str:
     from steptrace.analytics._pythontutor import render_pythontutor
     return render_pythontutor(trace)
@@ -296,4 +321,6 @@ FORMATS: dict[str, Format] = {format.name: format for format in (
            render_cwm),
     Format("scratchpad", "line-by-line state text (Nye et al. 2021 scratchpads)",
            render_scratchpad),
+    Format("lines", "the line events alone, of the steps or of the settrace view (--lines)",
+           render_lines, line_views=True),
 )}

@@ -13,6 +13,7 @@ import click
 from steptrace.analytics._defaults import DEFAULT_RUNS_PER_BUCKET, TRACE_EXPORT_FORMATS
 from steptrace.cli._common import db_option, format_option
 from steptrace.cli._render import render
+from steptrace.tasks._names import LINE_VIEWS
 
 @click.command()
 @click.argument("sql", required=False)
@@ -86,16 +87,21 @@ def export_command(db: str, parquet: Path, runs_per_bucket: int, force: bool, fm
               help="Only runs with at most this many line steps (as tasks).")
 @click.option("--batch-runs", type=click.IntRange(min=1), default=256, show_default=True,
               help="Runs read from the store at once (memory is bounded by one batch).")
+@click.option("--lines", type=click.Choice(LINE_VIEWS), default="monitoring", show_default=True,
+              help="With --format lines: the steps' line events (monitoring) or those "
+                   "sys.settrace reports (settrace; runs without a recorded settrace view "
+                   "are left out).")
 def export_traces_command(export_format: str, db: str, out: Path, statuses: str,
                           max_steps: int | None, max_trace_lines: int | None,
-                          batch_runs: int) -> None:
+                          batch_runs: int, lines: str) -> None:
     """Write the stored traces as training data, one run a line in run id order: jsonl
-    (steptrace's own record), pythontutor, cwm or scratchpad."""
+    (steptrace's own record), pythontutor, cwm, scratchpad or lines (the line events
+    alone)."""
     from steptrace.analytics._trace_export import export_traces
     summary = export_traces(db, out, export_format,
                             statuses=[s.strip() for s in statuses.split(",") if s.strip()],
                             max_steps=max_steps, max_trace_lines=max_trace_lines,
-                            batch_runs=batch_runs)
+                            batch_runs=batch_runs, lines=lines)
     click.echo(render(["item", "value"], summary.as_rows(), "table",
                       title="steptrace export-traces"))
 

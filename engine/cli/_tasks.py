@@ -13,7 +13,7 @@ import click
 from steptrace.cli._common import db_option, format_option, where_option
 from steptrace.cli._render import render
 from steptrace.sharding._defaults import ENGINES
-from steptrace.tasks._names import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
+from steptrace.tasks._names import KINDS as TASK_KINDS, LINE_VIEWS, STYLES as PROMPT_STYLES
 
 @click.command("tasks")
 @db_option
@@ -37,6 +37,12 @@ from steptrace.tasks._names import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
               help="Write the tasks as JSONL here and as Parquet next to it (.parquet).")
 @click.option("--max-trace-lines", type=click.IntRange(min=1), default=200, show_default=True,
               help="No trace task for runs with more line steps than this.")
+@click.option("--lines", type=click.Choice(LINE_VIEWS), default="monitoring", show_default=True,
+              help="The line events of the line-sequence kinds (next_line, next_line_any, "
+                   "coverage, line_count, steps, trace): the steps' (monitoring), or "
+                   "sys.settrace's (settrace: a line also counts each time a loop or "
+                   "comprehension written on it goes round, as most trace benchmarks "
+                   "recorded them).")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Worker processes for the analysis run that branch tasks need.")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
@@ -48,8 +54,8 @@ from steptrace.tasks._names import KINDS as TASK_KINDS, STYLES as PROMPT_STYLES
 @format_option
 def tasks_command(db: str, kinds: str, per_run: int, seed: int, chains: int, prompt_style: str,
                   template_dir: Path | None, out: Path | None, max_trace_lines: int,
-                  workers: int | None, engine: str, address: str | None, where: str | None,
-                  fmt: str) -> None:
+                  lines: str, workers: int | None, engine: str, address: str | None,
+                  where: str | None, fmt: str) -> None:
     """Generate prediction tasks with exact answers from the stored traces, store them in
     the tasks table, and print how many there are of each kind."""
     from steptrace import _api as api
@@ -57,6 +63,6 @@ def tasks_command(db: str, kinds: str, per_run: int, seed: int, chains: int, pro
                              prompt_style=prompt_style,
                              template_dir=template_dir, out=out,
                              max_trace_lines=max_trace_lines, workers=workers,
-                             engine=engine, address=address, where=where)
+                             engine=engine, address=address, where=where, lines=lines)
     click.echo(render(["kind", "tasks", "runs"], summary.rows(), fmt, title="steptrace tasks"))
     click.echo(summary.timing_text(), err=True)

@@ -111,21 +111,30 @@ def check_label(label: str) -> str:
 
 # ------------------------------------------------------------------ the experiments table
 def register(con: duckdb.DuckDBPyConnection, experiment: Experiment) -> None:
-    """Record ``experiment`` (inside the caller's transaction) unless it is recorded. A
-    label already recorded for the model with other settings is refused: one label, one
-    set of settings, or a resumed run would mix two experiments. The legacy label is
-    refused too: its settings are unknown, so no run can claim them."""
+    """Record ``experiment`` (inside the caller's transaction) unless it is recorded, as
+    :func:`check` allows. ``predict`` records it with its first predictions, in their
+    transaction: a run that stores none (the server cannot be reached, the model does
+    not exist) leaves no experiment behind."""
+    if check(con, experiment):
+        return
+    columns = ", ".join(SETTINGS)
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    con.execute(f"INSERT INTO experiments (model, label, {columns}, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [experiment.model, experiment.label, *experiment.settings().values(), now])
+
+
+def check(con: duckdb.DuckDBPyConnection, experiment: Experiment) -> bool:
+    """Whether ``experiment`` is recorded; raise ExperimentError when its label is recorded
+    for the model with other settings: one label, one set of settings, or a resumed run
+    would mix two experiments. The legacy label is refused too: its settings are unknown,
+    so no run can claim them."""
     con.execute(EXPERIMENTS_DDL)
     columns = ", ".join(SETTINGS)
     found = con.execute(f"SELECT {columns} FROM experiments WHERE model = ? AND label = ?",
                         [experiment.model, experiment.label]).fetchone()
     if found is None:
-        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        con.execute(f"INSERT INTO experiments (model, label, {columns}, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [experiment.model, experiment.label,
-                     *experiment.settings().values(), now])
-        return
+        return False
     stored = dict(zip(SETTINGS, found))
     if stored["prompt_style"] is None:
         raise ExperimentError(
@@ -138,6 +147,25 @@ def register(con: duckdb.DuckDBPyConnection, experiment: Experiment) -> None:
         raise ExperimentError(
             f"label {experiment.label!r} of model {experiment.model!r} names an experiment "
             f"with other settings ({'; '.join(differ)}): give another --label")
+    return True
+
+
+def drop_if_empty(con: duckdb.DuckDBPyConnection, experiment: Experiment) -> bool:
+    """Delete ``experiment``'s row (inside the caller's transaction) when no prediction
+    and no score is kept under it (a ``--redo`` run that failed before its first answer
+    deleted them); whether it did."""
+    key = [experiment.model, experiment.label]
+    present = {name for (name,) in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND "
+        "table_name IN ('experiments', 'predictions', 'scores')").fetchall()}
+    if "experiments" not in present:
+        return False
+    for table in sorted(present - {"experiments"}):
+        if con.execute(f"SELECT count(*) FROM {table} WHERE model = ? AND label = ?",
+                       key).fetchall()[0][0]:
+            return False
+    return bool(con.execute("DELETE FROM experiments WHERE model = ? AND label = ?",
+                            key).fetchall()[0][0])
 
 
 # ------------------------------------------------------------------ upgrading schema 2

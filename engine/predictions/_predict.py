@@ -34,7 +34,7 @@ import datetime as dt
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
@@ -43,11 +43,13 @@ import pyarrow as pa
 
 from steptrace.tasks._answers import extract_answer
 from steptrace.predictions._experiments import (PREDICTIONS_DDL, SCORES_DDL, Experiment, ExperimentError,
-                                check_label, default_label, prompt_styles, register, sha256)
+                                check, check_label, default_label, drop_if_empty,
+                                prompt_styles, register, sha256)
 from steptrace.store._store import StoreError, StoreLockedError, connect, first_line
 from steptrace.store._tables import PREDICTIONS
 from steptrace.corpus._text import open_utf8
-from steptrace.tasks._source import TasksLike, in_memory_tasks, is_tasks_file, tasks_name
+from steptrace.tasks._source import (TasksLike, in_memory_tasks, is_tasks_file, task_digest,
+                                    tasks_name)
 from steptrace.errors import InputError, PredictError
 
 if TYPE_CHECKING:
@@ -73,12 +75,29 @@ class TasksFileError(InputError):
 # ------------------------------------------------------------------ records
 @dataclass(frozen=True)
 class Task:
-    """The fields of a task record that predicting needs."""
+    """The fields of a task record that predicting needs: what to ask, and which run of
+    which store it is about (``run`` is None for a record that names no run: prompts
+    written by hand)."""
 
     task_id: str
     kind: str
     prompt: str
     prompt_style: str | None = None
+    run: "AskedRun | None" = None
+    entry: str | None = None  # what the run's program calls (answer extraction reads it)
+
+
+@dataclass(frozen=True)
+class AskedRun:
+    """The run a task record names and its question, which with the store's key of that
+    run give the record's task id (steptrace.tasks._source.task_digest): a record made
+    from another store's run of another job does not."""
+
+    run_id: int
+    line: int | None
+    var: str | None
+    occurrence: int | None
+    question: dict
 
 
 @dataclass
@@ -206,7 +225,71 @@ def _task_from_record(record: object, where: str) -> Task:
     style = record.get("prompt_style")
     if style is not None and not isinstance(style, str):
         raise TasksFileError(f"{where}: field 'prompt_style' must be a string")
-    return Task(record["task_id"], record["kind"], record["prompt"], style)
+    return Task(record["task_id"], record["kind"], record["prompt"], style,
+                _asked_run(record, where))
+
+
+def _asked_run(record: dict, where: str) -> AskedRun | None:
+    """The run (and question) a record names, None when it names no run."""
+    if record.get("run_id") is None:
+        return None
+    for name in ("run_id", "line", "occurrence"):
+        value = record.get(name)
+        if value is not None and (type(value) is not int or value < 0):
+            raise TasksFileError(f"{where}: field {name!r} must be an integer >= 0")
+    var, question = record.get("var"), record.get("question")
+    if var is not None and not isinstance(var, str):
+        raise TasksFileError(f"{where}: field 'var' must be a string")
+    if question is not None:
+        try:
+            question = json.loads(question) if isinstance(question, str) else None
+        except ValueError:
+            question = None
+        if not isinstance(question, dict):
+            raise TasksFileError(f"{where}: field 'question' must be the JSON text of an object")
+    return AskedRun(record["run_id"], record.get("line"), var, record.get("occurrence"),
+                    question or {})
+
+
+def check_runs(tasks: list[Task], db: str | Path) -> list[Task]:
+    """``tasks`` with their programs' entries (for answer extraction), after refusing,
+    before anything is asked or stored, tasks that name a run ``db`` does not hold: its
+    ``run_id`` missing from the store, or there another job than the one the record's
+    task id was made from (the tasks were made from another store). One line, naming the
+    first such task."""
+    asked = [task for task in tasks if task.run is not None]
+    if not asked:
+        return tasks
+    where = "--db"
+    if not Path(db).exists():
+        first = asked[0]
+        raise TasksFileError(f"task {first.task_id} is about run {first.run.run_id}, but "
+                             f"there is no store {db}: predict with the {where} the tasks "
+                             "were made from")
+    con = connect(db, read_only=True)
+    try:
+        con.register("asked_runs", pa.table({"run_id": pa.array(
+            sorted({task.run.run_id for task in asked}), pa.int64())}))
+        found = {run_id: (key, entry) for run_id, key, entry in con.execute(
+            "SELECT r.run_id, r.run_key, p.entry FROM runs r JOIN asked_runs a USING (run_id) "
+            "JOIN programs p USING (program_id)").fetchall()}
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
+    finally:
+        con.close()
+    for task in asked:
+        run = task.run
+        if run.run_id not in found:
+            raise TasksFileError(f"task {task.task_id} is about run {run.run_id}, which {db} "
+                                 f"does not hold: the tasks were made from another store "
+                                 f"(predict with the {where} they were made from)")
+        if task_digest(found[run.run_id][0], task.kind, run.line, run.var, run.occurrence,
+                       run.question) != task.task_id:
+            raise TasksFileError(f"task {task.task_id} is not about run {run.run_id} of {db} "
+                                 "(that run is another job): the tasks were made from another "
+                                 f"store (predict with the {where} they were made from)")
+    return [task if task.run is None else replace(task, entry=found[task.run.run_id][1])
+            for task in tasks]
 
 
 def resolve_api_key(env_name: str) -> str | None:
@@ -232,6 +315,7 @@ class PredictionStore:
 
     def __init__(self, db: str | Path) -> None:
         self.path = db
+        self.experiment: Experiment | None = None  # recorded with the first rows written
         with self._open() as con:
             self._execute(con, "initialise predictions in", lambda: con.execute(PREDICTIONS_DDL))
 
@@ -249,17 +333,18 @@ class PredictionStore:
     def begin(self, experiment: Experiment, prompts: dict[str, str],
               redo: bool = False) -> tuple[set[tuple[str, int]], int]:
         """Start a run of ``experiment`` over the tasks of ``prompts`` (task id → SHA-256
-        of its prompt), in one transaction: record the experiment (refused if its label
-        names other settings), with ``redo`` delete its stored predictions of these tasks
-        and their scores, and refuse the run if a task was asked under this label with
-        another prompt. Returns the (task_id, sample_index) pairs stored without an error,
-        and the number of rows deleted."""
+        of its prompt), in one transaction: check the experiment (refused if its label
+        names other settings; it is recorded with the first predictions :meth:`write`
+        stores), with ``redo`` delete its stored predictions of these tasks and their
+        scores, and refuse the run if a task was asked under this label with another
+        prompt. Returns the (task_id, sample_index) pairs stored without an error, and
+        the number of rows deleted."""
         wanted = pa.table({"task_id": pa.array(list(prompts), pa.string()),
                            "prompt_sha256": pa.array(list(prompts.values()), pa.string())})
         key = [experiment.model, experiment.label]
 
         def work() -> tuple[set[tuple[str, int]], int]:
-            register(con, experiment)
+            check(con, experiment)
             deleted = 0
             if redo:
                 deleted = con.execute(
@@ -287,23 +372,39 @@ class PredictionStore:
         with self._open() as con:
             con.register("wanted_prompts", wanted)
             try:
-                return self._execute(con, "start predictions in", work)
+                found = self._execute(con, "start predictions in", work)
             finally:
                 con.unregister("wanted_prompts")
+        self.experiment = experiment
+        return found
+
+    def drop_if_empty(self) -> None:
+        """After a run that failed: no experiment is left that holds no prediction (one
+        ``--redo`` emptied, before the run stored anything)."""
+        if self.experiment is None:
+            return
+        with self._open() as con:
+            self._execute(con, "clean up", lambda: drop_if_empty(con, self.experiment))
 
     def write(self, rows: list[Prediction]) -> None:
         """Insert ``rows`` in one transaction, replacing stored rows with the same key
-        (earlier attempts that ended in an error)."""
+        (earlier attempts that ended in an error), and record the run's experiment in the
+        same transaction if it is not recorded yet."""
         if not rows:
             return
         table = pa.table({name: pa.array([getattr(r, name) for r in rows], kind)
                           for name, kind in PREDICTION_TYPES.items()})
         columns = ", ".join(PREDICTION_COLUMNS)
+
+        def work() -> None:
+            if self.experiment is not None:
+                register(con, self.experiment)
+            con.execute(f"INSERT OR REPLACE INTO predictions ({columns}) "
+                        f"SELECT {columns} FROM incoming_predictions")
+
         with self._open() as con:
             con.register("incoming_predictions", table)
-            self._execute(con, "write to", lambda: con.execute(
-                f"INSERT OR REPLACE INTO predictions ({columns}) "
-                f"SELECT {columns} FROM incoming_predictions"))
+            self._execute(con, "write to", work)
 
 
 # ------------------------------------------------------------------ predicting
@@ -329,6 +430,7 @@ def predict(tasks_path: TasksLike, db: str | Path, options: PredictOptions,
     started = time.perf_counter()
     tasks = load_tasks(tasks_path)
     experiment = experiment_for(options, tasks)
+    tasks = check_runs(tasks, db)  # another store's runs: refused before anything is asked
     summary = PredictSummary(tasks_name(tasks_path), str(db), options.model, experiment.label,
                              len(tasks), options.samples)
     store = PredictionStore(db)
@@ -344,6 +446,8 @@ def predict(tasks_path: TasksLike, db: str | Path, options: PredictOptions,
     fatal = run.run(todo)
     summary.seconds = time.perf_counter() - started
     if fatal is not None:
+        if not run.write_failed:
+            store.drop_if_empty()
         raise PredictError(f"{fatal}; stopped with {summary.requests} new predictions stored "
                            "(run again to resume)")
     return summary
@@ -546,7 +650,7 @@ def _server_message(exc: openai.APIStatusError) -> str:
 
 
 def _extract_task_answer(text: str | None, task: Task) -> str | None:
-    return extract_answer(text, task.kind, task.prompt_style)
+    return extract_answer(text, task.kind, entry=task.entry)
 
 
 def _prediction(task: Task, sample: int, model: str, response, latency_ms: float,

@@ -9,7 +9,8 @@ A batch is a list of items; each gets one result, ``{"correct", "status", "detai
 * ``{"task_id": ..., "answer": TEXT | null}``: the answer as ``predict`` stores it (the
   extracted text; null: none was found, which is wrong, as ``score`` has it), or
   ``{"task_id": ..., "response": TEXT}``: the model's whole response, from which the
-  answer is extracted as ``predict`` does (steptrace.tasks._answers). The task is read
+  answer is extracted as ``predict`` does (steptrace.tasks._answers, with the entry of the
+  task's program). The task is read
   from the store's ``tasks`` table (made by ``steptrace tasks``) and judged by its kind's
   judge (engine/scoring/_judges.py, the one ``score`` uses); an ``input`` answer must be
   safe arguments and is then run in the sandbox (engine/scoring/_inputs.py).
@@ -374,19 +375,21 @@ class TaskLookup:
         con = connect(self.db, read_only=True)
         try:
             con.register("wanted_tasks", pa.table({"task_id": task_ids}))
-            columns = ", ".join(f"t.{c}" for c in (*TASK_FIELDS, "prompt_style"))
+            columns = ", ".join(f"t.{c}" for c in TASK_FIELDS)
             cursor = con.execute(f"SELECT {columns} FROM tasks t JOIN wanted_tasks USING (task_id)")
             names = [d[0] for d in cursor.description]
             tasks = [dict(zip(names, row)) for row in cursor.fetchall()]
             con.unregister("wanted_tasks")
-            checked = [t for t in tasks if in_sandbox(t["kind"])]
-            programs = load_programs(con, checked) if checked else {}
+            # the programs of the tasks checked in the sandbox, and of those whose answer
+            # may come as an assertion (its call must be of the program's entry)
+            needed = [t for t in tasks if needs_program(t["kind"])]
+            programs = load_programs(con, needed) if needed else {}
         except duckdb.Error as exc:
             raise StoreError(f"cannot read tasks from {self.db}: {first_line(exc)}") from exc
         finally:
             con.close()
-        return {t["task_id"]: (t, programs.get(t["run_id"]) if in_sandbox(t["kind"]) else None)
-                for t in tasks}
+        return {t["task_id"]: (t, programs.get(t["run_id"]) if needs_program(t["kind"])
+                               else None) for t in tasks}
 
 
 # ---------------------------------------------------------------------- the judge
@@ -533,7 +536,8 @@ class RewardJudge:
     def _judge_task(self, task: dict, program: tuple | None, item: dict) -> dict | Future:
         kind = task["kind"]
         if "response" in item:
-            answer = extract_answer(item["response"], kind, task.get("prompt_style"))
+            entry = program[1] if program is not None else None
+            answer = extract_answer(item["response"], kind, entry=entry)
         else:
             answer = item["answer"]
         if answer is None:
@@ -570,6 +574,14 @@ def in_sandbox(kind: str) -> bool:
     """Whether answers of ``kind`` are checked by running them (its judge says so)."""
     known = task_kind(kind)
     return known is not None and known.judge.in_sandbox
+
+
+def needs_program(kind: str) -> bool:
+    """Whether judging an answer of ``kind`` reads its run's program: to run it in the
+    sandbox, or to extract it from a response (an assertion's call, a whole call, must be
+    of the program's entry)."""
+    known = task_kind(kind)
+    return known is not None and (known.judge.in_sandbox or known.assertion is not None)
 
 
 def _input_result(found: dict, kind: str) -> dict:

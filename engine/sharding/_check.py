@@ -35,7 +35,8 @@ from steptrace.sharding._plan import ShardError, own_path, shard_name
 CHECKED = "checked-shards"  # the cache's folder of shards found good, a file a directory
 DONE = "done.json"
 # columns a shard written by an earlier steptrace may lack (read as NULL by the views)
-OPTIONAL_COLUMNS = frozenset({("programs", "meta"), ("runs", "backend"), ("runs", "python")})
+OPTIONAL_COLUMNS = frozenset({("programs", "meta"), ("runs", "settrace_line_steps"),
+                              ("runs", "backend"), ("runs", "python")})
 
 _MEMO: dict[Path, dict[str, str]] = {}  # directory -> {shard: its files' status} found good
 

@@ -37,10 +37,11 @@ from steptrace.store._store import SCHEMA_VERSION, RunRows, TracedRun, run_match
 from steptrace.sandbox._backends import identity
 from steptrace.tracing._trace import chunks, job_request
 from steptrace.store._tables import (ATTRIBUTES, GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS, RUNS,
-                                     STATES, STEPS)
+                                     SETTRACE_LINES, STATES, STEPS)
 
 # the tables of a shard, in the order RunRows.tables() gives them, then guests
-SHARD_TABLES = (RUNS, STEPS, STATES, PROGRAMS, OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS)
+SHARD_TABLES = (RUNS, STEPS, STATES, PROGRAMS, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
+                SETTRACE_LINES, GUESTS)
 CHUNK_SIZE = 16
 COMMIT_BYTES = 32 << 20
 

@@ -16,9 +16,11 @@ is derived from its key), so the ``programs`` view is ``DISTINCT``; ``guests`` t
 guest's earliest ``first_used``.
 
 ``import_shards`` copies a shard directory into a DuckDB store (``steptrace import``),
-keeping the runs the store does not hold yet (by run key; ``force`` replaces them). Run ids
-become the store's next ones, in the shards' order (into an empty store: the same ids);
-programs take the store's id of the same program key, or the next ones.
+keeping the runs the store does not hold yet (by run key; ``force`` replaces them, under
+the same ids). Run and program ids are those ``trace --db`` gives the same corpora
+(engine/store/_ids.py): a shard's run id is the job's place in the corpus order, so into
+a new store the ids are the shards' own, and a store holding other runs places the
+directory's after them.
 """
 
 from __future__ import annotations
@@ -32,15 +34,17 @@ import pyarrow as pa
 
 from steptrace.analytics._export import sql_literal
 from steptrace.errors import StoreError
-from steptrace.sharding._check import OPTIONAL_COLUMNS, check_shard_files
+from steptrace.sharding._check import check_shard_files
 from steptrace.sharding._plan import (COMPANION, check_path, is_shard_directory, read_plan,
                                       shard_name)
 from steptrace.sharding._shard import SHARD_TABLES
+from steptrace.store._ids import block_base, held_between, place, stored_ids, top_id
 from steptrace.store._tables import CONNECT_TABLES, PROGRAMS, RUNS, Table
 
 TRACE_TABLES = frozenset(t.name for t in SHARD_TABLES)
 # tables whose rows within a step keep the guest's order (a store orders them by rowid)
-ORDERED = frozenset({"steps", "states", "objects", "attributes", "global_states"})
+ORDERED = frozenset({"steps", "states", "objects", "attributes", "global_states",
+                     "settrace_lines"})
 
 
 def _files(directory: Path, table: Table, shard: int | None = None) -> str:
@@ -52,21 +56,24 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
     """The view of ``table`` over the finished shards, or over shard ``shard`` only (typed
     and empty before any is)."""
     columns = ", ".join(c.name for c in table.columns)
+    if any_done and not _has_files(directory, table, shard):
+        any_done = False  # a table later schemas added: shards written before have none
     if not any_done:
         nulls = ", ".join(f"CAST(NULL AS {c.type}) AS {c.name}" for c in table.columns)
         if table.name in ORDERED:
             nulls += ", CAST(NULL AS BIGINT) AS rowid"
         body = f"SELECT {nulls} WHERE false"
     elif table.name in ("programs", "runs"):
-        # union_by_name: a shard written before programs.meta (schema 6) or runs.backend
-        # and runs.python (schema 7) existed reads them as NULL (backend: 'wasi')
+        # union_by_name: a shard written before a column was added (programs.meta, schema
+        # 6; runs.settrace_line_steps, runs.backend and runs.python, schema 7) reads it as
+        # NULL (backend: 'wasi', _BEFORE)
         files = f"read_parquet({_files(directory, table, shard)}, union_by_name = true)"
-        present = _present(files)
-        columns = ", ".join(c.name if (table.name, c.name) not in OPTIONAL_COLUMNS
-                            or c.name in present else
+        present = _parquet_columns(files)
+        columns = ", ".join(c.name if c.name in present else
                             f"CAST({_BEFORE.get(c.name, 'NULL')} AS {c.type}) AS {c.name}"
                             for c in table.columns)
-        body = f"SELECT {'DISTINCT ' if table.name == 'programs' else ''}{columns} FROM {files}"
+        distinct = "DISTINCT " if table.name == "programs" else ""
+        body = f"SELECT {distinct}{columns} FROM {files}"
     elif table.name == "guests":
         body = (f"SELECT guest, any_value(lock) AS lock, min(first_used) AS first_used "
                 f"FROM read_parquet({_files(directory, table, shard)}) GROUP BY guest")
@@ -80,14 +87,19 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
     return f'CREATE OR REPLACE VIEW "{table.name}" AS {body}'
 
 
-# what an optional column reads as in a shard written before it existed (else NULL)
+# what a column a shard was written without reads as (else NULL)
 _BEFORE = {"backend": "'wasi'"}
 
 
-def _present(files: str) -> set[str]:
-    """The columns any of ``files`` has (an optional one may be in none)."""
+def _parquet_columns(files: str) -> set[str]:
+    """The columns any of the files has (``files``: a ``read_parquet`` over them)."""
     with duckdb.connect() as con:
         return {name for name, *_ in con.execute(f"DESCRIBE SELECT * FROM {files}").fetchall()}
+
+
+def _has_files(directory: Path, table: Table, shard: int | None) -> bool:
+    folder = "*" if shard is None else shard_name(shard)
+    return any((directory / "shards").glob(f"{folder}/{table.name}.parquet"))
 
 
 def _any_done(directory: Path) -> bool:
@@ -180,7 +192,7 @@ def import_shards(directory: str | Path, db: str | Path, force: bool = False) ->
     from steptrace.store._transaction import transaction
     started = time.perf_counter()
     directory = Path(directory).resolve()
-    read_plan(directory)  # refuses a directory that is not a shard directory
+    plan = read_plan(directory)  # refuses a directory that is not a shard directory
     check_path(directory)
     check_shard_files(directory)
     if is_shard_directory(db):  # its trace tables are views: nothing can be inserted
@@ -197,6 +209,10 @@ def import_shards(directory: str | Path, db: str | Path, force: bool = False) ->
                 f'VIEW "{table.name}"', f'TEMP VIEW "{src[table.name]}"'))
         summary.runs_in_shards = con.execute("SELECT count(*) FROM src_runs").fetchall()[0][0]
         with transaction(con):
+            # ids before --force deletes anything: a run imported again keeps its id
+            _map_runs(con, plan.runs, force)
+            summary.imported = con.execute("SELECT count(*) FROM run_map").fetchall()[0][0]
+            summary.already_stored = summary.runs_in_shards - summary.imported
             if force:
                 present = {n for (n,) in con.execute(
                     "SELECT table_name FROM duckdb_tables() WHERE database_name = "
@@ -206,28 +222,7 @@ def import_shards(directory: str | Path, db: str | Path, force: bool = False) ->
                     con.execute(f"DELETE FROM {name} WHERE run_id IN (SELECT run_id FROM runs "
                                 "WHERE run_key IN (SELECT run_key FROM src_runs))")
                 con.execute("DELETE FROM runs WHERE run_key IN (SELECT run_key FROM src_runs)")
-            offset = con.execute("SELECT coalesce(max(run_id), 0) FROM runs").fetchall()[0][0]
-            con.execute(
-                "CREATE TEMP TABLE run_map AS SELECT s.run_id AS old_id, "
-                f"{int(offset)} + row_number() OVER (ORDER BY s.run_id) AS new_id "
-                "FROM src_runs s WHERE s.run_key NOT IN (SELECT run_key FROM runs)")
-            summary.imported = con.execute("SELECT count(*) FROM run_map").fetchall()[0][0]
-            summary.already_stored = summary.runs_in_shards - summary.imported
-            stored = dict(con.execute("SELECT program_key, program_id FROM programs").fetchall())
-            next_id = con.execute("SELECT coalesce(max(program_id), 0) + 1 FROM programs"
-                                  ).fetchall()[0][0]
-            old_ids, new_ids, added = [], [], []
-            for old_id, key in con.execute(
-                    "SELECT DISTINCT program_id, program_key FROM src_programs "
-                    "WHERE program_id IN (SELECT s.program_id FROM src_runs s JOIN run_map m "
-                    "ON s.run_id = m.old_id) ORDER BY program_id").fetchall():
-                new_id = stored.get(key)
-                if new_id is None:
-                    new_id = stored[key] = next_id
-                    next_id += 1
-                    added.append(old_id)
-                old_ids.append(old_id)
-                new_ids.append(new_id)
+            old_ids, new_ids, added = _map_programs(con)
             if len(set(old_ids)) != len(old_ids):
                 raise StoreError(f"{directory}: two programs share an id (a key collision); "
                                  "trace them into a store instead")
@@ -257,3 +252,50 @@ def import_shards(directory: str | Path, db: str | Path, force: bool = False) ->
         con.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _map_runs(con: duckdb.DuckDBPyConnection, planned: int, force: bool) -> None:
+    """``run_map`` (old_id: the shard's run id, new_id: the store's) of the runs to import:
+    those the store lacks, and with ``force`` also those it holds (which keep their ids).
+    A shard's run id is the job's place in the plan's corpus order, so the store's ids are
+    those ``trace --db`` gives the same corpora (engine/store/_ids.py): ``base + place``,
+    or, when the stored runs of the directory do not sit in one free block, the stored
+    keep theirs and the rest follow the store's highest id in plan order. ``planned``:
+    the plan's runs (the block's size, finished shards or not)."""
+    stored, distinct, low, high = con.execute(
+        "SELECT count(*), count(DISTINCT r.run_id - s.run_id), min(r.run_id - s.run_id), "
+        "max(r.run_id - s.run_id) FROM src_runs s JOIN runs r USING (run_key)").fetchall()[0]
+    offsets = {low} if distinct == 1 else {low, high} if distinct else set()
+    base = block_base(offsets, stored, planned, top_id(con, "runs", "run_id"),
+                      held_between(con, "runs", "run_id"))
+    wanted = "" if force else "WHERE r.run_id IS NULL"
+    if base is not None:
+        new_id = f"{int(base)} + s.run_id"
+    else:
+        top = top_id(con, "runs", "run_id")
+        new_id = (f"coalesce(r.run_id, {int(top)} + row_number() OVER (PARTITION BY "
+                  "r.run_id IS NULL ORDER BY s.run_id))")
+    con.execute(f"CREATE TEMP TABLE run_map AS SELECT s.run_id AS old_id, {new_id} AS new_id "
+                f"FROM src_runs s LEFT JOIN runs r USING (run_key) {wanted}")
+
+
+def _map_programs(con: duckdb.DuckDBPyConnection) -> tuple[list[int], list[int], list[int]]:
+    """(shard program ids, store program ids, the shard ids of the programs to add) of the
+    programs of ``run_map``'s runs: each program's id by engine/store/_ids.py's rule, its
+    place in the order of the directory's first run of it (so a directory imported into
+    a new store numbers its programs as ``trace --db`` does)."""
+    order = con.execute("SELECT p.program_id, p.program_key, min(s.run_id) AS first "
+                        "FROM src_programs p JOIN src_runs s USING (program_id) "
+                        "GROUP BY ALL ORDER BY first").fetchall()
+    keys = {key: old_id for old_id, key, _ in order}
+    stored = stored_ids(con, "programs", "program_key", "program_id", keys)
+    ids = place(dict.fromkeys(keys), stored, top_id(con, "programs", "program_id"),
+                held_between(con, "programs", "program_id"))
+    wanted = {old_id for (old_id,) in con.execute(
+        "SELECT DISTINCT s.program_id FROM src_runs s JOIN run_map m ON s.run_id = m.old_id"
+    ).fetchall()}
+    old_ids = [old_id for old_id, _, _ in order if old_id in wanted]
+    by_old = {old_id: key for key, old_id in keys.items()}
+    new_ids = [ids[by_old[old_id]] for old_id in old_ids]
+    added = [old_id for old_id in old_ids if by_old[old_id] not in stored]
+    return old_ids, new_ids, added

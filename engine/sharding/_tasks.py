@@ -41,7 +41,7 @@ def shard_tasks(directory: str, index: int, options, staging: str, now: dt.datet
     templates = load_templates(options.kinds, options.prompt_style, options.template_dir)
     con = open_shard_store(directory, read_only=True, shard=index)
     try:
-        runs = load_runs(con, tables_read(options.kinds))
+        runs = load_runs(con, tables_read(options.kinds, options.lines))
         if options.where is not None:  # the shard's runs the condition selects
             from steptrace.store._where import select_runs_of
             selected = set(select_runs_of(con, options.where, directory))
@@ -88,7 +88,7 @@ def generate_shard_tasks(directory: str | Path, options):
     plan = read_plan(directory)
     summary = TaskSummary(db=str(directory), kinds=options.kinds)
     load_templates(options.kinds, options.prompt_style, options.template_dir)  # fail early
-    if "branches" in tables_read(options.kinds):
+    if "branches" in tables_read(options.kinds, options.lines):
         mark = time.perf_counter()
         ensure_analysed(directory, workers=options.workers)
         summary.seconds["analyse"] = time.perf_counter() - mark

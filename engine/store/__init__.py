@@ -12,6 +12,7 @@ _EXPORTS = {
     "QueryResult": "_store",
     "Run": "_runs",
     "SCHEMA_VERSION": "_store",
+    "SettraceLine": "_runs",
     "State": "_runs",
     "Step": "_runs",
     "Store": "_reader",

@@ -23,7 +23,7 @@ from steptrace.errors import StoreError
 from steptrace.store._runs import Run
 from steptrace.store._store import (STATE_COLUMNS, STEP_COLUMNS, check_database_file, connect,
                                     first_line, has_table, shape_columns)
-from steptrace.store._tables import ATTRIBUTES, GLOBAL_STATES, OBJECTS
+from steptrace.store._tables import ATTRIBUTES, GLOBAL_STATES, OBJECTS, SETTRACE_LINES
 
 if TYPE_CHECKING:
     import polars as pl
@@ -31,11 +31,13 @@ if TYPE_CHECKING:
 # The states columns a Run record holds; ``object_id``, added in schema 4, is read as NULL
 # from a version 3 store opened read-only (it has no such column).
 _STATE_FIELDS = STATE_COLUMNS[1:6]
-# The object state tables a Run record holds (schema 4): (table, the columns read, the
-# order they are read in). A version 3 store opened read-only has none of them.
+# The detail tables a Run record holds besides steps and states: the object state (schema
+# 4) and the settrace view's own line events (schema 7): (table, the columns read, the
+# order they are read in). A store of an older version opened read-only lacks them.
 _OBJECT_TABLES = (("objects", OBJECTS.column_names[1:], "object_id"),
                   ("attributes", ATTRIBUTES.column_names[1:], "step, rowid"),
-                  ("global_states", GLOBAL_STATES.column_names[1:], "step, rowid"))
+                  ("global_states", GLOBAL_STATES.column_names[1:], "step, rowid"),
+                  ("settrace_lines", SETTRACE_LINES.column_names[1:], "step, rowid"))
 
 # The tables later commands add, and the command (library function) that makes each.
 MADE_BY = {"tasks": "make_tasks (steptrace tasks)", "predictions": "predict (steptrace predict)",
@@ -148,7 +150,8 @@ class Store:
                     f"ORDER BY {order}", [run_id]))
         return Run.from_rows(run, run.pop("code"), run.pop("entry"), steps, states,
                              objects=details["objects"], attributes=details["attributes"],
-                             globals=details["global_states"])
+                             globals=details["global_states"],
+                             settrace_lines=details["settrace_lines"])
 
     def steps(self, run_id: int) -> "pl.DataFrame":
         """The steps of run ``run_id`` in order: step, event, func, line, depth, frame

@@ -1,5 +1,7 @@
-"""One run as typed records: ``Run`` with its ``Step``s and ``State``s, and the
-``Object``s, ``Attribute``s and ``GlobalState``s of its object state (schema 4).
+"""One run as typed records: ``Run`` with its ``Step``s and ``State``s, the
+``Object``s, ``Attribute``s and ``GlobalState``s of its object state (schema 4), and the
+``SettraceLine``s of its settrace view (schema 7; ``settrace_view`` merges them into the
+steps, for every reader of the view).
 
 A run is read into these from the store's rows: the ``runs`` row, the program's code and
 entry, and the ``steps``, ``states``, ``objects``, ``attributes`` and ``global_states``
@@ -105,6 +107,42 @@ class GlobalState:
     object_id: int | None
 
 
+@dataclass(frozen=True)
+class SettraceLine:
+    """A line event of the run's settrace view that is not a ``line`` step: a backward
+    jump that stays on its line, which ``sys.settrace`` reports and sys.monitoring does
+    not (docs/guides/runs.md, "The settrace view"), in function ``func`` at ``line``,
+    ``depth`` calls deep, in frame ``frame``, right after step ``step``."""
+
+    step: int
+    func: str
+    line: int
+    depth: int
+    frame: int
+
+
+def settrace_view(steps: Iterable[tuple], own: Iterable[tuple]) -> list[tuple]:
+    """A run's steps with its settrace view's own line events in place. ``steps``:
+    (step, event, func, line, depth, frame) tuples in step order; ``own``: its
+    ``settrace_lines`` rows as (step, func, line, depth, frame) in the store's order.
+    Each of those becomes a (step, "line", func, line, depth, frame) tuple right after
+    the step it follows, with that step's number (it is no step of its own, and has no
+    state). The ``line`` tuples of the result are the line events ``sys.settrace``
+    reports for the run, in order."""
+    after: dict[int, list[tuple]] = {}
+    for step, func, line, depth, frame in own:
+        after.setdefault(step, []).append((step, "line", func, line, depth, frame))
+    if not after:
+        return list(steps)
+    found = []
+    for row in steps:
+        found.append(row)
+        extra = after.get(row[0])
+        if extra:
+            found += extra
+    return found
+
+
 # The polars schemas of the frames: the store's column types (DuckDB INTEGER is Int32).
 STEP_SCHEMA = {"step": "Int32", "event": "String", "func": "String", "line": "Int32",
                "depth": "Int32", "frame": "Int32"}
@@ -165,6 +203,10 @@ class Run:
     objects: tuple[Object, ...] = ()
     attributes: tuple[Attribute, ...] = ()
     globals: tuple[GlobalState, ...] = ()
+    # The settrace view (docs/guides/runs.md): its own line events, and its line events
+    # in all (None: not recorded, as runs.settrace_line_steps).
+    settrace_lines: tuple[SettraceLine, ...] = ()
+    settrace_line_steps: int | None = None
     # Where the run is stored and what was measured: kept, not compared.
     run_id: int | None = field(default=None, compare=False)
     sample_id: str | None = field(default=None, compare=False)
@@ -179,7 +221,8 @@ class Run:
                   steps: Iterable[Mapping[str, Any]], states: Iterable[Mapping[str, Any]],
                   stored: bool = True, *, objects: Iterable[Mapping[str, Any]] = (),
                   attributes: Iterable[Mapping[str, Any]] = (),
-                  globals: Iterable[Mapping[str, Any]] = ()) -> "Run":
+                  globals: Iterable[Mapping[str, Any]] = (),
+                  settrace_lines: Iterable[Mapping[str, Any]] = ()) -> "Run":
         """The run of a ``runs`` row (a mapping of its columns), its program's ``code`` and
         ``entry``, and its ``steps`` and ``states`` rows (mappings of their columns, a
         ``run_id`` column ignored). States are ordered by step, keeping their recorded
@@ -189,7 +232,10 @@ class Run:
         objects, attributes, globals: its ``objects``, ``attributes`` and
         ``global_states`` rows (none: a run traced before schema 4); a states row without
         ``object_id`` has None. Objects are ordered by object id, attributes and globals
-        by step as states are."""
+        by step as states are.
+
+        settrace_lines: its ``settrace_lines`` rows (none: a run traced before schema 7),
+        ordered by step as states are."""
         state_rows = sorted(states, key=lambda row: row["step"])  # stable: recorded order
         return cls(
             code=code, entry=entry, input=run["input"], expected=run["expected"],
@@ -213,6 +259,10 @@ class Run:
             globals=tuple(GlobalState(r["step"], r["name"], r["value"], r["type"],
                                       r["truncated"], r["object_id"])
                           for r in sorted(globals, key=lambda row: row["step"])),
+            settrace_lines=tuple(SettraceLine(r["step"], r["func"], r["line"], r["depth"],
+                                              r["frame"])
+                                 for r in sorted(settrace_lines, key=lambda row: row["step"])),
+            settrace_line_steps=run.get("settrace_line_steps"),
             run_id=run["run_id"] if stored else None,
             sample_id=run["sample_id"] if stored else None,
             input_index=run["input_index"] if stored else None,
@@ -248,6 +298,16 @@ class Run:
         object_id (the store's ``global_states`` columns without run_id)."""
         return _frame(((g.step, g.name, g.value, g.type, g.truncated, g.object_id)
                        for g in self.globals), GLOBAL_SCHEMA)
+
+    def settrace_steps(self) -> tuple[Step, ...]:
+        """The steps with the settrace view's own line events in place (``settrace_view``):
+        their ``line`` steps are the line events ``sys.settrace`` reports for the run.
+        Meaningful only when the view was recorded (``settrace_line_steps`` is not None)."""
+        merged = settrace_view(((s.step, s.event, s.func, s.line, s.depth, s.frame)
+                                for s in self.steps),
+                               ((x.step, x.func, x.line, x.depth, x.frame)
+                                for x in self.settrace_lines))
+        return tuple(Step(*row) for row in merged)
 
     # ------------------------------------------------------------------ as text
     def call_text(self) -> str:

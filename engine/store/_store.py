@@ -32,18 +32,20 @@ from steptrace.errors import StoreError
 from steptrace.predictions._experiments import upgrade as upgrade_experiment_tables
 from steptrace.corpus._text import file_kind
 from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
+from steptrace.store._ids import CorpusIds
 from steptrace.sandbox._packages import PackageLock, parse_lock
 from steptrace.store._tables import (ANALYSES, ATTRIBUTES, BRANCHES, CHECKS, CONNECT_TABLES,
                                      GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS, RUN_FEATURES,
-                                     RUNS, SCORES, STATES, STEPS, TASKS, Table)
+                                     RUNS, SCORES, SETTRACE_LINES, STATES, STEPS, TASKS, Table)
 from steptrace.store._transaction import transaction
 
 SCHEMA_VERSION = "7"
-# 7 added runs.backend and runs.python (which sandbox, WASI or native, and which CPython
-# version ran a run; runs stored before are `wasi`, their version NULL),
-# 6 added checks (the verdicts of sandboxed checks, engine/scoring/_checks.py: score makes
-# the table when it is missing), scores.type_correct and scores.message_correct (an `error`
-# verdict's parts) and programs.meta (a corpus record's metadata, steptrace.corpus._meta),
+# 7 added settrace_lines and runs.settrace_line_steps (the settrace view: docs/guides/
+# runs.md), runs.backend and runs.python (which sandbox, WASI or native, and which CPython
+# version ran a run; runs stored before are `wasi`, their version NULL), 6 added checks
+# (the verdicts of sandboxed checks, engine/scoring/_checks.py: score makes the table when
+# it is missing), scores.type_correct and scores.message_correct (an `error` verdict's
+# parts) and programs.meta (a corpus record's metadata, steptrace.corpus._meta),
 # 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
 # added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
@@ -62,7 +64,7 @@ RUN_TYPES = RUNS.arrow_types()
 PROGRAM_TYPES = PROGRAMS.arrow_types()
 # Tables keyed by run_id that describe a run: replaced with it (trace --force).
 RUN_DETAIL_TABLES = tuple(t.name for t in (STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
-                                            ANALYSES, BRANCHES))
+                                            SETTRACE_LINES, ANALYSES, BRANCHES))
 # Made from a run by later commands, when they have been run: stale once it is replaced.
 DERIVED_RUN_TABLES = (TASKS.name, RUN_FEATURES.name)
 
@@ -92,8 +94,8 @@ ADDED_COLUMNS = ((4, PROGRAMS, "shape", "'call'"), (4, PROGRAMS, "test", None),
                  (4, RUNS, "chain", None), (4, RUNS, "stdin", None),
                  (4, STATES, "object_id", None), (5, RUNS, "guest", None),
                  (6, SCORES, "type_correct", None), (6, SCORES, "message_correct", None),
-                 (6, PROGRAMS, "meta", None), (7, RUNS, "backend", "'wasi'"),
-                 (7, RUNS, "python", None))
+                 (6, PROGRAMS, "meta", None), (7, RUNS, "settrace_line_steps", None),
+                 (7, RUNS, "backend", "'wasi'"), (7, RUNS, "python", None))
 
 
 def _columns_before(table: Table, version: int) -> tuple[str, ...]:
@@ -107,7 +109,7 @@ ACCEPTED_COLUMNS = {table.name: {table.column_names, *(_columns_before(table, ve
                                                        for version in (4, 5, 6, 7))}
                     for table in (PROGRAMS, RUNS, STATES, STEPS)}
 TABLES_ADDED = {t.name: t.column_names for t in (OBJECTS, ATTRIBUTES, GLOBAL_STATES, GUESTS,
-                                                 CHECKS)}
+                                                 CHECKS, SETTRACE_LINES)}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -162,7 +164,8 @@ def upgrade_columns(con: duckdb.DuckDBPyConnection,
     4's programs.shape, ``call`` for the programs it holds, programs.test, runs.chain,
     runs.stdin and states.object_id; schema 5's runs.guest; schema 6's
     scores.type_correct, scores.message_correct and programs.meta; schema 7's
-    runs.backend, ``wasi`` for the runs it holds, and runs.python; NULL unless said), at
+    runs.settrace_line_steps, runs.backend, ``wasi`` for the runs it holds, and
+    runs.python; NULL unless said), at
     the end of their tables as the declarations put them. ``found``: the store's columns per table
     (``_check_schema``'s), else read here."""
     if found is None:
@@ -367,16 +370,21 @@ class TraceWriter:
     DuckDB instance's ``memory_limit`` to ``WRITER_MEMORY_LIMIT``."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, force: bool = False,
-                 path: str | Path = "", guest: tuple[str, PackageLock | None] | None = None
-                 ) -> None:
+                 path: str | Path = "", guest: tuple[str, PackageLock | None] | None = None,
+                 ids: CorpusIds | None = None) -> None:
         """``guest``: the key and package lock of the guest build the runs come from,
-        recorded in ``guests`` with the first commit."""
+        recorded in ``guests`` with the first commit. ``ids``: the run and program ids of
+        the corpus's jobs, given before they run (engine/store/_ids.py: ``trace`` gives
+        them, so that ids follow the corpus order whatever order runs finish in); without
+        them the runs of each batch get the next free ids in the order they are added."""
         self.con = con
         self.force = force
         self.path = path
         self._guest = guest
+        self._ids = ids
         self._held: list[tuple] = []  # (runs, steps, states, programs, objects, attributes,
-        #                               global_states) tables per add
+        #                               global_states, settrace_lines) tables per add
+        self._held_ids: list[int] = []  # the run ids of the held runs
         self._saved: tuple | None = None  # the ids' state before the first held add
         self.held_bytes = 0  # Arrow bytes of the held tables
         try:
@@ -424,8 +432,8 @@ class TraceWriter:
 
     @property
     def held(self) -> int:
-        """Runs added and not yet committed (their run ids follow on from the saved one)."""
-        return 0 if self._saved is None else self.next_run_id - self._saved[0]
+        """Runs added and not yet committed."""
+        return len(self._held_ids)
 
     def add(self, batch: Iterable[TracedRun], most_bytes: int | None = None) -> int:
         """Turn ``batch`` into Arrow rows now (giving run and program ids) and hold them for
@@ -458,8 +466,8 @@ class TraceWriter:
         tables = [pa.concat_tables(parts).combine_chunks() if combine else pa.concat_tables(parts)
                   for parts in zip(*self._held)]
         saved = self._saved
-        run_ids = list(range(saved[0], self.next_run_id))
-        self._held, self._saved, self.held_bytes = [], None, 0
+        run_ids = self._held_ids
+        self._held, self._held_ids, self._saved, self.held_bytes = [], [], None, 0
         con = self.con
         try:
             with transaction(con):
@@ -476,7 +484,8 @@ class TraceWriter:
         return run_ids
 
     def _insert(self, runs: pa.Table, steps: pa.Table, states: pa.Table, programs: pa.Table,
-                objects: pa.Table, attributes: pa.Table, global_states: pa.Table) -> None:
+                objects: pa.Table, attributes: pa.Table, global_states: pa.Table,
+                settrace_lines: pa.Table) -> None:
         con = self.con
         if self.force:
             con.register("replaced", pa.table({"run_key": runs.column("run_key")}))
@@ -490,7 +499,8 @@ class TraceWriter:
             con.unregister("replaced")
         for name, table in (("programs", programs), ("runs", runs), ("steps", steps),
                             ("states", states), ("objects", objects),
-                            ("attributes", attributes), ("global_states", global_states)):
+                            ("attributes", attributes), ("global_states", global_states),
+                            ("settrace_lines", settrace_lines)):
             if table.num_rows:
                 con.register("incoming", table)
                 con.execute(f"INSERT INTO {name} SELECT * FROM incoming")
@@ -498,27 +508,38 @@ class TraceWriter:
 
     # ------------------------------------------------------------------ arrow building
     def _program_id(self, program: Program, rows: "RunRows") -> int:
-        """The program's id; a program not yet stored gets the next one and a row in
-        ``rows``."""
+        """The program's id; a program not yet stored gets its planned one (or the next
+        free one) and a row in ``rows``."""
         key = program.key
         pid = self.program_ids.get(key)
         if pid is None:
-            pid = self.program_ids[key] = self.next_program_id
-            self.next_program_id += 1
+            if self._ids is not None:
+                pid = self._ids.programs[key]
+            else:
+                pid = self.next_program_id
+                self.next_program_id += 1
+            self.program_ids[key] = pid
             rows.add_program(program, pid)
         return pid
+
+    def _run_id(self, traced: TracedRun) -> int:
+        """The run's planned id, or the next free one."""
+        if self._ids is not None:
+            return self._ids.runs[traced.job.key]
+        self.next_run_id += 1
+        return self.next_run_id - 1
 
     def _tables(self, batch: Iterable[TracedRun], most_bytes: int | None = None
                 ) -> tuple[int, tuple[pa.Table, ...]]:
         """The number of runs taken from ``batch`` and their (runs, steps, states,
-        programs, objects, attributes, global_states) (none if no run was), giving run
-        ids from ``next_run_id`` on
-        (consecutive: ``held`` and ``commit`` count on it) and new programs theirs."""
+        programs, objects, attributes, global_states, settrace_lines) (none if no run
+        was), giving each run its id (``_run_id``, noted in ``_held_ids``) and new programs
+        theirs."""
         rows = RunRows()
         for traced in batch:
             program_id = self._program_id(traced.job.program, rows)
-            run_id = self.next_run_id
-            self.next_run_id += 1
+            run_id = self._run_id(traced)
+            self._held_ids.append(run_id)
             rows.add(traced, run_id, program_id)
             if most_bytes is not None and rows.nbytes >= most_bytes:
                 break
@@ -531,14 +552,14 @@ class RunRows:
     """The Arrow rows of a batch of traced runs under the ids the caller gives them: the
     store's writer gives the next free ones, a shard (steptrace.sharding) ids from the
     runs' places in its plan. ``tables()``: (runs, steps, states, programs, objects,
-    attributes, global_states), each with its table's columns in order."""
+    attributes, global_states, settrace_lines), each with its table's columns in order."""
 
     def __init__(self, now: dt.datetime | None = None) -> None:
         self.now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         self.programs: dict[str, list] = {name: [] for name in PROGRAM_TYPES}
         self.runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
         self.steps, self.states = _StepRows(), _StateRows()
-        self.details = (_ObjectRows(), _AttributeRows(), _GlobalRows())
+        self.details = (_ObjectRows(), _AttributeRows(), _GlobalRows(), _SettraceRows())
         self.count = 0
 
     def add_program(self, program: Program, program_id: int) -> None:
@@ -574,14 +595,15 @@ class RunRows:
 def run_rows(traced: TracedRun, run_id: int = 0, program_id: int = 0,
              now: dt.datetime | None = None) -> tuple[dict, pa.Table, ...]:
     """One traced run as the store holds it: its ``runs`` row (a dict of ``RUN_COLUMNS``),
-    and its ``steps``, ``states``, ``objects``, ``attributes`` and ``global_states`` rows
-    (Arrow tables of those tables' columns). Made by the code ``TraceWriter`` makes a
+    and its ``steps``, ``states``, ``objects``, ``attributes``, ``global_states`` and
+    ``settrace_lines`` rows (Arrow tables of those tables' columns). Made by the code ``TraceWriter`` makes a
     batch's rows with, the one reading of the guest's wire format (name tables and the
     indices into them), so that a run decoded without a store (``steptrace.trace_one``)
     is the run a store would hold."""
     runs: dict[str, list] = {name: [] for name in RUN_COLUMNS}
     _append_run(runs, traced, run_id, program_id, now)
-    tables = (_StepRows(), _StateRows(), _ObjectRows(), _AttributeRows(), _GlobalRows())
+    tables = (_StepRows(), _StateRows(), _ObjectRows(), _AttributeRows(), _GlobalRows(),
+              _SettraceRows())
     for rows in tables:
         rows.add(traced.result, run_id)
     return ({name: values[0] for name, values in runs.items()},
@@ -604,10 +626,21 @@ def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now
         "duration_us": traced.duration_us, "call_us": r.get("call_us"),
         "isolation": traced.isolation, "run_key": job.key, "traced_at": now,
         "chain": job.calls_json, "stdin": job.stdin, "guest": traced.guest,
+        "settrace_line_steps": _settrace_line_steps(r),
         "backend": traced.backend, "python": traced.python,
     }
     for name in RUN_COLUMNS:
         runs[name].append(values[name])
+
+
+def _settrace_line_steps(result: dict) -> int | None:
+    """The settrace view's line events: the line steps and the view's own events; None
+    when the guest did not record the view (more of them than the step limit, or no
+    trace)."""
+    own = result.get("settrace_lines")
+    if own is None or result.get("line_steps") is None:
+        return None
+    return result["line_steps"] + len(own["step"])
 
 
 def run_matches(result: dict, job: Job) -> bool | None:
@@ -820,6 +853,22 @@ class _AttributeRows(_TableRows):
 class _GlobalRows(_TableRows):
     TABLE, KEY, NAMES = GLOBAL_STATES, "global_states", frozenset({"name", "type"})
     COLUMNS = GLOBAL_STATES.column_names
+
+
+class _SettraceRows(_TableRows):
+    """The settrace view's own line events; the guest names their function by its index
+    into the run's ``funcs``, as in its steps."""
+
+    TABLE, KEY, NAMES = SETTRACE_LINES, "settrace_lines", frozenset({"func"})
+    COLUMNS = SETTRACE_LINES.column_names
+
+    def add(self, result: dict, run_id: int) -> None:
+        rows = result.get(self.KEY)
+        if not rows or not rows["step"]:
+            return
+        funcs = result["funcs"]
+        super().add({self.KEY: {**rows, "func": [funcs[index] for index in rows["func"]]}},
+                    run_id)
 
 
 _STEP_TYPES = STEPS.arrow_types()

@@ -218,6 +218,10 @@ RUNS = Table(
         "(`steptrace build --with`); NULL for runs stored before schema 5. A native run's: "
         "SHA-256 over the guest's sources, the fork server, the interpreter's version and "
         "path and the lock"),
+     _c("settrace_line_steps", "BIGINT", "line events of the run's settrace view (see The "
+        "settrace view): `line_steps` plus its rows in `settrace_lines`; NULL when the view "
+        "is not recorded (more than `--max-steps` events of its own, a trace that was "
+        "dropped, runs stored before schema 7)"),
      _c("backend", "VARCHAR", "the sandbox that ran it: `wasi` (the WebAssembly guest) or "
         "`native` (the same tracer in a jailed native CPython, for packages with native "
         "code: docs/guides/sandbox.md says what each guarantees); `wasi` for runs stored "
@@ -292,6 +296,19 @@ GLOBAL_STATES = Table(
      _c("type", "VARCHAR", "its type name; NULL when unbound"),
      _c("truncated", "BOOLEAN", "whether `value` was cut", null=False),
      _c("object_id", "INTEGER", "→ objects, when the value is a tracked object")),
+    made_by="trace")
+
+SETTRACE_LINES = Table(
+    "settrace_lines", "one row per line event of a run's settrace view that is not a `line` "
+    "step: a backward jump that stays on its line, which `sys.settrace` reports and "
+    "sys.monitoring does not (see The settrace view; added in schema 7)",
+    (_c("run_id", "BIGINT", "→ runs", null=False),
+     _c("step", "INTEGER", "the step it follows: the view lists it after that step and "
+        "before the next (rows after the same step in their order)", null=False),
+     _c("func", "VARCHAR", "the function, as in `steps`", null=False),
+     _c("line", "INTEGER", "its line", null=False),
+     _c("depth", "INTEGER", "its call depth, as in `steps`", null=False),
+     _c("frame", "INTEGER", "its activation, as in `steps`", null=False)),
     made_by="trace")
 
 GUESTS = Table(
@@ -458,14 +475,15 @@ RUN_FEATURES = Table(
 
 # The tables every store opened for writing has (connect creates what is missing).
 CONNECT_TABLES = (META, PROGRAMS, RUNS, STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES,
-                  GUESTS, ANALYSES, BRANCHES)
+                  SETTRACE_LINES, GUESTS, ANALYSES, BRANCHES)
 # Pipeline order: what the schema page lists, in this order.
 _ALL = CONNECT_TABLES + (TASKS, EXPERIMENTS, PREDICTIONS, SCORES, CHECKS, RUN_FEATURES)
 
 
 def tables() -> tuple[Table, ...]:
     """Every table of a store, in pipeline order: meta, then what ``trace`` writes
-    (programs, runs, steps, states, objects, attributes, global_states, guests), ``analyse`` (analyses, branches), ``tasks``,
+    (programs, runs, steps, states, objects, attributes, global_states, settrace_lines,
+    guests), ``analyse`` (analyses, branches), ``tasks``,
     ``predict`` (experiments, predictions), ``score`` (scores, checks) and ``features``
     (run_features)."""
     return _ALL

@@ -1,9 +1,13 @@
-"""Extracting the answer text from a model's response.
+"""Extracting the answer text from a model's response: one rule per answer form, the
+same whatever prompt style asked the question, in ``predict`` and in the reward service
+(docs/guides/predictions-and-scoring.md, "Answer parsing").
 
 Models wrap their answers in many ways: the delimited block the project's templates ask
 for, a CRUXEval-style completed assertion, a fenced code block, or nothing at all. This
 module finds the answer *text*; whether it is right is decided later by scoring, so
-nothing here evaluates or normalises values beyond stripping whitespace at the ends.
+nothing here evaluates or normalises values beyond stripping whitespace at the ends. A
+response whose answer is not where the rule looks, or does not have its form, has none
+(unparsed): nothing is guessed.
 """
 
 from __future__ import annotations
@@ -24,82 +28,152 @@ ASSERT_WORD = re.compile(r"\bassert\b")
 MAX_ASSERT_LINES = 50  # how far an assertion may continue over lines
 
 
-def extract_answer(text: str | None, kind: str, prompt_style: str | None = None) -> str | None:
-    """The answer in ``text``, stripped at both ends, or None if none is found.
+def extract_answer(text: str | None, kind: str, *, entry: str | None = None) -> str | None:
+    """The answer in ``text`` by the one rule of ``kind``'s answer form (the same in every
+    prompt style, in ``predict`` and in the reward service), stripped at both ends; None
+    when none is found (unparsed: never guessed). ``entry``: what the task's program
+    calls (its run's ``programs.entry``, ``f`` in CRUXEval), None for a task that names
+    no run.
 
-    Precedence (the first that yields a non-empty answer wins):
+    The forms (:func:`answer_form`): ``value`` (``output``), ``arguments`` (``input``),
+    ``verbatim`` (``stdout``) and ``text`` (every other kind). The first source present
+    decides:
 
-    1. **Answer block**: the last non-empty ``[ANSWER] … [/ANSWER]`` block (tags are
-       case-insensitive; an ``[ANSWER]`` left open at the end of the text runs to the
-       end). Its content is taken as it is, except that a fenced code block inside it is
-       unwrapped and, for ``output``/``input`` tasks, an assertion inside it is reduced
-       as in 2.
-    2. **CRUXEval-style assertion** (``output`` and ``input`` tasks only: the kinds with
-       an ``assertion`` part, engine/tasks/_kinds.py): the last
-       ``assert CALL == X`` (or ``X == CALL``) anywhere in the text, where CALL calls a
-       plain name. ``output`` takes ``X``; ``input`` takes the argument text inside the
-       call's parentheses, exactly as written (``assert f('a', k=1) == 3`` gives
-       ``'a', k=1``). The assertion is parsed with ``ast``; if the whole statement does
-       not parse (``assert f(x) == ??``), a string-aware token scan splits it and the
-       wanted part must parse on its own.
-    3. **Fenced code**: the content of the last fenced block (```` ```python … ``` ````;
-       an unclosed fence runs to the end), reduced as in 1.
-    4. **Bare answer**: the whole text, if it is one Python expression
-       (``ast.parse(..., mode="eval")``), a single keyword such as ``return``, or, for
-       ``output`` / ``input``, a bare comparison or call as in 1.
+    1. **Answer block**: the last ``[ANSWER] … [/ANSWER]`` block whose content is not
+       blank (tags are case-insensitive; a close tag closes the nearest open tag before
+       it, so an open tag inside an open block starts it again; a close tag with no
+       open tag is ignored; an open tag left open runs to the end of the text). A fenced
+       code block inside it is unwrapped. Its content is reduced by the form (below); a
+       content that does not reduce is no answer, whatever earlier blocks or the rest of
+       the text hold.
+    2. **Assertion** (``value`` and ``arguments`` only): the last ``assert CALL == X`` (or
+       ``X == CALL``) in the text whose CALL calls the entry (any plain or dotted name
+       when it is not known): ``value`` takes ``X``, ``arguments`` the text inside the
+       call's parentheses, exactly as written (``assert f('a', k=1) == 3`` gives ``'a',
+       k=1``). Parsed with ``ast``; an assertion that does not parse as a whole (``assert
+       f(x) == ??``) is split with Python's tokenizer, and the wanted part must parse on
+       its own.
+    3. **Fenced code**: the last fenced block's content (```` ``` ```` lines; an unclosed
+       fence runs to the end), reduced as in 1.
+    4. **Bare text**: the whole text, when it is one Python expression or a single
+       keyword (``return``) for ``text``; reduced as in 1 for ``value`` and
+       ``arguments`` (where it must parse).
 
-    With the ``cruxeval`` prompt style an ``input`` answer written as a whole call
-    ``f(ARGS)`` (the official generation format) gives ``ARGS``.
-
-    A ``verbatim`` kind's answer (``stdout``: printed text, whose leading whitespace
-    counts) comes only from 1 or 3, and is not stripped at its start: see
+    The reductions: ``text`` keeps the content as it is. ``value`` reduces an assertion or
+    a comparison ``CALL == X`` to ``X`` (a CALL of another name than the entry gives no
+    answer), and the result must be one Python expression. ``arguments`` reduces them to the call's argument text, and a
+    whole call of the entry, ``ENTRY(ARGS)``, to ``ARGS`` (a call of another name is an
+    argument: ``g(1)`` is the one argument ``g(1)``); the result must parse as a call's
+    arguments. ``verbatim`` answers (``stdout``: printed text, whose leading whitespace
+    counts) come only from 1 or 3 and are not stripped at their start: see
     :func:`verbatim_text`.
     """
     if not text or not text.strip():
         return None
-    known = task_kind(kind)
-    if known is not None and known.verbatim:
+    form = answer_form(kind)
+    if form == VERBATIM:
         return _verbatim_answer(text)
-    part = known.assertion if known is not None else None
-    for finder in (_from_answer_block, _from_assertion, _from_fence, _from_bare_text):
-        answer = finder(text, part, prompt_style)
-        if answer:
-            return answer
-    return None
-
-
-# ------------------------------------------------------------------ the four sources
-def _from_answer_block(text: str, part: str | None, style: str | None) -> str | None:
-    for content in reversed(_answer_blocks(text)):
-        answer = _reduce(content, part, style)
-        if answer:
-            return answer
-    return None
-
-
-def _from_assertion(text: str, part: str | None, style: str | None) -> str | None:
-    if part is None:
-        return None
-    for match in reversed(list(ASSERT_WORD.finditer(text))):
-        answer = _assertion_at(text[match.start():], part)
-        if answer:
-            return answer
-    return None
-
-
-def _from_fence(text: str, part: str | None, style: str | None) -> str | None:
-    content = _last_fence(text)
-    return None if content is None else _reduce(content, part, style)
-
-
-def _from_bare_text(text: str, part: str | None, style: str | None) -> str | None:
+    reduce = _Reducer(form, entry)
+    block = _last_block(text)
+    if block is not None:
+        return reduce(block)
+    if form in (VALUE, ARGUMENTS):
+        for match in reversed(list(ASSERT_WORD.finditer(text))):
+            answer = reduce.assertion(text[match.start():])
+            if answer:
+                return answer
+    fenced = _last_fence(text)
+    if fenced is not None and fenced.strip():
+        return reduce(fenced)
     stripped = text.strip()
-    if part is not None:
-        reduced = _reduce_expression(stripped, part, style)
-        if reduced:
-            return reduced
-    if keyword.iskeyword(stripped) or _is_expression(stripped):
-        return stripped
+    if form == TEXT:
+        return stripped if keyword.iskeyword(stripped) or _is_expression(stripped) else None
+    return reduce(stripped)
+
+
+VALUE, ARGUMENTS, VERBATIM, TEXT = "value", "arguments", "verbatim", "text"
+
+
+def answer_form(kind: str) -> str:
+    """``kind``'s answer form: ``value`` and ``arguments`` for the kinds whose answer may
+    come as a CRUXEval assertion's part (``TaskKind.assertion``), ``verbatim`` for a
+    kind whose leading whitespace counts, ``text`` for the rest (and for a name that is
+    no kind)."""
+    known = task_kind(kind)
+    if known is None:
+        return TEXT
+    if known.verbatim:
+        return VERBATIM
+    return {"value": VALUE, "args": ARGUMENTS}.get(known.assertion or "", TEXT)
+
+
+class _Reducer:
+    """A content reduced to the answer of one form (``extract_answer``'s reductions),
+    for a task whose program calls ``entry`` (None: not known)."""
+
+    def __init__(self, form: str, entry: str | None) -> None:
+        self.form = form
+        self.entry = entry
+
+    def __call__(self, content: str) -> str | None:
+        fenced = _last_fence(content)
+        if fenced is not None and fenced.strip():
+            content = fenced
+        content = content.strip()
+        if not content:
+            return None
+        if self.form == TEXT:
+            return content
+        if ASSERT_WORD.match(content):
+            return self.assertion(content)
+        try:
+            node = ast.parse(content, mode="eval").body
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            node = None
+        if node is not None and _split_compare(content, node, None) is not None:
+            # CALL == X: an answer when CALL calls the entry, else none (a value written
+            # as a comparison of another function's call is no value of this one's)
+            split = _split_compare(content, node, self.entry)
+            return split.take(self.form) if split is not None else None
+        if node is not None:
+            if self.form == ARGUMENTS and _is_call_of(node, self.entry, known_only=True):
+                return _checked(_call_args(content, node), ARGUMENTS)
+        return _checked(content, self.form)
+
+    def assertion(self, text: str) -> str | None:
+        """The wanted part of the assertion that starts ``text``: parsed with ``ast`` over
+        a growing number of lines; a token scan of its first line when it never parses."""
+        lines = text.splitlines()
+        for end in range(1, min(len(lines), MAX_ASSERT_LINES) + 1):
+            source = "\n".join(lines[:end])
+            try:
+                module = ast.parse(source)
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                continue
+            if len(module.body) != 1 or not isinstance(module.body[0], ast.Assert):
+                return None
+            split = _split_compare(source, module.body[0].test, self.entry)
+            return split.take(self.form) if split is not None else None
+        split = _split_scanned(lines[0] if lines else "", self.entry)
+        return split.take(self.form) if split else None
+
+
+def _checked(text: str | None, form: str) -> str | None:
+    """``text`` stripped when it parses as the form's answer: one expression (``value``),
+    a call's arguments (``arguments``); else None."""
+    if text is None:
+        return None
+    text = text.strip()
+    if form == ARGUMENTS:
+        return text if _is_expression(f"_({text})") else None
+    return text if _is_expression(text) else None
+
+
+def _last_block(text: str) -> str | None:
+    """The content of the last answer block that is not blank, None if there is none."""
+    for content in reversed(_answer_blocks(text)):
+        if content.strip():
+            return content
     return None
 
 
@@ -167,25 +241,6 @@ def _last_fence(text: str) -> str | None:
     return text[opening.end():closing.start() if closing else len(text)]
 
 
-def _reduce(content: str, part: str | None, style: str | None) -> str | None:
-    """The answer inside a block's or fence's content."""
-    fenced = _last_fence(content)
-    if fenced is not None and fenced.strip():
-        content = fenced
-    content = content.strip()
-    if not content:
-        return None
-    if part is not None:
-        if ASSERT_WORD.match(content):
-            reduced = _assertion_at(content, part)
-            if reduced:
-                return reduced
-        reduced = _reduce_expression(content, part, style)
-        if reduced:
-            return reduced
-    return content
-
-
 # ------------------------------------------------------------------ assertions
 @dataclass(frozen=True)
 class _Split:
@@ -194,58 +249,19 @@ class _Split:
     args: str
     value: str
 
-    def take(self, part: str) -> str | None:
-        """The ``"args"`` or the ``"value"`` of the assertion, if it parses."""
-        text = (self.args if part == "args" else self.value).strip()
-        if part == "args":
-            return text if _is_expression(f"_({text})") else None
-        return text if _is_expression(text) else None
+    def take(self, form: str) -> str | None:
+        """The ``arguments`` or the ``value`` of the assertion, if it parses."""
+        return _checked(self.args if form == ARGUMENTS else self.value, form)
 
 
-def _assertion_at(text: str, part: str) -> str | None:
-    """The wanted part of the assertion that starts ``text``: parsed with ``ast`` over a
-    growing number of lines; a token scan of its first line when it never parses."""
-    lines = text.splitlines()
-    for end in range(1, min(len(lines), MAX_ASSERT_LINES) + 1):
-        source = "\n".join(lines[:end])
-        split = _split_parsed(source)
-        if split is not None:
-            return split.take(part)
-    split = _split_scanned(lines[0] if lines else "")
-    return split.take(part) if split else None
-
-
-def _split_parsed(source: str) -> _Split | None:
-    try:
-        module = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
-    if len(module.body) != 1 or not isinstance(module.body[0], ast.Assert):
-        return None
-    return _split_compare(source, module.body[0].test)
-
-
-def _reduce_expression(text: str, part: str | None, style: str | None) -> str | None:
-    """``CALL == X`` written without ``assert``; for a cruxeval input, a bare ``f(ARGS)``."""
-    try:
-        node = ast.parse(text, mode="eval").body
-    except (SyntaxError, ValueError):
-        return None
-    split = _split_compare(text, node)
-    if split is not None:
-        return split.take(part)
-    if part == "args" and style == "cruxeval" and _is_named_call(node, "f"):
-        return _call_args(text, node)
-    return None
-
-
-def _split_compare(source: str, node: ast.expr) -> _Split | None:
+def _split_compare(source: str, node: ast.expr, entry: str | None) -> _Split | None:
+    """``CALL == VALUE`` or ``VALUE == CALL`` (CALL calling the entry) cut into its parts."""
     if not (isinstance(node, ast.Compare) and len(node.ops) == 1
             and isinstance(node.ops[0], ast.Eq)):
         return None
     left, right = node.left, node.comparators[0]
-    call, value = (left, right) if _is_named_call(left) else (right, left)
-    if not _is_named_call(call):
+    call, value = (left, right) if _is_call_of(left, entry) else (right, left)
+    if not _is_call_of(call, entry):
         return None
     args = _call_args(source, call)
     value_text = ast.get_source_segment(source, value)
@@ -254,9 +270,23 @@ def _split_compare(source: str, node: ast.expr) -> _Split | None:
     return _Split(args, value_text)
 
 
-def _is_named_call(node: ast.expr, name: str | None = None) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and (name is None or node.func.id == name))
+def _is_call_of(node: ast.expr, entry: str | None, known_only: bool = False) -> bool:
+    """Whether ``node`` calls the entry (by its name, dotted for a method: ``Stack.push``);
+    with no entry known, any plain or dotted name (none when ``known_only``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = _dotted(node.func)
+    if entry is None:
+        return name is not None and not known_only
+    return name == entry
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` for a name or a chain of attributes of a name, else None."""
+    if not isinstance(node, (ast.Name, ast.Attribute)):
+        return None
+    name = ast.unparse(node)
+    return name if all(part.isidentifier() for part in name.split(".")) else None
 
 
 def _call_args(source: str, call: ast.Call) -> str | None:
@@ -271,16 +301,25 @@ def _call_args(source: str, call: ast.Call) -> str | None:
     return inner[1:-1].strip()
 
 
-def _split_scanned(line: str) -> _Split | None:
-    """Split ``assert NAME(ARGS) == VALUE`` with Python's tokenizer, which knows strings
-    and brackets, for assertions that do not parse as a whole (``== ??``, cut text)."""
+def _split_scanned(line: str, entry: str | None) -> _Split | None:
+    """Split ``assert NAME(ARGS) == VALUE`` (NAME: the entry, dotted or not; any name when
+    it is not known) with Python's tokenizer, which knows strings and brackets, for
+    assertions that do not parse as a whole (``== ??``, cut text)."""
     tokens = _tokens(line)
     if len(tokens) < 4 or tokens[0].string != "assert" or tokens[1].type != tokenize.NAME:
         return None
-    if tokens[2].string != "(":
+    start = 2
+    name = tokens[1].string
+    while (start + 1 < len(tokens) and tokens[start].string == "."
+           and tokens[start + 1].type == tokenize.NAME):
+        name += "." + tokens[start + 1].string
+        start += 2
+    if start >= len(tokens) or tokens[start].string != "(":
+        return None
+    if entry is not None and name != entry:
         return None
     depth, close = 0, None
-    for index in range(2, len(tokens)):
+    for index in range(start, len(tokens)):
         if tokens[index].string in {"(", "[", "{"} and tokens[index].type == tokenize.OP:
             depth += 1
         elif tokens[index].string in {")", "]", "}"} and tokens[index].type == tokenize.OP:
@@ -290,7 +329,7 @@ def _split_scanned(line: str) -> _Split | None:
                 break
     if close is None or close + 1 >= len(tokens) or tokens[close + 1].string != "==":
         return None
-    args = line[tokens[2].end[1]:tokens[close].start[1]]
+    args = line[tokens[start].end[1]:tokens[close].start[1]]
     value = line[tokens[close + 1].end[1]:]
     comment = next((t for t in tokens[close + 2:] if t.type == tokenize.COMMENT), None)
     if comment is not None:
@@ -312,10 +351,12 @@ def _tokens(line: str) -> list[tokenize.TokenInfo]:
 
 
 def _is_expression(text: str) -> bool:
+    """Whether ``text`` is one Python expression (a response nested past the parser's
+    limits is none)."""
     if not text.strip():
         return False
     try:
         ast.parse(text.strip(), mode="eval")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     return True

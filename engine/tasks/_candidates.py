@@ -8,12 +8,14 @@ the ones asked (README, "Selection").
 
 from __future__ import annotations
 
+import ast
 import json
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from steptrace.store._runs import settrace_view
 from steptrace.store._store import MEMORY_ADDRESS, OPAQUE_REPR
 from steptrace.corpus._statements import MODULE
 from steptrace.tasks._program import ANONYMOUS, ProgramInfo
@@ -65,6 +67,20 @@ def run_facts(run: RunData, info: ProgramInfo | None, options: TaskOptions) -> R
     return RunFacts(run, info, execs, by_line, by_func_line, arguments, options)
 
 
+def settrace_facts(facts: RunFacts) -> RunFacts | None:
+    """The facts of the run's settrace view (``tasks --lines settrace``), for the
+    line-sequence kinds: its steps with the view's own line events in place
+    (engine/store/_runs.py, ``settrace_view``), its line steps counted as settrace
+    counts them; None when the run's view was not recorded (no question then). The
+    view's own events carry no state: the state kinds keep the steps' facts."""
+    run = facts.run
+    if run.settrace_line_steps is None:
+        return None
+    viewed = replace(run, steps=settrace_view(run.steps, run.settrace_lines),
+                     line_steps=run.settrace_line_steps)
+    return run_facts(viewed, facts.info, facts.options)
+
+
 def _bound(value: tuple) -> bool:
     """A deleted name is recorded with value and type NULL."""
     return value[1] is not None
@@ -81,7 +97,13 @@ def _opaque(text: str | None) -> bool:
 
 
 def _plain_var(name: str) -> bool:
-    return not name.startswith("<") and not (name.startswith("__") and name.endswith("__"))
+    """A local a prompt can name (not an event value, not a dunder), or an attribute path
+    whose attributes are written as Python reads them anywhere: a private name
+    (``self.__hidden``, a slot shown by its declared name) means another attribute
+    outside its class's methods (name mangling), so it is not asked about."""
+    root, *attrs = name.split(".")
+    return (not root.startswith("<") and not (root.startswith("__") and root.endswith("__"))
+            and not any(attr.startswith("__") and not attr.endswith("__") for attr in attrs))
 
 
 def _asked(facts: RunFacts, execs: list[LineExec]) -> list[LineExec]:
@@ -333,10 +355,14 @@ def build_branch(facts: RunFacts) -> list[Candidate]:
 def build_output(facts: RunFacts) -> list[Candidate]:
     """The call's return value: not asked of a script (it returns nothing; what it prints
     is its output), of a test method (it returns None; whether it passes is the
-    ``exception`` question) or of a call given stdin (the output prompts show no stdin)."""
+    ``exception`` question) or of a call given stdin (the output prompts show no stdin).
+    The ``cruxeval`` prompt asks for a Python literal that makes ``assert CALL == ??``
+    pass: asked only where the value is one (:func:`python_literal`)."""
     run = facts.run
     if (run.status != "ok" or run.output_truncated or _opaque(run.output)
             or run.shape == "script" or run.test is not None or run.stdin is not None):
+        return []
+    if facts.options.prompt_style == "cruxeval" and not python_literal(run.output):
         return []
     return [Candidate(0, (), run.output, "repr", question=(("input", run.input),),
                       value_type=run.output_type)]
@@ -345,11 +371,30 @@ def build_output(facts: RunFacts) -> list[Candidate]:
 def build_input(facts: RunFacts) -> list[Candidate]:
     """The call's input from its output: not asked of a method chain (its input is the
     constructor's, and a predicted one could not be checked by calling the entry) or of a
-    call given stdin (the check calls the entry without it)."""
+    call given stdin (the check calls the entry without it). The prompt shows the output
+    and an answer is right when the call returns a value equal to it (``==``, in the
+    guest): asked only where the output is a Python literal (:func:`python_literal`),
+    whose value is that (an instance's rendering, ``Node(v=7)``, is no value a call could
+    be compared with)."""
     if facts.run.chain is not None or facts.run.stdin is not None:
         return []
-    return ([Candidate(0, (), facts.run.input, "input", question=(("output", facts.run.output),))]
-            if build_output(facts) else [])
+    if not build_output(facts) or not python_literal(facts.run.output):
+        return []
+    return [Candidate(0, (), facts.run.input, "input", question=(("output", facts.run.output),))]
+
+
+def python_literal(text: str | None) -> bool:
+    """Whether ``text`` is a Python literal that calls nothing: ``ast.literal_eval`` reads
+    it, and it holds no call (``set()``, ``frozenset({1})``, an instance's ``Node(v=7)``
+    are calls; ``nan`` and ``inf`` are names)."""
+    if not text:
+        return False
+    try:
+        tree = ast.parse(text, mode="eval")
+        ast.literal_eval(tree)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return False
+    return not any(isinstance(node, ast.Call) for node in ast.walk(tree))
 
 
 def build_steps(facts: RunFacts) -> list[Candidate]:
@@ -379,8 +424,9 @@ def build_error(facts: RunFacts) -> list[Candidate]:
     if run.status != "exception" or run.exception_type is None:
         return []
     message = run.exception_message or ""
-    if len(message) > MAX_ERROR_MESSAGE or _opaque(message):
-        return []
+    if (len(message) > MAX_ERROR_MESSAGE or _opaque(message)
+            or message == f"<{run.exception_type}: str() failed>"):
+        return []  # (the last: what the guest says when the exception's str() raised)
     answer = f"{run.exception_type}: {message}" if message else run.exception_type
     return [Candidate(0, (), answer, "error")]
 

@@ -28,10 +28,14 @@ CODE = frozenset({"code", "numbered_code"})
 CALL = frozenset({"input", "call", "invocation"})
 COMMON_FIELDS = CODE | CALL | {"entry"}
 LINE_FIELDS = frozenset({"line", "line_text", "func", "function"})
+# The kinds whose answers are made of the run's line events (``line_view``) may say how
+# those are counted, which the line view decides (engine/tasks/_templates.py).
+LINE_RULE = frozenset({"line_rule", "line_counting"})
 K = frozenset({"k", "kth"})
 LINE = frozenset({"line"})
 VAR = frozenset({"var", "what"})
 OTHER = frozenset({"other"})
+VALUES = frozenset({"values"})  # how a value answer is written (engine/tasks/_templates.py)
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,9 @@ class TaskKind:
     is the part of ``assert f(ARGS) == VALUE`` that is the answer (``"value"`` or
     ``"args"``), None for a kind whose answer never comes as one. A ``verbatim`` kind's
     answer is text whose leading whitespace counts (``stdout``): answer extraction keeps
-    it (engine/tasks/_answers.py)."""
+    it (engine/tasks/_answers.py). A ``line_view`` kind's answer is made of the run's line
+    events alone (whether, how often, in what order lines run): ``tasks --lines
+    settrace`` asks it of the settrace view's line events (docs/guides/runs.md)."""
 
     name: str
     build: Callable[[RunFacts], list[Candidate]]
@@ -57,6 +63,7 @@ class TaskKind:
     reads: frozenset[str] = frozenset()
     assertion: str | None = None
     verbatim: bool = False
+    line_view: bool = False
 
     def candidates(self, facts: RunFacts) -> list[Candidate]:
         """Every question of this kind the run allows, unranked."""
@@ -69,30 +76,35 @@ _STEPS = frozenset({"steps"})
 _STATES = frozenset({"steps", "states", "attributes"})
 
 _DECLARED = (
-    TaskKind("output", questions.build_output, COMMON_FIELDS, (CODE, CALL), judges.VALUE,
-             assertion="value"),
+    TaskKind("output", questions.build_output, COMMON_FIELDS | VALUES, (CODE, CALL),
+             judges.VALUE, assertion="value"),
     TaskKind("input", questions.build_input, CODE | {"entry", "output"},
              (CODE, frozenset({"output"})), judges.RUN_IN_SANDBOX, assertion="args"),
-    TaskKind("state", questions.build_state, COMMON_FIELDS | LINE_FIELDS | VAR | K,
+    TaskKind("state", questions.build_state, COMMON_FIELDS | LINE_FIELDS | VAR | K | VALUES,
              (CODE, CALL, LINE, VAR, K), judges.STATE, needs_ast=True, reads=_STATES),
-    TaskKind("state_any", questions.build_state_any, COMMON_FIELDS | LINE_FIELDS | VAR,
+    TaskKind("state_any", questions.build_state_any, COMMON_FIELDS | LINE_FIELDS | VAR | VALUES,
              (CODE, CALL, LINE, VAR), judges.VALUE_SET, needs_ast=True, reads=_STATES),
-    TaskKind("next_line", questions.build_next_line, COMMON_FIELDS | LINE_FIELDS | K,
-             (CODE, CALL, LINE, K), judges.LINE, needs_ast=True, reads=_STEPS),
-    TaskKind("next_line_any", questions.build_next_line_any, COMMON_FIELDS | LINE_FIELDS,
-             (CODE, CALL, LINE), judges.LINE_SET, needs_ast=True, reads=_STEPS),
-    TaskKind("coverage", questions.build_coverage, COMMON_FIELDS | {"line", "line_text"},
-             (CODE, CALL, LINE), judges.TRUTH, needs_ast=True, reads=_STEPS),
-    TaskKind("line_count", questions.build_line_count, COMMON_FIELDS | LINE_FIELDS,
-             (CODE, CALL, LINE), judges.COUNT, needs_ast=True, reads=_STEPS),
+    TaskKind("next_line", questions.build_next_line,
+             COMMON_FIELDS | LINE_FIELDS | K | LINE_RULE, (CODE, CALL, LINE, K), judges.LINE,
+             needs_ast=True, reads=_STEPS, line_view=True),
+    TaskKind("next_line_any", questions.build_next_line_any,
+             COMMON_FIELDS | LINE_FIELDS | LINE_RULE, (CODE, CALL, LINE), judges.LINE_SET,
+             needs_ast=True, reads=_STEPS, line_view=True),
+    TaskKind("coverage", questions.build_coverage,
+             COMMON_FIELDS | {"line", "line_text"} | LINE_RULE, (CODE, CALL, LINE),
+             judges.TRUTH, needs_ast=True, reads=_STEPS, line_view=True),
+    TaskKind("line_count", questions.build_line_count,
+             COMMON_FIELDS | LINE_FIELDS | LINE_RULE, (CODE, CALL, LINE), judges.COUNT,
+             needs_ast=True, reads=_STEPS, line_view=True),
     TaskKind("branch", questions.build_branch,
              COMMON_FIELDS | {"line", "line_text", "k", "kth", "condition", "col",
                               "condition_kind"},
              (CODE, CALL, LINE, K, frozenset({"condition", "col"})), judges.TRUTH,
              needs_ast=True, reads=frozenset({"branches"})),
-    TaskKind("steps", questions.build_steps, COMMON_FIELDS, (CODE, CALL), judges.COUNT),
-    TaskKind("trace", questions.build_trace, COMMON_FIELDS, (CODE, CALL), judges.TRACE,
-             reads=_STEPS),
+    TaskKind("steps", questions.build_steps, COMMON_FIELDS | LINE_RULE, (CODE, CALL),
+             judges.COUNT, line_view=True),
+    TaskKind("trace", questions.build_trace, COMMON_FIELDS | LINE_RULE, (CODE, CALL),
+             judges.TRACE, reads=_STEPS, line_view=True),
     TaskKind("exception", questions.build_exception, COMMON_FIELDS, (CODE, CALL),
              judges.EXCEPTION),
     TaskKind("error", questions.build_error, COMMON_FIELDS, (CODE, CALL), judges.ERROR),
@@ -132,6 +144,11 @@ def parse_kinds(text: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(k for k in KINDS if k in names)
 
 
-def tables_read(kinds: Iterable[str]) -> frozenset[str]:
-    """The detail tables the questions of ``kinds`` read."""
-    return frozenset().union(*(TASK_KINDS[kind].reads for kind in kinds))
+def tables_read(kinds: Iterable[str], lines: str = "monitoring") -> frozenset[str]:
+    """The detail tables the questions of ``kinds`` read (``lines``: the line view the
+    line-sequence kinds are asked of; the settrace view's own events are read with it)."""
+    kinds = tuple(kinds)
+    found = frozenset().union(*(TASK_KINDS[kind].reads for kind in kinds))
+    if lines == "settrace" and any(TASK_KINDS[kind].line_view for kind in kinds):
+        found |= {"steps", "settrace_lines"}
+    return found

@@ -10,6 +10,9 @@ KINDS = ("output", "input", "state", "state_any", "next_line", "next_line_any", 
          "line_count", "branch", "steps", "trace", "exception", "error", "type",
          "alias", "output_type", "stdout", "instruction_steps")
 STYLES = ("direct", "cot", "cruxeval")
+# The line events the line-sequence kinds count (docs/guides/runs.md, "The settrace view"):
+# the steps' (sys.monitoring's, the default) or sys.settrace's.
+LINE_VIEWS = ("monitoring", "settrace")
 # REval's question chain (coverage, state, path, output about one line of one run), in
 # order: what `tasks --chains` makes and incremental consistency scores.
 CHAIN_KINDS = ("coverage", "state", "next_line", "output")

@@ -17,7 +17,7 @@ import duckdb
 from steptrace.store._store import FINISHED_STATUSES
 
 # The detail tables a kind's questions may read, besides the run's own row.
-DETAIL_TABLES = ("steps", "states", "attributes", "branches")
+DETAIL_TABLES = ("steps", "states", "attributes", "branches", "settrace_lines")
 # How far a state question follows attributes from a local (``node.next.next.val`` is
 # three hops), and how many attribute paths one frame's state holds at most.
 MAX_PATH_HOPS = 3
@@ -70,12 +70,16 @@ class RunData:
     stdout: str | None = None  # runs.stdout: what the run printed
     stdout_cut: bool = False   # the host cut stdout to its cap (runs.note says so)
     instruction_steps: int | None = None  # runs.instruction_steps
+    # runs.settrace_line_steps: the settrace view's line events; None: not recorded
+    settrace_line_steps: int | None = None
     steps: list[tuple] = field(default_factory=list)    # (step, event, func, line, depth, frame)
     # (step, var, value, type, truncated, object_id)
     states: list[tuple] = field(default_factory=list)
     # (step, object_id, attr, value, type, truncated, ref_id)
     attributes: list[tuple] = field(default_factory=list)
     branches: list[tuple] = field(default_factory=list)  # (line, col, kind, evaluation, taken)
+    # the settrace view's own line events: (step, func, line, depth, frame)
+    settrace_lines: list[tuple] = field(default_factory=list)
 
 
 _RUNS_SQL = """
@@ -83,16 +87,19 @@ SELECT r.run_id, r.sample_id, r.run_key, r.status, r.input, r.output, r.output_t
        r.output_truncated, r.exception_type, r.line_steps, p.code, p.entry,
        coalesce(d.distinct_lines, 0), b.branch_count, a.agrees, r.chain, p.shape,
        p.test, r.stdin, r.exception_message, r.stdout,
-       coalesce(r.note LIKE '%cut to the host''s caps: %stdout (%', false), r.instruction_steps
+       coalesce(r.note LIKE '%cut to the host''s caps: %stdout (%', false), r.instruction_steps,
+       r.settrace_line_steps
 FROM runs r JOIN programs p USING (program_id)
 LEFT JOIN (SELECT run_id, count(DISTINCT line) AS distinct_lines FROM steps
            WHERE event = 'line' GROUP BY run_id) d USING (run_id)
 LEFT JOIN (SELECT run_id, count(*) AS branch_count FROM branches GROUP BY run_id) b USING (run_id)
 LEFT JOIN analyses a USING (run_id)
-WHERE r.status IN ('ok', 'exception')
+WHERE r.status IN ('ok', 'exception') AND a.deterministic IS NOT FALSE
 ORDER BY r.run_id
 """
-# Every finished run can be asked about: a prompt shows the program and how it was run
+# Every finished run can be asked about, but one that ``analyse --determinism`` found to
+# depend on the hash seed (a set of strings' order): its answers are not the prompt's to
+# give. A prompt shows the program and how it was run
 # (a call, a method chain, a script and its stdin, the test code that drives it: see
 # engine/tasks/_templates.py, ``invocation``); which kinds fit which shape is each
 # kind's builder's to say (engine/tasks/_candidates.py).
@@ -107,6 +114,8 @@ _DETAIL_SQL = {
                   f"FROM attributes WHERE {_FINISHED} ORDER BY run_id, step, rowid",
     "branches": "SELECT run_id, line, col, kind, evaluation, taken FROM branches "
                 f"WHERE {_FINISHED} ORDER BY run_id, line, col, evaluation",
+    "settrace_lines": "SELECT run_id, step, func, line, depth, frame FROM settrace_lines "
+                      f"WHERE {_FINISHED} ORDER BY run_id, step, rowid",
 }
 
 
@@ -127,7 +136,8 @@ def _attach(by_id: dict[int, RunData], con, sql: str, name: str) -> None:
         return
     for (run_id,), part in frame.partition_by("run_id", as_dict=True,
                                               maintain_order=True).items():
-        setattr(by_id[run_id], name, part.drop("run_id").rows())
+        if run_id in by_id:  # (not a run asked about: see _RUNS_SQL)
+            setattr(by_id[run_id], name, part.drop("run_id").rows())
 
 
 def replay(run: RunData) -> list[LineExec]:

@@ -12,6 +12,8 @@ Kept to the standard library: the CLI imports the predicting module for its defa
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -22,6 +24,17 @@ MEMORY_NAME = "<memory>"  # how summaries and messages name tasks given in memor
 
 # What tasks may be given as: a tasks file's path, or records in memory.
 TasksLike = Any  # str | os.PathLike | TaskSummary | pl.DataFrame | Iterable[Mapping]
+
+
+def task_digest(run_key: str, kind: str, line: int | None, var: str | None,
+                occurrence: int | None, question: Mapping[str, object]) -> str:
+    """A task's id: the SHA-256 of its run's key, its kind and its question (line,
+    variable, occurrence and the question's other fields), not of its prompt or seed. A
+    record's id can so be checked against a store: the same id from the store's run of
+    the record's ``run_id`` means the record is about that run (``predict`` checks it)."""
+    key = json.dumps([run_key, kind, line, var, occurrence, dict(question)], sort_keys=True,
+                     ensure_ascii=False)
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def is_tasks_file(tasks: TasksLike) -> bool:

@@ -22,7 +22,6 @@ This module generates the tasks of a store and stores and writes them.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import random
 import string
@@ -39,11 +38,12 @@ from steptrace.corpus._text import user_file
 from steptrace.errors import InputError
 from steptrace.store._store import StoreError, connect, first_line
 from steptrace.store._tables import TASKS
-from steptrace.tasks._candidates import Candidate, run_facts, select
+from steptrace.tasks._candidates import Candidate, run_facts, select, settrace_facts
 from steptrace.tasks._kinds import KINDS, TASK_KINDS, parse_kinds, tables_read
-from steptrace.tasks._names import CHAIN_KINDS
+from steptrace.tasks._names import CHAIN_KINDS, LINE_VIEWS
 from steptrace.tasks._program import ProgramInfo, program_info
 from steptrace.tasks._runs import RunData, load_runs
+from steptrace.tasks._source import task_digest
 from steptrace.tasks._templates import load_templates, render
 from steptrace.tracing._analysis import ensure_analysed
 from steptrace.store._transaction import transaction
@@ -69,6 +69,9 @@ class TaskOptions:
     engine: str = "local"
     address: str | None = None        # the Ray cluster's address (engine ray)
     where: str | None = None          # only the runs this condition selects (store/_where.py)
+    # the line events the line-sequence kinds count: the steps' (monitoring) or the
+    # settrace view's (docs/guides/runs.md)
+    lines: str = "monitoring"
 
 
 @dataclass
@@ -128,15 +131,17 @@ class Task:
 # ====================================================================== generation
 def task_id(run_key: str, kind: str, candidate: Candidate) -> str:
     """Stable identity: the run, the kind and the question (not the prompt or seed)."""
-    key = json.dumps([run_key, kind, candidate.line, candidate.var, candidate.occurrence,
-                      dict(candidate.question)], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(key.encode()).hexdigest()
+    return task_digest(run_key, kind, candidate.line, candidate.var, candidate.occurrence,
+                       dict(candidate.question))
 
 
 def tasks_for_run(run: RunData, info: ProgramInfo | None, options: TaskOptions,
                   templates: dict[str, string.Template], now: dt.datetime) -> list[Task]:
     facts = run_facts(run, info, options)
-    found = {kind: list(TASK_KINDS[kind].candidates(facts)) for kind in options.kinds}
+    line_facts = facts
+    if options.lines == "settrace" and any(TASK_KINDS[kind].line_view for kind in options.kinds):
+        line_facts = settrace_facts(facts)
+    found = {kind: _candidates(kind, facts, line_facts, options) for kind in options.kinds}
     chosen = [(kind, c) for kind in options.kinds
               for c in select(found[kind], options.per_run,
                               random.Random(f"{options.seed}:{run.run_key}:{kind}"))]
@@ -150,8 +155,23 @@ def tasks_for_run(run: RunData, info: ProgramInfo | None, options: TaskOptions,
             json.dumps(dict(c.question), ensure_ascii=False) if c.question else None,
             c.answer, c.answer_type, c.value_type, run.line_steps,
             info.loop_nesting(c.line) if info else 0, run.distinct_lines, run.branch_count,
-            options.prompt_style, render(templates[kind], facts, c), options.seed, now))
+            options.prompt_style,
+            render(templates[kind], line_facts if TASK_KINDS[kind].line_view else facts, c,
+                   options.lines), options.seed, now))
     return tasks
+
+
+def _candidates(kind: str, facts, line_facts, options: TaskOptions) -> list[Candidate]:
+    """The kind's candidates; a line-sequence kind's of the line view asked for, each
+    saying so in its question when that is the settrace view (so a task's id and its
+    question tell the two apart), none when the run has no such view."""
+    task_kind = TASK_KINDS[kind]
+    if not task_kind.line_view or options.lines == "monitoring":
+        return list(task_kind.candidates(facts))
+    if line_facts is None:
+        return []
+    return [replace(c, question=c.question + (("lines", options.lines),))
+            for c in task_kind.candidates(line_facts)]
 
 
 
@@ -228,7 +248,7 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
     options = replace(options, kinds=parse_kinds(options.kinds))
     summary = TaskSummary(db=str(db), kinds=options.kinds)
     templates = load_templates(options.kinds, options.prompt_style, options.template_dir)
-    if "branches" in tables_read(options.kinds):
+    if "branches" in tables_read(options.kinds, options.lines):
         summary.seconds["analyse"] = _analyse(db, options)
     selected = None
     if options.where is not None:  # read-only, before the store is opened for writing
@@ -237,7 +257,7 @@ def generate_tasks(db: str | Path, options: TaskOptions | None = None) -> TaskSu
     con = connect(db)
     try:
         mark = time.perf_counter()
-        runs = _load(con, db, options.kinds, selected)
+        runs = _load(con, db, options.kinds, selected, options.lines)
         summary.seconds["load"] = time.perf_counter() - mark
         mark = time.perf_counter()
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
@@ -259,6 +279,9 @@ def _check(db: str | Path, options: TaskOptions) -> None:
     if not Path(db).exists():  # a store file, or a shard directory
         raise StoreError(f"database not found: {db}")
     parse_kinds(options.kinds)
+    if options.lines not in LINE_VIEWS:
+        raise InputError(f"unknown line view {options.lines!r}: choose from "
+                         f"{', '.join(LINE_VIEWS)}")
     if options.per_run < 1:
         raise InputError("--per-run must be at least 1")
     if options.out is not None:
@@ -277,9 +300,10 @@ def _analyse(db: str | Path, options: TaskOptions) -> float:
     return time.perf_counter() - mark
 
 
-def _load(con, db, kinds, selected: set[int] | None = None) -> list[RunData]:
+def _load(con, db, kinds, selected: set[int] | None = None,
+          lines: str = "monitoring") -> list[RunData]:
     try:
-        runs = load_runs(con, tables_read(kinds))
+        runs = load_runs(con, tables_read(kinds, lines))
     except duckdb.Error as exc:
         raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
     if selected is not None:

@@ -19,6 +19,20 @@ from steptrace.tasks._kinds import TASK_KINDS
 from steptrace.tasks._names import STYLES
 
 
+# How the answers' values are written (the store's rendering: tracer/bounded_repr.py), said
+# in every prompt whose answer is a value (``$values``): Python's repr(), but an instance
+# of a class the program defines is written from its attributes, never by its __repr__.
+VALUES = ("Values are written as Python's repr() writes them, with one exception: an instance "
+          "of a class the program defines, whatever its `__repr__`, is written "
+          "`Name(attr=value, ...)`, where Name is its class's `__qualname__` and the "
+          "attributes are those of its `__dict__` in insertion order, then its slots that "
+          "hold a value (base classes first, each class's in the order of its `__slots__`, "
+          "by the names it gives them), "
+          "each value written by this same rule (also inside lists, dicts and other "
+          "containers); an instance met again while it is being written (a reference back "
+          "to it), or nested inside four other instances, is written `Name(...)`.")
+
+
 def bundled_template_dir() -> Path:
     return Path(str(resources.files("steptrace.tasks") / "prompts"))
 
@@ -72,11 +86,39 @@ def ordinal(k: int) -> str:
     return f"{k}{suffix}"
 
 
-def render(template: string.Template, facts: RunFacts, candidate: Candidate) -> str:
+# ``$line_rule``: how the line events a line-sequence kind counts are counted, by line
+# view (docs/guides/runs.md, "The settrace view"); the monitoring view's rule is the
+# templates' own sentence, which the settrace view adds to. ``$line_counting`` (below):
+# the whole rule of the counting kinds (steps, line_count, trace), one per view.
+LINE_RULES = {
+    "monitoring": "",
+    "settrace": (" Lines are counted as sys.settrace reports them: a line also counts again "
+                 "each time execution jumps back to its start without leaving it (a loop, "
+                 "comprehension or generator expression written on that line going round "
+                 "for its next item, or to find it has none)."),
+}
+_COUNTED = ("a line counts each time a call comes to it from another line or starts there, "
+            "so a line in a loop counts once each time round, and a `for` or `while` line "
+            "each time its loop comes back to it, including the last check that ends the loop")
+LINE_COUNTING = {
+    "monitoring": (f"(Lines are counted as CPython 3.14 reports them: {_COUNTED}; a loop or "
+                   "comprehension written on one line counts once each time it is reached, "
+                   "however often it goes round.)"),
+    "settrace": (f"(Lines are counted as sys.settrace reports them: {_COUNTED}; a line also "
+                 "counts again each time execution jumps back to its start without leaving it "
+                 "(a loop, comprehension or generator expression written on that line going "
+                 "round for its next item, or to find it has none).)"),
+}
+
+
+def render(template: string.Template, facts: RunFacts, candidate: Candidate,
+           lines: str = "monitoring") -> str:
+    """The prompt of ``candidate`` (``lines``: the line view its line events are of)."""
     run = facts.run
     values = {"code": run.code, "numbered_code": numbered(run.code), "entry": run.entry,
               "input": run.input, "call": call_text(run.entry, run.input, run.shape, run.chain),
-              "invocation": invocation(run), "output": run.output or ""}
+              "invocation": invocation(run), "output": run.output or "", "values": VALUES,
+              "line_rule": LINE_RULES[lines], "line_counting": LINE_COUNTING[lines]}
     if candidate.line is not None:
         values.update(line=candidate.line,
                       line_text=facts.info.text(candidate.line) if facts.info else "")

@@ -4,8 +4,10 @@
 out duplicates and jobs the store already holds (resume), once to hand the rest, a few
 chunks ahead, to worker processes (or to this process with ``workers=0``). Finished runs
 are committed in batches, so an interrupted run keeps every committed batch and a re-run
-finishes the rest. Memory grows with the corpus only by a set of job keys (~100 bytes a
-job), not with the jobs or their results. A stream corpus (``-``, a pipe) can be read only
+finishes the rest. Every job's run id is given before it runs, from its place in the
+corpus (engine/store/_ids.py), so runs finishing in any order make the same store.
+Memory grows with the corpus only by its job and program keys and their ids (~400 bytes
+a job), not with the jobs or their results. A stream corpus (``-``, a pipe) can be read only
 once: it is first copied to a private temporary file (``steptrace.corpus._formats.spool``).
 A corpus in memory (a list of records, a polars DataFrame: ``steptrace.corpus.Records``)
 is read twice as it is.
@@ -25,11 +27,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
+import duckdb
+
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
                                        spool)
 from steptrace.corpus._meta import MODEL_WRITTEN, is_model_written
 from steptrace.errors import StoreError
-from steptrace.store._store import TracedRun, TraceWriter, connect, run_matches
+from steptrace.store._ids import CorpusOrder, corpus_ids
+from steptrace.store._store import TracedRun, TraceWriter, connect, first_line, run_matches
 from steptrace.sandbox._backends import WASI, identity
 from steptrace.sandbox._build import cache_key
 from steptrace.sandbox._limits import Limits
@@ -205,17 +210,18 @@ def trace_corpus(corpus: CorpusLike | Corpus, db: str | Path, options: TraceOpti
 def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, options: TraceOptions,
            progress: Callable[[int, int], None] | None, corpus_name: str | None,
            pool: WorkerPool | None) -> TraceSummary:
-    """Two passes over the corpus, so that memory does not grow with its size (beyond a
-    set of job keys, ~100 bytes a job): the first counts jobs, bad records and duplicates
-    and asks the store which keys it holds; the second reads the jobs again and hands
-    the ones to trace to the workers a few chunks at a time."""
+    """Two passes over the corpus, so that memory does not grow with its size (beyond its
+    job and program keys and their ids, ~400 bytes a job): the first counts jobs, bad
+    records and duplicates, asks the store which keys it holds and gives every job its
+    run id; the second reads the jobs again and hands the ones to trace to the workers a
+    few chunks at a time."""
     name = corpus.name if isinstance(corpus, (Spooled, Records)) else corpus
     summary = TraceSummary(corpus=corpus_name or str(name), db=str(db), notes=list(options.notes))
     from steptrace.sharding._plan import is_shard_directory
     if is_shard_directory(db):
         raise StoreError(f"{db} is a shard directory: trace into it with "
                          "steptrace trace CORPUS --out DIR")
-    todo = _survey(corpus, summary)  # before the store is opened: a bad corpus makes none
+    order = _survey(corpus, summary)  # before the store is opened: a bad corpus makes none
     isolation, note = isolation_for(options.isolation, summary.model_written, summary.jobs)
     if note is not None:
         options = replace(options, isolation=isolation)
@@ -228,10 +234,14 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
         # the build the workers loaded (worked out once: hashing the guest's sources and
         # reading the tools' versions costs ~15 ms)
         guest = guest_identity(options, pool)
+        try:  # every job's run id, from the corpus order (engine/store/_ids.py)
+            ids = corpus_ids(con, order)
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
         writer = TraceWriter(con, force=options.force, path=db,
-                             guest=(guest[0], options.packages))
-        if not options.force:
-            todo -= writer.stored_keys(todo)
+                             guest=(guest[0], options.packages), ids=ids)
+        del order
+        todo = set(ids.runs) if options.force else ids.runs.keys() - ids.stored
         if todo:
             writer.register_guest()  # now, while the workers start: not in the last commit
         summary.skipped = summary.jobs - summary.duplicates - len(todo)
@@ -287,19 +297,20 @@ def _items(corpus: str | Path | Spooled | Records | Corpus) -> Iterator[Job | st
     return iter_corpus(corpus)
 
 
-def _survey(corpus: str | Path | Spooled | Records | Corpus, summary: TraceSummary) -> set[str]:
-    """First pass: the keys of the corpus's jobs (each once), counting jobs, duplicates
-    and bad records."""
-    keys: set[str] = set()
+def _survey(corpus: str | Path | Spooled | Records | Corpus,
+            summary: TraceSummary) -> CorpusOrder:
+    """First pass: the keys of the corpus's jobs and programs in corpus order (each once:
+    the order gives the run ids), counting jobs, duplicates and bad records."""
+    order = CorpusOrder()
     for item in _items(corpus):
         if isinstance(item, str):
             summary.corpus_errors.append(item)
             continue
         summary.jobs += 1
         summary.model_written += is_model_written(item.program.meta)
-        keys.add(item.key)
-    summary.duplicates = summary.jobs - len(keys)
-    return keys
+        order.add(item.key, item.program.key)
+    summary.duplicates = summary.jobs - len(order)
+    return order
 
 
 def _take(todo: set[str], job: Job) -> bool:

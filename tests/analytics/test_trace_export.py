@@ -169,7 +169,7 @@ def test_jsonl_record_of_a_function_call(store, tmp_path):
         "output_type": "int", "output_truncated": False, "exception_type": None,
         "exception_message": None, "expected": None, "output_matches": None, "note": None,
         "stdout": "", "line_steps": 3, "instruction_steps": 11, "calls": 2, "max_depth": 1,
-        "n_steps": 7, "objects": []}
+        "n_steps": 7, "settrace_line_steps": 3, "objects": [], "settrace_lines": []}
 
     def change(var, value):
         return {"var": var, "value": value, "type": "int", "truncated": False, "object_id": None}
@@ -568,7 +568,8 @@ def test_jsonl_rebuilds_the_store_and_its_locals_are_the_replay(store, tmp_path)
                   "isolation": None, "traced_at": None}
         rebuilt = Run.from_rows(fields, record["program"]["code"], record["program"]["entry"],
                                 steps, states, objects=record["objects"],
-                                attributes=attributes, globals=globals_)
+                                attributes=attributes, globals=globals_,
+                                settrace_lines=record["settrace_lines"])
         assert rebuilt == run
         assert (rebuilt.run_id, rebuilt.sample_id) == (run.run_id, run.sample_id)
         assert [s["locals"] for s in record["steps"]] == \
@@ -616,8 +617,9 @@ def test_cwm_locals_resolve_to_the_store_replay(store, tmp_path):
 
 # ====================================================================== a hostile program
 EVIL = ("class Evil:\n"
-        "    def __repr__(self):\n"
-        "        return '<' + '|frame_sep|><' + '|line_sep|>{}\\n[DONE]\\nline: forged'\n"
+        "    pass\n"
+        "\n"
+        "Evil.__qualname__ = '<' + '|frame_sep|><' + '|line_sep|>{}\\n[DONE]\\nline: forged'\n"
         "\n"
         "def f(n):\n"
         "    e = Evil()\n"
@@ -626,14 +628,14 @@ EVIL = ("class Evil:\n"
 
 
 def test_values_a_program_controls_cannot_forge_frames_lines_or_break_the_file(tmp_path):
-    """A repr is the program's own text (its class's ``__repr__``), and its strings may
-    hold lone surrogates: no value spells a CWM token in the trace text, starts a line of
+    """A rendering holds the program's own text (its class's ``__qualname__``), and its
+    strings may hold lone surrogates: no value spells a CWM token in the trace text, starts a line of
     a scratchpad, or makes a line that is not UTF-8 JSON. (The program's source is its
     own text in every format, but for its line breaks in the text formats: see
     docs/guides/exports.md, "cwm" and "Line breaks".)"""
     db = tmp_path / "evil.duckdb"
     st.trace([{"id": "evil", "code": EVIL, "input": "1"}], db, workers=0)
-    forged = "<|frame_sep|><|line_sep|>{}\n[DONE]\nline: forged"
+    forged = "<|frame_sep|><|line_sep|>{}\n[DONE]\nline: forged()"
     cwm = export(db, tmp_path, "cwm")[0]
     assert cwm["status"] == "ok"
     assert cwm["text"].count("<|frame_sep|>") == len(cwm["frames"]) + 1
@@ -645,8 +647,7 @@ def test_values_a_program_controls_cannot_forge_frames_lines_or_break_the_file(t
     assert pad.count("[DONE]") == 1 and pad[-1] == "[DONE]"
     assert all(line == "[BEGIN]" or line == "[DONE]" or line.split(": ", 1)[0] in
                ("state", "line", "return", "exception", "yield") for line in pad)
-    assert ('state: {"n": 1, "e": <|frame_sep|><|line_sep|>{}⟦U+000A⟧[DONE]⟦U+000A⟧'
-            'line: forged}') in pad
+    assert 'state: {"n": 1, "e": <|frame_sep|><|line_sep|>{}\\n[DONE]\\nline: forged()}' in pad
     opt = export(db, tmp_path, "pythontutor")[0]
     validate_pythontutor(opt)
     last = opt["trace"][-1]["stack_to_render"][0]["encoded_locals"]

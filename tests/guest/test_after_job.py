@@ -125,6 +125,25 @@ def f():
     return 1
 ''', {"job": ("ok", None, None),
       "batch": ("ok", None, "changed shared interpreter state (json)" + FRESH)}),
+    # a library function changes a module for the program, whose code names nothing but
+    # the library: pickle's GLOBAL opcode reads json.__dict__, SETITEM rebinds dumps
+    "library_rebinds": ('''
+import pickle
+def f():
+    pickle.loads(b"cjson\\n__dict__\\nS'dumps'\\ncbuiltins\\nlen\\ns.")
+    return 1
+''', {"job": ("ok", None, None),
+      "batch": ("ok", None, "changed shared interpreter state (json)" + FRESH)}),
+    # no import, no attribute store, no name: a class pattern's keywords are constants,
+    # and they reach the builtins' dict through a builtin's __self__ (the next job's
+    # range would be this one's)
+    "pattern_keywords": ('''
+def f():
+    match len:
+        case object(__self__=object(__dict__=d)):
+            d['range'] = lambda n: [n]
+    return 1
+''', {"job": ("ok", None, None), "batch": ("ok", None, None)}),
 }
 
 

@@ -50,19 +50,20 @@ def test_depths(depth, expected):
     assert st.trace_one(code, "").output == expected
 
 
-def test_a_repr_run_by_the_tracer_sees_only_itself():
-    """The tracer renders ``x`` by running its ``__repr__`` inside the tracer's callback:
-    the views stop at the tracer's frames."""
+def test_a_repr_run_for_the_output_sees_only_itself():
+    """The tracer never runs a program's ``__repr__`` (``x`` is recorded as ``A()``); the
+    output's repr runs it after the call, inside the runner: the views stop at the
+    runner's frames."""
     code = ("import sys\n\nclass A:\n    def __repr__(self):\n"
             "        view, names = sys._getframe(), []\n"
             "        while view is not None:\n"
             "            names.append(view.f_code.co_name)\n"
             "            view = view.f_back\n"
             "        return 'A' + str(names)\n\n"
-            "def f():\n    x = A()\n    return 1\n")
+            "def f():\n    x = A()\n    return x\n")
     run = st.trace_one(code, "")
-    assert (run.status, run.output) == ("ok", "1")
-    assert [s.value for s in run.states if s.var == "x"] == ["A['__repr__']"]
+    assert (run.status, run.output) == ("ok", "A['__repr__']")
+    assert [s.value for s in run.states if s.var in ("x", "<return>")] == ["A()", "A()"]
 
 
 def test_real_frames_stay_refused():

@@ -7,7 +7,11 @@ powers of two count backward jumps, never time)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import Sandbox
@@ -109,15 +113,43 @@ def test_a_script_looping_at_its_top_level(box):
             assert len(result["steps"]["event"]) == steps
 
 
-def test_a_traced_class_with_its_own_repr_is_not_judged(box):
-    """The tracer calls a program's ``__repr__`` when its own caches say so (state the
-    snapshot does not hold): traced, such a program is never ``loops``; run, it is."""
+def test_a_class_with_its_own_repr_is_judged_alike_traced_or_not(box):
+    """Recording never runs a program's ``__repr__`` (tracer/bounded_repr.py), so a class
+    that defines one is judged as any other: ``loops`` at the same backward jump, traced
+    or not (it was never judged traced, when the tracer ran it)."""
     code = INSTANCE.replace("    def step(self):", "    def __repr__(self):\n"
                             "        return 'Light()'\n\n    def step(self):")
-    assert run(box, code, "trace")["status"] == "step_limit"
-    result = run(box, code, "run")
+    for mode in ("trace", "run"):
+        result = run(box, code, mode)
+        assert (result["status"], result["exception_message"]) == (
+            "loops", MESSAGE.format(func="f", line=13, jump=2464))
+
+
+def test_a_traced_class_made_by_type_with_a_repr_is_not_judged(box):
+    """The same for a class ``type()`` makes (no class body for the static check to see):
+    traced, a program that can make a class at run time (``type``, ``__class__``,
+    ``__new__``) is not judged, and the snapshot refuses a class whose dict has
+    ``__repr__`` or ``__str__`` (one the input made)."""
+    for method in ("__repr__", "__str__"):
+        code = ("def text(self):\n    return 'Light()'\n\n\n"
+                "def step(self):\n    self.color = {'red': 'green', 'green': 'red'}[self.color]\n\n\n"
+                f"Light = type('Light', (), {{'{method}': text, 'step': step}})\n\n\n"
+                "def f(xs):\n    light = Light()\n    light.color = 'red'\n"
+                "    while light.color != 'blue':\n        light.step()\n")
+        assert run(box, code, "trace")["status"] == "step_limit"
+        result = run(box, code, "run")
+        assert (result["status"], result["exception_message"]) == (
+            "loops", MESSAGE.format(func="f", line=15, jump=1216))
+    # made by the input (never checked statically): the snapshot refuses the class
+    code = ("def text(self):\n    return 'Light()'\n\n\n"
+            "def step(self):\n    self.color = {'red': 'green', 'green': 'red'}[self.color]\n\n\n"
+            "def f(cls):\n    light = cls()\n    light.color = 'red'\n"
+            "    while light.color != 'blue':\n        light.step()\n")
+    made = "type('Light', (), {'__repr__': text, 'step': step})"
+    assert run(box, code, "trace", input=made)["status"] == "step_limit"
+    result = run(box, code, "run", input=made)
     assert (result["status"], result["exception_message"]) == (
-        "loops", MESSAGE.format(func="f", line=13, jump=2464))
+        "loops", MESSAGE.format(func="f", line=12, jump=1196))
 
 
 def test_detection_off_runs_to_the_limits(box, short):
@@ -201,6 +233,17 @@ LOOKS_CYCLIC = {
     "an address in a repr": (
         "def f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
         "        if str(object())[-3] == 'z':\n            return i\n", "step_limit", None),
+    # the same through the dunder methods: __hash__ refuses as hash, __repr__ makes text
+    # (no hash is -1: the loop never ends, and no proof can know it)
+    "an address through __hash__": (
+        "class A:\n    pass\n\ndef f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
+        "        if A().__hash__() == -1:\n            return i\n", "step_limit", None),
+    "an address through __repr__": (
+        "class A:\n    pass\n\ndef f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
+        "        if A().__repr__()[-3] == 'z':\n            return i\n", "step_limit", None),
+    "an address through __iter__": (
+        "def f(xs):\n    i = 0\n    while True:\n        i = (i + 1) % 3\n"
+        "        if str(xs.__iter__())[-3] == 'z':\n            return i\n", "step_limit", None),
 }
 
 
@@ -221,6 +264,196 @@ def test_str_hash_order_in_a_set_is_not_a_proof(box):
             "        if x == 'z':\n            return x\n")
     traced = run(box, code, "trace")
     assert traced["status"] == "step_limit"
+
+
+# Programs that end, whose loop changes state the snapshot does not show while what it
+# shows repeats (issue 32): whatever the snapshot cannot see must make the program
+# ineligible, never count as equal. Each ends ``ok`` with its output, as with the
+# detection off (the first ones were called ``loops`` before).
+def _loop(setup: str, init: list, condition: str, bump: str) -> str:
+    """A loop whose visible state (``i``, cycling) repeats while ``bump`` changes other
+    state, until ``condition`` (which reads it) fails; returns ``i``."""
+    return (setup + "def f(xs):\n" + "".join(f"    {line}\n" for line in init) +
+            f"    i = 0\n    while {condition}:\n        {bump}\n        i = (i + 1) % 3\n"
+            "    return i\n")
+
+
+def _nan_counter(bits: int) -> str:
+    """A binary counter kept in which NaN objects a list holds: bit j is set when slot j
+    holds the constant of ``nan{j}()`` (the code's own NaN object), clear when it holds a
+    NaN made at run time with the same bits; ``in`` tests identity first. The caller's
+    state repeats at every round; it ends when the counter overflows."""
+    lines = []
+    for j in range(bits):
+        lines += [f"def nan{j}():", "    return 1e999 - 1e999", "", ""]
+    lines += [f"NANS = ({', '.join(f'nan{j}' for j in range(bits))})", "", "",
+              "def increment(ys, x):", "    j = 0",
+              f"    while j < {bits} and NANS[j]() in ys[j:j + 1]:",
+              "        ys[j] = x - x", "        j += 1", f"    if j == {bits}:",
+              "        return False", "    ys[j] = NANS[j]()", "    return True", "", "",
+              "def f(xs):", "    x = 1e999", f"    ys = [x - x for _ in range({bits})]",
+              "    while increment(ys, x):", "        pass", "    return 'ends'"]
+    return "\n".join(lines) + "\n"
+
+
+def _hash_counter(bits: int) -> str:
+    """A binary counter kept in the hashes dicts stored for their keys: bit j is set when
+    dict j's one key went in while its ``__hash__`` said 1, clear when 0; every key's own
+    state is 0 between rounds. It ends when the counter overflows."""
+    return ("class Key:\n    def __init__(self):\n        self.n = 0\n\n"
+            "    def __hash__(self):\n        return self.n\n\n"
+            "    def __eq__(self, other):\n        return False\n\n"
+            "    def __repr__(self):\n        return 'Key()'\n\n\n"
+            "def stored(k, d):\n    k.n = 1\n    found = k in d\n    k.n = 0\n    return found\n\n\n"
+            "def store(k, d, old, new):\n    k.n = old\n    del d[k]\n    k.n = new\n"
+            "    d[k] = 0\n    k.n = 0\n\n\n"
+            f"def increment(ks, ds):\n    j = 0\n    while j < {bits} and stored(ks[j], ds[j]):\n"
+            "        store(ks[j], ds[j], 1, 0)\n        j += 1\n"
+            f"    if j == {bits}:\n        return False\n"
+            "    store(ks[j], ds[j], 0, 1)\n    return True\n\n\n"
+            f"def f(xs):\n    ks = [Key() for _ in range({bits})]\n    ds = [{{k: 0}} for k in ks]\n"
+            "    while increment(ks, ds):\n        pass\n    return 'ends'\n")
+
+
+ENDS = {
+    # issue 32's two programs: a dict outside the snapshot; a list subclass's list
+    "a function's __annotations__ grown to 5,000": (_loop(
+        "def g():\n    pass\n\n\n", [], "len(g.__annotations__) < 5000",
+        "g.__annotations__[len(g.__annotations__)] = i"), "2"),
+    "a list subclass grown to 5,000": (_loop(
+        "class Stack(list):\n    pass\n\n\n", ["s = Stack()"], "len(s) < 5000", "s.append(i)"),
+        "2"),
+    # instances of subclasses of built-in types: the base's part is state too
+    "a dict subclass": (_loop("class Table(dict):\n    pass\n\n\n", ["t = Table()"],
+                              "len(t) < 3000", "t[len(t)] = i"), "0"),
+    "a bytearray subclass": (_loop("class Buffer(bytearray):\n    pass\n\n\n", ["b = Buffer()"],
+                                   "len(b) < 3000", "b.append(i)"), "0"),
+    "a list subclass with a repr and attributes": (_loop(
+        "class Stack(list):\n    def __init__(self):\n        self.name = 'stack'\n\n"
+        "    def __repr__(self):\n        return 'Stack()'\n\n\n", ["s = Stack()"],
+        "len(s) < 3000", "s.append(i)"), "0"),
+    "an int subclass made anew": (_loop("class Count(int):\n    pass\n\n\n", ["n = Count(0)"],
+                                        "n < 3000", "n = Count(n + 1)"), "0"),
+    "a float subclass made anew": (_loop("class Amount(float):\n    pass\n\n\n",
+                                         ["x = Amount(0)"], "x < 3000", "x = Amount(x + 1)"),
+                                   "0"),
+    "a str subclass made anew": (_loop("class Text(str):\n    pass\n\n\n", ["s = Text()"],
+                                       "len(s) < 3000", "s = Text(s + 'a')"), "0"),
+    "an exception subclass's args": (_loop("class Fault(Exception):\n    pass\n\n\n",
+                                           ["e = Fault(0)"], "e.args[0] < 3000",
+                                           "e.args = (e.args[0] + 1,)"), "0"),
+    "an exception's args": (_loop("", ["e = ValueError(0)"], "e.args[0] < 3000",
+                                  "e.args = (e.args[0] + 1,)"), "0"),
+    # builtins the snapshot shows as one name (the builtins module): objects of their own
+    "__spec__'s attribute": (_loop("", ["__spec__.n = 0"], "__spec__.n < 3000",
+                                   "__spec__.n += 1"), "0"),
+    "__loader__'s attribute": (_loop("", ["__loader__.n = 0"], "__loader__.n < 3000",
+                                     "__loader__.n += 1"), "0"),
+    "exit's attribute": (_loop("", ["exit.n = 0"], "exit.n < 3000", "exit.n += 1"), "0"),
+    "license's attribute": (_loop("", ["license.n = 0"], "license.n < 3000",
+                                  "license.n += 1"), "0"),
+    # objects whose state the snapshot read in part
+    "a staticmethod's attribute": (_loop(
+        "def g():\n    pass\n\n\nbox = staticmethod(g)\n\n\n", ["box.n = 0"], "box.n < 3000",
+        "box.n += 1"), "0"),
+    "a classmethod's attribute": (_loop(
+        "def g(cls):\n    pass\n\n\nbox = classmethod(g)\n\n\n", ["box.n = 0"], "box.n < 3000",
+        "box.n += 1"), "0"),
+    "a property's doc": (_loop("", ["p = property(None, None, None, '')"],
+                               "len(p.__doc__) < 3000",
+                               "p = property(None, None, None, p.__doc__ + 'x')"), "0"),
+    "a function's __module__ (the globals' __name__ when it was made)": (
+        "__name__ = 0\n\n\ndef g():\n    pass\n\n\n__name__ = '__main__'\n\n\n"
+        "def f(xs):\n    global __name__, g\n    i = 0\n    while True:\n"
+        "        __name__ = g.__module__ + 1\n\n        def g():\n            pass\n\n"
+        "        __name__ = '__main__'\n        if g.__module__ == 3000:\n            return i\n"
+        "        i = (i + 1) % 3\n", "2"),
+    "a class's __name__ (kept in the type)": (_loop(
+        "def r(self):\n    return 'C()'\n\n\n", ["C = type('', (), {'__repr__': r})"],
+        "len(C.__name__) < 3000", "C = type(C.__name__ + 'x', (), {'__repr__': r})"), "0"),
+    # hashes dicts keep for their keys; identities of NaN constants
+    "a dict's stored hashes of keys with a __hash__": (_hash_counter(11), "'ends'"),
+    "which NaN objects a list holds": (_nan_counter(11), "'ends'"),
+    # a class body's namespace made by a metaclass's __prepare__ (a dict subclass)
+    "a class body's namespace from __prepare__": (
+        "class Namespace(dict):\n    def __init__(self):\n        self.n = 0\n\n"
+        "    def __setitem__(self, key, value):\n        self.n += 1\n        if self.n > 3000:\n"
+        "            raise KeyError(key)\n        dict.__setitem__(self, key, value)\n\n\n"
+        "class Meta(type):\n    @classmethod\n    def __prepare__(cls, name, bases):\n"
+        "        return Namespace()\n\n\n"
+        "def f(xs):\n    try:\n        class C(metaclass=Meta):\n            i = 0\n"
+        "            while True:\n                i = (i + 1) % 3\n    except KeyError:\n"
+        "        return 'ends'\n", "'ends'"),
+    # the exception a caller handles, which a bare raise raises again
+    "the exception a caller handles (a bare raise)": (
+        "def inner():\n    i = 0\n    while True:\n        try:\n            raise\n"
+        "        except ValueError as e:\n            e.args = (e.args[0] + 1,)\n"
+        "            if e.args[0] > 3000:\n                return i\n        i = (i + 1) % 3\n\n\n"
+        "def f(xs):\n    try:\n        raise ValueError(0)\n    except ValueError:\n"
+        "        return inner()\n", "0"),
+    # state never read, which refuses the program (statically or in the snapshot)
+    "another module's global": (_loop("import string\n\n\n", ["string.n = 0"],
+                                      "string.n < 3000", "string.n += 1"), "0"),
+    "the recursion limit": (_loop("import sys\n\n\n", ["sys.setrecursionlimit(1000)"],
+                                  "sys.getrecursionlimit() < 4000",
+                                  "sys.setrecursionlimit(sys.getrecursionlimit() + 1)"), "0"),
+    "random's state (2,118 rounds)": (_loop("import random\n\n\n", ["random.seed(5)"],
+                                            "random.random() < 0.9995", "pass"), "0"),
+    "a StringIO's position": (_loop("import io\n\n\n", ["s = io.StringIO()"],
+                                    "s.tell() < 3000", "s.write('x')"), "0"),
+    "a weak reference's referent": (_loop(
+        "import weakref\n\n\nclass Box:\n    pass\n\n\nKEEP = Box()\nKEEP.n = 0\n\n\n",
+        ["r = weakref.ref(KEEP)"], "r().n < 3000", "r().n += 1"), "0"),
+    "a list iterator's position": (_loop("", ["it = iter([0] * 3000)"],
+                                         "next(it, None) is not None", "pass"), "0"),
+    "a range iterator's position": (_loop("", ["it = iter(range(3000))"],
+                                          "next(it, -1) >= 0", "pass"), "0"),
+    "itertools.count": (_loop("import itertools\n\n\n", ["c = itertools.count()"],
+                              "next(c) < 3000", "pass"), "0"),
+    "itertools.accumulate": (_loop("import itertools\n\n\n",
+                                   ["a = itertools.accumulate(itertools.repeat(1))"],
+                                   "next(a) <= 3000", "pass"), "0"),
+    "itertools.cycle": (_loop("import itertools\n\n\n",
+                              ["c = itertools.cycle([0, 1])", "n = 0"], "n < 3000",
+                              "n += next(c) * 2"), "0"),
+    "a generator's state": (_loop(
+        "def gen():\n    n = 0\n    while True:\n        yield n\n        n += 1\n\n\n",
+        ["g = gen()"], "next(g) < 3000", "pass"), "0"),
+    "a coroutine's state": (
+        "class Tick:\n    def __await__(self):\n        yield\n\n\n"
+        "async def count():\n    n = 0\n    while n < 2000:\n        await Tick()\n"
+        "        n += 1\n    return n\n\n\n"
+        "def f(xs):\n    c = count()\n    i = 0\n    try:\n        while True:\n"
+        "            c.send(None)\n            i = (i + 1) % 3\n"
+        "    except StopIteration as stop:\n        return stop.value, i\n", "(2000, 2)"),
+    "an instance with __slots__": (_loop("class Point:\n    __slots__ = ('n',)\n\n\n",
+                                         ["p = Point()", "p.n = 0"], "p.n < 3000",
+                                         "p.n += 1"), "0"),
+    # state the snapshot shows (it differs each round): never equal
+    "a keyword-only default": (_loop(
+        "def g(*, box=[0]):\n    box[0] += 1\n    return box[0]\n\n\n", [], "g() < 3000",
+        "pass"), "2"),
+    "a closure made by a factory": (_loop(
+        "def counter():\n    n = 0\n\n    def bump():\n        nonlocal n\n        n += 1\n"
+        "        return n\n\n    return bump\n\n\n", ["bump = counter()"], "bump() < 3000",
+        "pass"), "2"),
+}
+# traced too (the others trace slowly: the tracer renders a growing list subclass or
+# counts every call of a Key's __hash__, up to the step limit)
+TRACED = ("a function's __annotations__ grown to 5,000", "__spec__'s attribute",
+          "exit's attribute", "a property's doc", "a function's __module__ (the globals' "
+          "__name__ when it was made)", "a class body's namespace from __prepare__",
+          "a staticmethod's attribute", "an int subclass made anew",
+          "the exception a caller handles (a bare raise)")
+
+
+@pytest.mark.parametrize("name", ENDS)
+def test_programs_that_end_are_never_loops(box, name):
+    code, output = ENDS[name]
+    for mode in ("run", "trace") if name in TRACED else ("run",):
+        result = run(box, code, mode)
+        assert (result["status"], result["exception_message"], result["output"]) == (
+            "ok", None, output)
 
 
 # Adversarial: a hostile program cannot produce or suppress the verdict.
@@ -354,3 +587,174 @@ def test_identity_tests_of_values_are_never_judged(box):
     assert proved["status"] == "loops"
     assert proved["exception_message"].startswith(
         "the program loops forever: the complete state of f at line 3 repeated")
+
+
+# Property: a program that ends is never called ``loops``. Generated programs: a loop (in
+# a function, a helper it calls, one called while f handles an exception, or a method)
+# changes one piece of state of a kind drawn below while what else it changes cycles (or
+# nothing else changes), and ends after at most a few thousand rounds; with the detection
+# on each ends ``ok`` with the same output as with it off.
+@dataclass(frozen=True)
+class _State:
+    """A piece of state a loop changes: module-level ``setup``, lines run before the loop
+    (``init``), an int expression reading it (``read``) and a statement adding 1 to it
+    (``bump``; ``pass`` where reading it moves it on); ``handled``: it is the exception
+    a caller handles, so the loop runs under a handler."""
+    setup: str
+    init: tuple
+    read: str
+    bump: str
+    handled: bool = False
+
+
+def _class(name: str, base: str, slots: bool, repr_: bool, attribute: bool) -> str:
+    body = ["    __slots__ = ()"] if slots else []
+    if attribute and not slots:
+        body += ["    def __init__(self, *args):", "        self.name = 'box'"]
+    if repr_:
+        body += ["    def __repr__(self):", f"        return '{name}()'"]
+    return f"class {name}({base}):\n" + "\n".join(body or ["    pass"]) + "\n\n\n"
+
+
+# containers of a built-in base: (base, setup of an import or "", how it grows)
+_GROWING = {"list": ("", "s.append(0)"), "dict": ("", "s[len(s)] = 0"),
+            "bytearray": ("", "s.append(0)"), "set": ("", "s.add(len(s))"),
+            "collections.deque": ("import collections\n\n\n", "s.append(0)"),
+            "collections.OrderedDict": ("import collections\n\n\n", "s[len(s)] = 0"),
+            "array.array": ("import array\n\n\n", "s.append(0)")}
+# immutable values of a built-in base, made anew: (base, start, next, read)
+_REMADE = {"int": ("0", "S(s + 1)", "s"), "float": ("0.0", "S(s + 1)", "int(s)"),
+           "str": ("''", "S(s + 'a')", "len(s)"), "tuple": ("()", "S(s + (0,))", "len(s)"),
+           "bytes": ("b''", "S(s + b'a')", "len(s)"), "complex": ("0j", "S(s + 1)", "int(s.real)")}
+# objects of the builtins module with attributes of their own
+_BUILTIN_OBJECTS = ("__spec__", "__loader__", "exit", "quit", "license", "credits",
+                    "copyright")
+_FIXED_STATES = (
+    _State("def g():\n    pass\n\n\n", (), "len(g.__annotations__)",
+           "g.__annotations__[len(g.__annotations__)] = 0"),
+    _State("class C:\n    x: int = 0\n\n\n", (), "len(C.__annotations__)",
+           "C.__annotations__[len(C.__annotations__)] = 0"),
+    _State("def g():\n    pass\n\n\n", ("g.n = 0",), "g.n", "g.n += 1"),
+    _State("class C:\n    n = 0\n\n\n", (), "C.n", "C.n += 1"),
+    _State("class C:\n    def __init__(self):\n        self.n = 0\n\n\n", ("o = C()",), "o.n",
+           "o.n += 1"),
+    _State("class C:\n    __slots__ = ('n',)\n\n\n", ("o = C()", "o.n = 0"), "o.n", "o.n += 1"),
+    _State("def g(box=[0]):\n    return box\n\n\n", (), "g()[0]", "g()[0] += 1"),
+    _State("def g(*, box=[0]):\n    return box\n\n\n", (), "g()[0]", "g()[0] += 1"),
+    _State("def counter():\n    n = 0\n\n    def bump():\n        nonlocal n\n        n += 1\n"
+           "\n    def get():\n        return n\n\n    return bump, get\n\n\n",
+           ("bump, get = counter()",), "get()", "bump()"),
+    _State("def g():\n    pass\n\n\nbox = staticmethod(g)\n\n\n", ("box.n = 0",), "box.n",
+           "box.n += 1"),
+    _State("def g(cls):\n    pass\n\n\nbox = classmethod(g)\n\n\n", ("box.n = 0",), "box.n",
+           "box.n += 1"),
+    _State("", ("p = property(None, None, None, '')",), "len(p.__doc__)",
+           "p = property(None, None, None, p.__doc__ + 'x')"),
+    _State("", ("e = ValueError(0)",), "e.args[0]", "e.args = (e.args[0] + 1,)"),
+    _State("class Fault(Exception):\n    pass\n\n\n", ("e = Fault()", "e.n = 0"), "e.n",
+           "e.n += 1"),
+    _State("import string\n\n\n", ("string.n = 0",), "string.n", "string.n += 1"),
+    _State("import sys\n\n\n", ("sys.setrecursionlimit(1000)",),
+           "sys.getrecursionlimit() - 1000",
+           "sys.setrecursionlimit(sys.getrecursionlimit() + 1)"),
+    _State("import io\n\n\n", ("s = io.StringIO()",), "s.tell()", "s.write('x')"),
+    _State("import weakref\n\n\nclass Box:\n    pass\n\n\nKEEP = Box()\n\n\n",
+           ("KEEP.n = 0", "r = weakref.ref(KEEP)"), "r().n", "r().n += 1"),
+    _State("", ("it = iter(list(range(10000)))",), "next(it)", "pass"),
+    _State("", ("it = iter(range(10000))",), "next(it)", "pass"),
+    _State("import itertools\n\n\n", ("it = itertools.count()",), "next(it)", "pass"),
+    _State("import itertools\n\n\n", ("it = itertools.accumulate(itertools.repeat(1))",),
+           "next(it) - 1", "pass"),
+    _State("import itertools\n\n\n", ("it = itertools.cycle(range(10000))",), "next(it)",
+           "pass"),
+    _State("def gen():\n    n = 0\n    while True:\n        yield n\n        n += 1\n\n\n",
+           ("it = gen()",), "next(it)", "pass"),
+    _State("def gen():\n    n = 0\n    while True:\n        n += yield n\n\n\n",
+           ("it = gen()", "next(it)"), "it.send(1)", "pass"),
+    _State("def count():\n    try:\n        raise\n    except ValueError as e:\n"
+           "        return e.args[0]\n\n\ndef bump():\n    try:\n        raise\n"
+           "    except ValueError as e:\n        e.args = (e.args[0] + 1,)\n\n\n", (),
+           "count()", "bump()", handled=True),
+)
+
+
+@st.composite
+def _states(draw) -> _State:
+    kind = draw(st.integers(0, 3))
+    if kind == 0:
+        base = draw(st.sampled_from(sorted(_GROWING)))
+        setup, grow = _GROWING[base]
+        cls = _class("S", base, draw(st.booleans()), draw(st.booleans()), draw(st.booleans()))
+        start = "'i'" if base == "array.array" else ""
+        return _State(setup + cls, (f"s = S({start})",), "len(s)", grow)
+    if kind == 1:
+        base = draw(st.sampled_from(sorted(_REMADE)))
+        start, remade, read = _REMADE[base]
+        cls = _class("S", base, draw(st.booleans()), draw(st.booleans()), False)
+        return _State(cls, (f"s = S({start})",), read, f"s = {remade}")
+    if kind == 2:
+        name = draw(st.sampled_from(_BUILTIN_OBJECTS))
+        return _State("", (f"{name}.n = 0",), f"{name}.n", f"{name}.n += 1")
+    return draw(st.sampled_from(_FIXED_STATES))
+
+
+# what else the loop changes, cycling: (lines before the loop, a statement, the result)
+_CYCLES = (((), "pass", "'done'"), (("i = 0",), "i = (i + 1) % 3", "i"),
+           (("a, b = 1, 2",), "a, b = b, a", "(a, b)"),
+           (("ys = [0, 1, 2]",), "ys.append(ys.pop(0))", "ys"),
+           (("d = {'on': True}",), "d['on'] = not d['on']", "d"),
+           (("t = (1, 'x', 2.5)",), "t = t[1:] + t[:1]", "t"))
+
+
+@st.composite
+def _ending_programs(draw) -> str:
+    state = draw(_states())
+    before, step, result = draw(st.sampled_from(_CYCLES))
+    every = draw(st.sampled_from([1, 1, 2, 3]))
+    bound = draw(st.integers(1100, 3000)) // every
+    form = draw(st.sampled_from(["while", "while True", "every", "for", "nested"]))
+    bump = [state.bump]
+    if form == "every" and every > 1:
+        bump = ["c = (c + 1) % " + str(every), "if c == 0:", "    " + state.bump]
+        before = before + ("c = 0",)
+    if form in ("while", "every"):
+        head, body = f"while {state.read} < {bound}:", bump + [step]
+    elif form == "while True":
+        head, body = "while True:", [step] + bump + [f"if {state.read} >= {bound}:", "    break"]
+    elif form == "for":  # the loop's iterator is on the value stack
+        head, body = "for _ in range(10 ** 6):", [step] + bump + [
+            f"if {state.read} >= {bound}:", "    break"]
+    else:  # an inner loop of a few rounds under the loop that changes the state
+        head, body = f"while {state.read} < {bound}:", [
+            "j = 0", "while j < 2:", "    j += 1", "    " + step] + bump
+    loop = [*state.init, *before, head] + ["    " + line for line in body] + [
+        f"return {result}"]
+    where = "handler" if state.handled else draw(
+        st.sampled_from(["f", "helper", "method", "handler"]))
+    if where == "handler":  # a helper called while f handles an exception
+        return (state.setup + "def run(n):\n" + "".join(f"    {line}\n" for line in loop) +
+                "\n\ndef f(xs):\n    try:\n        raise ValueError(0)\n"
+                "    except ValueError:\n        return run(len(xs))\n")
+    if where == "f":
+        return state.setup + "def f(xs):\n" + "".join(f"    {line}\n" for line in loop)
+    if where == "helper":
+        return (state.setup + "def run(n):\n" + "".join(f"    {line}\n" for line in loop) +
+                "\n\ndef f(xs):\n    return run(len(xs))\n")
+    return (state.setup + "class Runner:\n    def __repr__(self):\n        return 'Runner()'\n\n"
+            "    def go(self):\n" + "".join(f"        {line}\n" for line in loop) +
+            "\n\ndef f(xs):\n    return Runner().go()\n")
+
+
+@settings(max_examples=120, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_ending_programs())
+@example(ENDS["a function's __annotations__ grown to 5,000"][0])
+@example(ENDS["a list subclass grown to 5,000"][0])
+@example(_hash_counter(11))
+@example(_nan_counter(11))
+def test_a_program_that_ends_is_never_loops(box, code):
+    off = run(box, code, "run", loops=False)
+    assert off["status"] == "ok", (code, off)  # the programs drawn end
+    on = run(box, code, "run")
+    assert (on["status"], on["exception_message"], on["output"]) == (
+        "ok", None, off["output"]), code

@@ -25,30 +25,10 @@ import re
 
 import pytest
 
-from helpers.traces import steps_of
+from helpers.traces import attributes_of, globals_of, objects_of, steps_of
+from helpers.traces import state_rows as states_of
 
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def states_of(result: dict) -> list[tuple]:
-    s = result["states"]
-    return list(zip(s["step"], s["var"], s["value"], s["type"], s["truncated"], s["object_id"]))
-
-
-def objects_of(result: dict) -> list[tuple]:
-    o = result["objects"]
-    return [(index + 1, kind, step) for index, (kind, step) in enumerate(zip(o["type"], o["step"]))]
-
-
-def attributes_of(result: dict) -> list[tuple]:
-    a = result["attributes"]
-    return list(zip(a["step"], a["object_id"], a["attr"], a["value"], a["type"], a["truncated"],
-                    a["ref_id"]))
-
-
-def globals_of(result: dict) -> list[tuple]:
-    g = result["global_states"]
-    return list(zip(g["step"], g["name"], g["value"], g["type"], g["truncated"], g["object_id"]))
 
 
 def no_addresses(result: dict) -> bool:
@@ -618,7 +598,7 @@ def assert_clean(result: dict, x: int) -> None:
 def test_hostile_classes_run_no_code_and_stay_bounded(run, isolation):
     """Reading objects runs none of the program's code: not ``__getattribute__``/
     ``__getattr__``, a metaclass's ``__getattribute__``, a ``__dict__`` property (its
-    instance is shown by its own repr, without attributes), a property put where a slot
+    instance is shown without its dict's attributes), a property put where a slot
     was, a lying ``__class__``. 120 attributes: 100 are read, and the note says so; a
     self-referencing graph renders with ``...``. Only ``f`` is traced, and the next job
     is exact."""
@@ -633,7 +613,7 @@ def test_hostile_classes_run_no_code_and_stay_bounded(run, isolation):
         first.setdefault(row[1], []).append(row)
     assert first["loud"] == [(2, "loud", "Loud()", "Loud", False, 1),
                              (3, "loud", "Loud(x=1)", "Loud", False, 1)]
-    assert first["dp"] == [(4, "dp", "<__main__.DictProp object>", "DictProp", False, 2)]
+    assert first["dp"] == [(4, "dp", "DictProp()", "DictProp", False, 2)]
     assert first["sl"] == [(6, "sl", "SlotLie()", "SlotLie", False, 3)]
     assert first["liar"] == [(7, "liar", "Liar()", "Liar", False, 4),
                              (8, "liar", "Liar(z=3)", "Liar", False, 4)]
@@ -663,16 +643,17 @@ def test_hostile_classes_run_no_code_and_stay_bounded(run, isolation):
 @pytest.mark.slow
 def test_a_class_body_that_raises_in_a_key_comparison_does_not_break_the_tracer(run):
     """A class dict whose key is a str subclass with a raising ``__eq__`` and the hash of
-    ``"__repr__"``: looking up ``__repr__`` runs it (quietly, untraced); the class is then
-    treated as not the program's and its instances are shown by their own repr (which
-    cannot find the module through that dict either)."""
+    ``"__repr__"``: the tracer never looks that dict up (it scans it for plain ``str``
+    keys), so the ``__eq__`` never runs and the class is the program's like any other."""
     code = ("class K(str):\n    def __hash__(self):\n        return hash('__repr__')\n"
             "    def __eq__(self, other):\n        raise RuntimeError('eq')\n\n"
             "Odd = type('Odd', (), {K('x'): 1})\n\n"
             "def f():\n    o = Odd()\n    o.v = 1\n    return 2\n")
     result = run(code, "")
     assert (result["status"], result["output"], result["funcs"]) == ("ok", "2", ["f"])
-    assert states_of(result) == [(2, "o", "<Odd object>", "Odd", False, None),
+    assert states_of(result) == [(2, "o", "Odd()", "Odd", False, 1),
+                                 (3, "o", "Odd(v=1)", "Odd", False, 1),
                                  (4, "<return>", "2", "int", False, None)]
-    assert objects_of(result) == attributes_of(result) == []
+    assert objects_of(result) == [(1, "Odd", 2)]
+    assert attributes_of(result) == [(3, 1, "v", "1", "int", False, None)]
     assert_clean(run(CLEAN, "6"), 6)

@@ -26,7 +26,10 @@ from collections import defaultdict
 
 import pytest
 
-from helpers.traces import states_of, steps_of
+from helpers.programs import CALLS_IN_COMPREHENSION, ONE_LINE_LOOPS_AND_ANY
+from helpers.traces import job, states_of, steps_of
+from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._runtime import Sandbox
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+>")
 
@@ -862,10 +865,13 @@ def test_multiline_comprehension_shadows_outer_variable(run):
     """An inlined comprehension spanning lines 3-5 produces LINE steps in ``f`` itself.
     While it runs, CPython stashes the outer ``x`` (LOAD_FAST_AND_CLEAR): ``x`` is unbound
     (step 4), then holds the comprehension's values 1 and 2, and the outer ``'outer'`` is
-    back after the comprehension (step 11), as ``frame.f_locals`` really shows it."""
+    back after the comprehension (step 12), as ``frame.f_locals`` really shows it. The
+    loop's end (step 10, line 4) goes back to line 3 to store ``sq`` (step 11, ``x``
+    still 2): a line CPython 3.14 loses (its jump back is on line 3 too) and 3.13
+    reports."""
     result = run(MULTILINE_COMPREHENSION, "[1, 2]")
     assert outcome(result) == ("ok", None, None, "([4], 'outer')", "tuple", None)
-    assert counts(result) == (11, 1, 0)
+    assert counts(result) == (12, 1, 0)
     assert steps_of(result) == [
         ("call", "f", 1, 0, 0),
         ("line", "f", 2, 0, 0),
@@ -878,6 +884,7 @@ def test_multiline_comprehension_shadows_outer_variable(run):
         ("line", "f", 5, 0, 0),
         ("line", "f", 3, 0, 0),
         ("line", "f", 4, 0, 0),
+        ("line", "f", 3, 0, 0),
         ("line", "f", 6, 0, 0),
         ("return", "f", 6, 0, 0),
     ]
@@ -887,9 +894,9 @@ def test_multiline_comprehension_shadows_outer_variable(run):
         (4, "x", None, None),
         (5, "x", "1", "int"),
         (8, "x", "2", "int"),
-        (11, "x", "'outer'", "str"),
-        (11, "sq", "[4]", "list"),
-        (12, "<return>", "([4], 'outer')", "tuple"),
+        (12, "x", "'outer'", "str"),
+        (12, "sq", "[4]", "list"),
+        (13, "<return>", "([4], 'outer')", "tuple"),
     ]
 
 
@@ -1169,7 +1176,9 @@ def test_entry_call_with_two_program_activations_is_fully_recorded(run):
     (frame 0) and then ``__init__`` (frame 1, called by ``type.__call__`` after
     ``__new__`` returned). Both are part of the entry call ``f(1)``, so both must be
     recorded; the end of recording is the end of the call, not of whichever activation
-    happened to get frame id 0 (``__repr__`` runs untraced, for the output)."""
+    happened to get frame id 0. The states render the instance by its attributes (the
+    class's ``__repr__`` never runs while recording); the output is its own repr, run
+    untraced after the call."""
     result = run(CLASS_ENTRY, "1")
     assert outcome(result) == ("ok", None, None, "f()", "f", None)
     assert steps_of(result) == [
@@ -1186,6 +1195,7 @@ def test_entry_call_with_two_program_activations_is_fully_recorded(run):
         (2, "<return>", "f()", "f"),
         (3, "self", "f()", "f"),
         (3, "x", "1", "int"),
+        (5, "self", "f(x=1)", "f"),
         (5, "<return>", "None", "NoneType"),
     ]
     assert counts(result) == (2, 2, 0)
@@ -1387,3 +1397,203 @@ def test_throw_into_a_generator_that_never_started(run):
         (8, "<exception>", "ValueError('t')", "ValueError"),
         (11, "<return>", "'caught'", "str"),
     ]
+
+
+# ---------------------------------------------------------------- the line after a loop
+# CPython 3.14 makes no LINE event for the statement after a for loop when the loop ends
+# by its iterator and the compiler copied that statement into a jump out of the loop body
+# (a ``break``, ``continue`` or ``return`` path right before the loop's end): see
+# tracer/sysmon_tracer.py, "lines CPython 3.14 loses". CPython 3.11-3.13 (settrace and
+# sys.monitoring) report it, and so does the trace.
+BREAK_THEN_RETURN = """\
+def f(evs, n):
+    up = []
+    for e in evs:
+        if e >= 5:
+            up.append(e)
+        if len(up) == n:
+            break
+    return up
+"""
+
+CONTINUE_THEN_RETURN = """\
+def f(xs):
+    total = 0
+    for x in xs:
+        total += x
+        if x > 1:
+            continue
+    return total
+"""
+
+RETURN_IN_LOOP_THEN_RETURN = """\
+def f(xs):
+    for x in xs:
+        if x < 0:
+            return x
+    return 0
+"""
+
+GENERATOR_BREAK_THEN_RETURN = """\
+def g(xs):
+    for x in xs:
+        yield x
+        if x > 5:
+            break
+    return len(xs)
+
+def f(xs):
+    return list(g(xs))
+"""
+
+
+@pytest.mark.parametrize("loops", [True, False])
+def test_return_after_a_loop_with_an_untaken_break_is_a_line_step(sandbox, loops):
+    """Issue 32's program: ``[1], 1`` runs lines 2 3 4 6 3 and then the ``return`` on
+    line 8, whose line step (state before it: ``up`` still ``[]``) was missing. The
+    same with the loop detection off (no JUMP events judging loops)."""
+    result = job(sandbox, code=BREAK_THEN_RETURN, input="[1], 1", loops=loops)
+    assert outcome(result) == ("ok", None, None, "[]", "list", None)
+    assert counts(result) == (6, 1, 0)
+    assert steps_of(result) == [
+        ("call", "f", 1, 0, 0),
+        ("line", "f", 2, 0, 0),
+        ("line", "f", 3, 0, 0),
+        ("line", "f", 4, 0, 0),
+        ("line", "f", 6, 0, 0),
+        ("line", "f", 3, 0, 0),
+        ("line", "f", 8, 0, 0),
+        ("return", "f", 8, 0, 0),
+    ]
+    assert deltas(result) == [
+        (0, "evs", "[1]", "list"),
+        (0, "n", "1", "int"),
+        (2, "up", "[]", "list"),
+        (3, "e", "1", "int"),
+        (7, "<return>", "[]", "list"),
+    ]
+
+
+def test_return_after_a_loop_ending_in_continue_is_a_line_step(run):
+    result = run(CONTINUE_THEN_RETURN, "[1, 2]")
+    assert outcome(result) == ("ok", None, None, "3", "int", None)
+    assert [line for event, _, line, _, _ in steps_of(result) if event == "line"] == [
+        2, 3, 4, 5, 3, 4, 5, 6, 3, 7]
+    assert steps_of(result)[-2:] == [("line", "f", 7, 0, 0), ("return", "f", 7, 0, 0)]
+    assert deltas(result)[-2:] == [(7, "total", "3", "int"), (11, "<return>", "3", "int")]
+
+
+def test_return_after_a_loop_with_an_untaken_return_is_a_line_step(run):
+    result = run(RETURN_IN_LOOP_THEN_RETURN, "[3]")
+    assert outcome(result) == ("ok", None, None, "0", "int", None)
+    assert steps_of(result) == [
+        ("call", "f", 1, 0, 0),
+        ("line", "f", 2, 0, 0),
+        ("line", "f", 3, 0, 0),
+        ("line", "f", 2, 0, 0),
+        ("line", "f", 5, 0, 0),
+        ("return", "f", 5, 0, 0),
+    ]
+
+
+def test_return_after_a_loop_in_a_generator_is_a_line_step(run):
+    result = run(GENERATOR_BREAK_THEN_RETURN, "[1, 2]")
+    assert outcome(result) == ("ok", None, None, "[1, 2]", "list", None)
+    assert steps_of(result) == [
+        ("call", "f", 8, 0, 0),
+        ("line", "f", 9, 0, 0),
+        ("call", "g", 1, 1, 1),
+        ("line", "g", 2, 1, 1),
+        ("line", "g", 3, 1, 1),
+        ("yield", "g", 3, 1, 1),
+        ("resume", "g", 3, 1, 1),
+        ("line", "g", 4, 1, 1),
+        ("line", "g", 2, 1, 1),
+        ("line", "g", 3, 1, 1),
+        ("yield", "g", 3, 1, 1),
+        ("resume", "g", 3, 1, 1),
+        ("line", "g", 4, 1, 1),
+        ("line", "g", 2, 1, 1),
+        ("line", "g", 6, 1, 1),
+        ("return", "g", 6, 1, 1),
+        ("return", "f", 9, 0, 0),
+    ]
+    assert deltas(result)[-3:] == [(10, "<yield>", "2", "int"), (15, "<return>", "2", "int"),
+                                   (16, "<return>", "[1, 2]", "list")]
+
+
+# ---------------------------------------------------------------- the settrace view
+# sys.settrace reports a line event at every backward jump that stays on its line (a
+# comprehension's next item, a loop written on one line, a generator expression resumed
+# for its next item); sys.monitoring's LINE does not. The trace keeps those beside the
+# steps (``settrace_lines``: the step each follows, its line, depth, frame, function).
+def settrace_view(result: dict) -> list[tuple]:
+    """(function, line, depth) of each line step and of the view's own events after it."""
+    own, funcs = result["settrace_lines"], result["funcs"]
+    after: dict = {}
+    for step, line, depth, func in zip(own["step"], own["line"], own["depth"], own["func"]):
+        after.setdefault(step, []).append((funcs[func], line, depth))
+    found = []
+    for index, (event, func, line, depth, _) in enumerate(steps_of(result)):
+        if event == "line":
+            found.append((func, line, depth))
+        found += after.get(index, [])
+    return found
+
+
+def test_settrace_view_repeats_lines_at_backward_jumps_to_themselves(run):
+    """Three items: the comprehension (line 2) and the one-line loop (line 4) jump back
+    to their line twice while running and once more to find the end: three events each
+    after their line step; the generator expression jumps back after each of its
+    resumes. The loop CPython 3.14 runs for ``any`` in ``f`` itself (gh-131738) is not
+    settrace's in 3.12/3.13 (``any`` runs it in C) and is left out: the view is what
+    sys.settrace reports on CPython 3.13 for this program, line for line."""
+    result = run(ONE_LINE_LOOPS_AND_ANY, "[1, 2, 3]")
+    assert outcome(result) == ("ok", None, None, "([1, 4, 9], 6, False)", "tuple", None)
+    assert counts(result) == (6, 2, 1)
+    g = "f.<locals>.<genexpr>"
+    assert [(event, func, line) for event, func, line, _, _ in steps_of(result)] == [
+        ("call", "f", 1), ("line", "f", 2), ("line", "f", 3), ("line", "f", 4),
+        ("line", "f", 5), ("call", g, 5), ("line", g, 5), ("yield", g, 5), ("resume", g, 5),
+        ("yield", g, 5), ("resume", g, 5), ("yield", g, 5), ("resume", g, 5),
+        ("return", g, 5), ("line", "f", 6), ("return", "f", 6)]
+    assert result["settrace_lines"] == {
+        "step": [1, 1, 1, 3, 3, 3, 8, 10, 12], "line": [2, 2, 2, 4, 4, 4, 5, 5, 5],
+        "depth": [0, 0, 0, 0, 0, 0, 1, 1, 1], "frame": [0, 0, 0, 0, 0, 0, 1, 1, 1],
+        "func": [0, 0, 0, 0, 0, 0, 1, 1, 1]}
+    assert settrace_view(result) == (
+        [("f", 2, 0)] * 4 + [("f", 3, 0)] + [("f", 4, 0)] * 4 + [("f", 5, 0)]
+        + [(g, 5, 1)] * 4 + [("f", 6, 0)])
+
+
+def test_settrace_view_events_fall_between_the_callees_steps(run):
+    """A comprehension calling a function: its jump back to line 5 comes after each
+    callee's ``return`` step (steps 4 and 7), in ``f``'s frame at depth 0."""
+    result = run(CALLS_IN_COMPREHENSION, "[1, 2]")
+    assert outcome(result) == ("ok", None, None, "[2, 4]", "list", None)
+    assert result["settrace_lines"] == {"step": [4, 7], "line": [5, 5], "depth": [0, 0],
+                                        "frame": [0, 0], "func": [0, 0]}
+    assert settrace_view(result) == [("f", 5, 0), ("double", 2, 1), ("f", 5, 0),
+                                     ("double", 2, 1), ("f", 5, 0), ("f", 6, 0)]
+
+
+def test_the_line_after_a_loop_and_plain_code_have_no_settrace_events_of_their_own(run):
+    result = run(BREAK_THEN_RETURN, "[1], 1")
+    assert result["settrace_lines"] == {"step": [], "line": [], "depth": [], "frame": [],
+                                        "func": []}
+
+
+def test_settrace_view_beyond_the_step_limit_is_not_recorded():
+    """More events of its own than ``max_steps`` (a comprehension over 60 items, at most
+    50 steps): the run keeps its status and steps, and says the view is not recorded."""
+    with Sandbox(Limits(timeout_s=30.0, max_steps=50)) as small:
+        result = job(small, code="def f(n):\n    return len([x for x in range(n)])\n",
+                     input="60")
+        assert outcome(result) == ("ok", None, None, "60", "int", None)
+        assert "settrace_lines" not in result
+        assert result["note"] == ("the settrace view has more than 50 line events of its "
+                                  "own: it is not recorded")
+        result = job(small, code="def f(n):\n    return len([x for x in range(n)])\n",
+                     input="49")
+        assert result["settrace_lines"]["step"] == [1] * 49
+        assert result["note"] is None

@@ -61,3 +61,34 @@ KIND_RECORDS = [
     {"id": "quiet", "code": QUIET, "entry": "add", "input": "1, 2.5"},
     {"id": "blank", "code": BLANK, "entry": "blank", "input": ""},
 ]
+
+
+# Programs whose settrace view differs from their line steps (docs/guides/runs.md, "The
+# settrace view"): a comprehension and a loop written on one line (each line reported
+# again at every item, and once more to find the end), and a comprehension calling a
+# function (its line comes back after each call).
+ONE_LINE_LOOPS = """\
+def f(xs):
+    sq = [x * x for x in xs]
+    total = 0
+    for x in xs: total += x
+    return sq, total
+"""
+CALLS_IN_COMPREHENSION = """\
+def double(x):
+    return 2 * x
+
+def f(xs):
+    out = [double(x) for x in xs]
+    return out
+"""
+# ... and with a generator expression that any() runs (its line reported again at each
+# item it resumes for; CPython 3.14's loop for any() in f itself is not settrace's)
+ONE_LINE_LOOPS_AND_ANY = """\
+def f(xs):
+    sq = [x * x for x in xs]
+    total = 0
+    for x in xs: total += x
+    big = any(x > 5 for x in xs)
+    return sq, total, big
+"""

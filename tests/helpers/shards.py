@@ -1,9 +1,9 @@
 """Comparing a shard directory (steptrace trace --out) with a store traced by trace --db.
 
 Every table the trace writes is compared row by row, each run's rows identified by its run
-key rather than its run id, programs by their program key: the ids are the two writers'
-own (a store numbers runs in the order they finish, a shard directory by their place in
-the plan; docs/guides/shards.md). Columns that measure time (``duration_us``, ``call_us``,
+key rather than its run id, programs by their program key: both number runs by their
+place in the corpus, but a shard directory's program ids are derived from the program
+keys (docs/guides/shards.md), and a store may hold other corpora's runs first. Columns that measure time (``duration_us``, ``call_us``,
 ``traced_at``, ``first_used``) differ between any two traces and are left out.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from steptrace.store._store import connect
-from steptrace.store._tables import (ATTRIBUTES, GLOBAL_STATES, OBJECTS, PROGRAMS, RUNS, STATES,
-                                     STEPS)
+from steptrace.store._tables import (ATTRIBUTES, GLOBAL_STATES, OBJECTS, PROGRAMS, RUNS,
+                                     SETTRACE_LINES, STATES, STEPS)
 
 TIMING = {"duration_us", "call_us", "traced_at", "first_used"}
 IDS = {"run_id", "program_id"}
-DETAIL_TABLES = (STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES)
+DETAIL_TABLES = (STEPS, STATES, OBJECTS, ATTRIBUTES, GLOBAL_STATES, SETTRACE_LINES)
 
 
 def _columns(table, leave_out: set[str]) -> list[str]:

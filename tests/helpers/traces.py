@@ -17,6 +17,31 @@ def states_of(result: dict) -> list[tuple]:
     return list(zip(s["step"], s["var"], s["value"], s["type"]))
 
 
+def state_rows(result: dict) -> list[tuple]:
+    """State deltas with their object ids: (step, var, value, type, truncated, object id)."""
+    s = result["states"]
+    return list(zip(s["step"], s["var"], s["value"], s["type"], s["truncated"], s["object_id"]))
+
+
+def objects_of(result: dict) -> list[tuple]:
+    """``objects`` rows as (object id, type, step first seen), ids from 1."""
+    o = result["objects"]
+    return [(index + 1, kind, step) for index, (kind, step) in enumerate(zip(o["type"], o["step"]))]
+
+
+def attributes_of(result: dict) -> list[tuple]:
+    """``attributes`` rows: (step, object id, attr, value, type, truncated, ref id)."""
+    a = result["attributes"]
+    return list(zip(a["step"], a["object_id"], a["attr"], a["value"], a["type"], a["truncated"],
+                    a["ref_id"]))
+
+
+def globals_of(result: dict) -> list[tuple]:
+    """``global_states`` rows: (step, name, value, type, truncated, object id)."""
+    g = result["global_states"]
+    return list(zip(g["step"], g["name"], g["value"], g["type"], g["truncated"], g["object_id"]))
+
+
 def job(sandbox, isolation: str = "job", **request) -> dict:
     """One request's result in ``sandbox`` (``input`` empty unless given)."""
     request.setdefault("input", "")

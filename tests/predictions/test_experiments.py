@@ -44,10 +44,11 @@ def block(text: str) -> Reply:
 
 def scorable_tasks(path: Path, ids: list[str], style: str = "direct",
                    prompt=prompt_of) -> Path:
-    """Output tasks whose answer is 'abc', with every field predict and score read (no
-    program: output tasks are judged without the sandbox)."""
+    """Output tasks whose answer is 'abc', with every field predict and score read; they
+    name no run (``run_id`` null: predict checks a named run against the store, and
+    output tasks are judged without the program)."""
     path.write_text("".join(json.dumps({
-        "task_id": t, "kind": "output", "run_id": 1, "sample_id": "s", "answer": "'abc'",
+        "task_id": t, "kind": "output", "run_id": None, "sample_id": "s", "answer": "'abc'",
         "answer_type": "repr", "line_steps": 3, "loop_nesting": 0, "question": None,
         "prompt": prompt(t), "prompt_style": style}) + "\n" for t in ids), encoding="utf-8")
     return path

@@ -306,57 +306,59 @@ def test_cli_bad_tasks_files(tmp_path):
 
 
 # ------------------------------------------------------------------ answer extraction
+# The rule per answer form, with every case, is in tests/tasks/test_answers.py; these are
+# the responses the table above and the generated tasks below send.
 EXTRACTION = [
-    # (response text, kind, prompt style, expected answer)
-    ("[ANSWER]\n  42 \n[/ANSWER]", "output", "direct", "42"),
-    ("[answer] 'a' [/answer]", "output", "direct", "'a'"),
-    ("Thinking: [ANSWER] 1 [/ANSWER] no wait [ANSWER] 2 [/ANSWER] done", "state", "cot", "2"),
-    ("Steps...\n[ANSWER]\n[1, 2, 3]", "output", "cot", "[1, 2, 3]"),
-    ("[ANSWER] 5 [/ANSWER] and then [ANSWER]", "output", "cot", "5"),
-    ("[ANSWER][/ANSWER]", "output", "direct", None),
-    ("[ANSWER]\n```python\n{'a': 1}\n```\n[/ANSWER]", "output", "direct", "{'a': 1}"),
-    ("[ANSWER]\nassert f('x') == 'xx'\n[/ANSWER]", "output", "cruxeval", "'xx'"),
-    ("[ANSWER]\nassert f('x') == 'xx'\n[/ANSWER]", "input", "cruxeval", "'x'"),
-    ("[ANSWER] raise [/ANSWER]", "next_line", "direct", "raise"),
-    ("[ANSWER] ValueError [/ANSWER]", "exception", "direct", "ValueError"),
-    ("[ANSWER] x = 3 [/ANSWER]", "state", "direct", "x = 3"),  # a block is taken as it is
+    # (response text, kind, the task's entry (None: the task names no run), expected)
+    ("[ANSWER]\n  42 \n[/ANSWER]", "output", "f", "42"),
+    ("[answer] 'a' [/answer]", "output", None, "'a'"),
+    ("Thinking: [ANSWER] 1 [/ANSWER] no wait [ANSWER] 2 [/ANSWER] done", "state", "f", "2"),
+    ("Steps...\n[ANSWER]\n[1, 2, 3]", "output", "f", "[1, 2, 3]"),
+    ("[ANSWER] 5 [/ANSWER] and then [ANSWER]", "output", "f", "5"),
+    ("[ANSWER][/ANSWER]", "output", "f", None),
+    ("[ANSWER]\n```python\n{'a': 1}\n```\n[/ANSWER]", "output", "f", "{'a': 1}"),
+    ("[ANSWER]\nassert f('x') == 'xx'\n[/ANSWER]", "output", "f", "'xx'"),
+    ("[ANSWER]\nassert f('x') == 'xx'\n[/ANSWER]", "input", "f", "'x'"),
+    ("[ANSWER] raise [/ANSWER]", "next_line", "f", "raise"),
+    ("[ANSWER] ValueError [/ANSWER]", "exception", "f", "ValueError"),
+    ("[ANSWER] x = 3 [/ANSWER]", "state", "f", "x = 3"),  # a block is taken as it is
     # CRUXEval assertions: nested parentheses, strings holding ')' and '=='
-    ("assert f(g(1, (2, 3)), 'a)b') == [1, (2,)]", "output", "cruxeval", "[1, (2,)]"),
-    ("assert f(g(1, (2, 3)), 'a)b') == [1, (2,)]", "input", "cruxeval", "g(1, (2, 3)), 'a)b'"),
-    ("assert f('==', \"(\") == 'x == y'  # checked", "output", "cruxeval", "'x == y'"),
-    ("assert f('==', \"(\") == 'x == y'  # checked", "input", "cruxeval", "'==', \"(\""),
-    ("assert f([1, 2], key=3,) == ??", "input", "cruxeval", "[1, 2], key=3,"),
-    ("assert f(1) == ??", "output", "cruxeval", None),
-    ("The call gives:\nassert f(1) == {\n  'a': 1,\n}\nDone.", "output", "cruxeval",
+    ("assert f(g(1, (2, 3)), 'a)b') == [1, (2,)]", "output", "f", "[1, (2,)]"),
+    ("assert f(g(1, (2, 3)), 'a)b') == [1, (2,)]", "input", "f", "g(1, (2, 3)), 'a)b'"),
+    ("assert f('==', \"(\") == 'x == y'  # checked", "output", "f", "'x == y'"),
+    ("assert f('==', \"(\") == 'x == y'  # checked", "input", "f", "'==', \"(\""),
+    ("assert f([1, 2], key=3,) == ??", "input", "f", "[1, 2], key=3,"),
+    ("assert f(1) == ??", "output", "f", None),
+    ("The call gives:\nassert f(1) == {\n  'a': 1,\n}\nDone.", "output", "f",
      "{\n  'a': 1,\n}"),
-    ("assert f(0) == 1\nassert f(2) == 3", "output", "cruxeval", "3"),
-    ("assert 'ab' == f('a')", "output", "cruxeval", "'ab'"),
-    ("assert f('a') == 'ab', 'message'", "output", "cruxeval", "'ab'"),
-    ("f('abc') == 'cba'", "output", "cruxeval", "'cba'"),
-    ("f('abc')", "input", "cruxeval", "'abc'"),
-    ("f('abc')", "input", "direct", "f('abc')"),
-    ("assert f(1) == 2", "state", "direct", None),  # not a value answer for a state
+    ("assert f(0) == 1\nassert f(2) == 3", "output", "f", "3"),
+    ("assert 'ab' == f('a')", "output", "f", "'ab'"),
+    ("assert f('a') == 'ab', 'message'", "output", "f", "'ab'"),
+    ("f('abc') == 'cba'", "output", "f", "'cba'"),
+    ("f('abc')", "input", "f", "'abc'"),
+    ("f('abc')", "input", None, "f('abc')"),  # no entry known: an argument
+    ("assert f(1) == 2", "state", "f", None),  # not a value answer for a state
     # fenced code and bare literals
-    ("Here:\n```python\n[(1, 0), (2, 1)]\n```\nThat is all.", "trace", "direct",
+    ("Here:\n```python\n[(1, 0), (2, 1)]\n```\nThat is all.", "trace", "f",
      "[(1, 0), (2, 1)]"),
-    ("```\n'only'\n", "output", "direct", "'only'"),
-    ("```py\nassert f(3) == 9\n```", "output", "cruxeval", "9"),
-    ("  (1, 'a')  \n", "output", "direct", "(1, 'a')"),
-    ("True", "branch", "direct", "True"),
-    ("return", "next_line", "direct", "return"),
-    ("-3.5e2", "output", "direct", "-3.5e2"),
+    ("```\n'only'\n", "output", "f", "'only'"),
+    ("```py\nassert f(3) == 9\n```", "output", "f", "9"),
+    ("  (1, 'a')  \n", "output", "f", "(1, 'a')"),
+    ("True", "branch", "f", "True"),
+    ("return", "next_line", "f", "return"),
+    ("-3.5e2", "output", "f", "-3.5e2"),
     # nothing usable
-    ("I don't know.", "output", "direct", None),
-    ("The answer is 42.", "output", "direct", None),
-    ("", "output", "direct", None),
-    ("   \n", "state", "direct", None),
-    (None, "output", "direct", None),
+    ("I don't know.", "output", "f", None),
+    ("The answer is 42.", "output", "f", None),
+    ("", "output", "f", None),
+    ("   \n", "state", "f", None),
+    (None, "output", "f", None),
 ]
 
 
-@pytest.mark.parametrize("text, kind, style, expected", EXTRACTION)
-def test_extract_answer(text, kind, style, expected):
-    assert extract_answer(text, kind, style) == expected
+@pytest.mark.parametrize("text, kind, entry, expected", EXTRACTION)
+def test_extract_answer(text, kind, entry, expected):
+    assert extract_answer(text, kind, entry=entry) == expected
 
 
 # ------------------------------------------------------------------ with generated tasks

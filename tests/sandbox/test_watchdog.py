@@ -57,10 +57,10 @@ BLOCKING: dict[str, tuple[str, str, str | None]] = {
     # every sleep outlasts the grace, so it is the watchdog that ends it
     "sleep_in_loop": ("import time\ndef f():\n    n = 0\n    while True:\n"
                       "        time.sleep(60)\n        n += 1\n", "", None),
-    # the tracer's repr of a local runs the program's __repr__
+    # the output's repr runs the program's __repr__ (recording never does)
     "sleep_in_repr": ("import time\nclass A:\n    def __repr__(self):\n"
                       "        time.sleep(60)\n        return 'A'\n"
-                      "def f():\n    a = A()\n    return 1\n", "", "1"),
+                      "def f():\n    a = A()\n    return a\n", "", None),
     "sleep_in_del": ("import time\nclass A:\n    def __del__(self):\n        time.sleep(60)\n"
                      "def f():\n    a = A()\n    del a\n    return 1\n", "", "1"),
     "sleep_at_top_level": ("import time\ntime.sleep(60)\ndef f():\n    return 1\n", "", "1"),

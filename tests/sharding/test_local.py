@@ -39,6 +39,7 @@ from helpers.processes import assert_store_whole
 from helpers.sample_corpus import RECORDS
 from helpers.shard_corpus import (MAX_STEPS, MIXED, files_of, trace_both, write_jsonl,
                                   write_mixed)
+from helpers.reproduce import assert_identical, differing_columns
 from helpers.shards import assert_same_trace, trace_tables
 
 LIMITS = Limits(max_steps=MAX_STEPS)
@@ -52,7 +53,7 @@ MIXED_RUNS = [
     (18, "math", 0, "ok"), (19, "syntax", 0, "invalid"), (20, "spin", 0, "step_limit")]
 # rows per table of the mixed corpus's trace
 MIXED_ROWS = {"programs": 17, "runs": 20, "steps": 2144, "states": 1126, "objects": 16,
-              "attributes": 16, "global_states": 1, "guests": 1}
+              "attributes": 16, "global_states": 1, "settrace_lines": 0, "guests": 1}
 SHARD_STATUSES = [{"exception": 1, "ok": 3}, {"ok": 4}, {"invalid": 1, "ok": 3},
                   {"exception": 2, "ok": 2}, {"invalid": 1, "ok": 2, "step_limit": 1}]
 TIMING = ("seconds", "runs_per_second")
@@ -138,11 +139,11 @@ def test_done_markers_and_manifest(mixed):
         where = f"run_id BETWEEN {spec.first_run_id} AND {spec.first_run_id + 3}"
         count = {name: sql(out, f"SELECT count(*) FROM {name} WHERE {where}")[0][0]
                  for name in ("runs", "steps", "states", "objects", "attributes",
-                              "global_states")}
+                              "global_states", "settrace_lines")}
         count["programs"] = sql(out, f"SELECT count(DISTINCT program_id) FROM runs "
                                      f"WHERE {where}")[0][0]
         assert list(done.rows) == ["runs", "steps", "states", "programs", "objects",
-                                   "attributes", "global_states", "guests"]
+                                   "attributes", "global_states", "settrace_lines", "guests"]
         assert done.rows == {**count, "guests": 1}
         rows.append(done.rows)
     manifest = json.loads((out / MANIFEST).read_text())
@@ -152,7 +153,7 @@ def test_done_markers_and_manifest(mixed):
                                                "step_limit": 1},
         "jobs": 22, "duplicates": 2, "cross_shard_duplicates": 1, "corpus_errors": 1,
         "tables": [{"name": name, "rows": sum(r[name] for r in rows)} for name in rows[0]]}
-    assert [t["rows"] for t in manifest["tables"]] == [20, 2144, 1126, 17, 16, 16, 1, 5]
+    assert [t["rows"] for t in manifest["tables"]] == [20, 2144, 1126, 17, 16, 16, 1, 0, 5]
     assert [r["programs"] for r in rows] == [3, 3, 3, 4, 4]
     assert sorted(p.name for p in out.iterdir()) == [
         "guest", "inputs", "plan.json", "shards", MANIFEST]
@@ -219,7 +220,7 @@ def test_running_again_resumes_without_tracing_a_done_shard(mixed, tmp_path):
         shutil.rmtree(out / "shards" / f"0000{index}")
     (out / MANIFEST).unlink()
     kept = {k: v for k, v in files_of(out).items() if k.startswith("shards/")}
-    assert len(kept) == 3 * 9
+    assert len(kept) == 3 * 10  # a Parquet file per table, and done.json
     progress.clear()
     resumed = trace_shards([corpus], out, options, lambda done, planned: progress.append(
         (done, planned)))
@@ -496,8 +497,9 @@ def test_a_worker_with_a_lower_stack_limit_is_refused(planned):
 
 # ------------------------------------------------------------------ import
 def test_import_into_a_new_store(mixed, tmp_path):
-    """Into an empty store: the shards' own run ids, programs numbered by the store, every
-    table as trace --db stores it."""
+    """Into an empty store: the shards' own run ids, programs numbered by the store in
+    the order of their first runs, every table as trace --db stores it, ids included
+    (only the timing columns differ)."""
     _, store, out, _, _ = mixed
     db = tmp_path / "imported.duckdb"
     summary = import_shards(out, db)
@@ -507,6 +509,9 @@ def test_import_into_a_new_store(mixed, tmp_path):
     assert sql(db, ids) == sql(out, ids)
     assert sql(db, "SELECT min(program_id), max(program_id) FROM programs") == [(1, 17)]
     assert assert_same_trace(store, db) == MIXED_ROWS
+    assert differing_columns(store, db) == {"runs": ["duration_us", "call_us", "traced_at"],
+                                            "guests": ["first_used"]}
+    assert assert_identical(store, db)["programs"] == 17
     assert [row[:4] for row in assert_store_whole(db)] == [
         (run_id, sample, status, output) for (run_id, sample, _, status), output in zip(
             MIXED_RUNS, [r[0] for r in sql(out, "SELECT output FROM runs ORDER BY run_id")])]
@@ -514,9 +519,11 @@ def test_import_into_a_new_store(mixed, tmp_path):
 
 def test_import_keeps_what_the_store_holds(mixed, tmp_path):
     """Into a store holding other runs and three of the directory's: only the other 17
-    are imported, numbered after the store's last run in the shards' order, programs
-    matched by key; again: nothing; --force: the 20 replaced, numbered after the
-    store's own runs. Every time, the store holds what trace --db of both corpora would."""
+    are imported, numbered after the store's last run in the shards' order (the three
+    do not sit where the shards' order would put them after the store's own six, so the
+    rest follows the highest id: engine/store/_ids.py), programs matched by key; again:
+    nothing; --force: the 20 replaced, each under the id it had. Every time, the store
+    holds what trace --db of both corpora would."""
     _, _, out, _, _ = mixed
     tmp = tmp_path
     (tmp / "part").mkdir()
@@ -547,7 +554,8 @@ def test_import_keeps_what_the_store_holds(mixed, tmp_path):
     assert (forced.already_stored, forced.imported, forced.programs_added) == (0, 20, 0)
     stored = sql(db, "SELECT run_key, run_id FROM runs WHERE run_id > 6 ORDER BY run_id")
     assert [run_id for _, run_id in stored] == list(range(7, 27))
-    assert [shard_ids[key] for key, _ in stored] == list(range(1, 21))
+    assert [shard_ids[key] for key, _ in stored] == [7, 8, 9] + [
+        i for i in range(1, 21) if i not in (7, 8, 9)]
     assert assert_same_trace(reference, db) == counts
     assert len(assert_store_whole(db)) == 26
 

@@ -191,3 +191,47 @@ def test_shards_written_before_programs_meta_read_it_as_null(mixed, tmp_path):
     first = mixed_ages / files[0].relative_to(old)
     pq.write_table(pq.read_table(first).drop_columns(["meta"]), first)
     assert sql(mixed_ages, "SELECT * EXCLUDE (meta) FROM programs ORDER BY ALL") == expected
+
+
+VIEW = "def f(xs):\n    sq = [x * x for x in xs]\n    for x in xs: sq.append(x)\n    return sq\n"
+
+
+def test_shards_written_before_the_settrace_view_read_without_it(tmp_path):
+    """A shard directory traced before schema 7 has no settrace_lines files and runs files
+    without ``settrace_line_steps``: its runs read with NULL and no view rows (every shard
+    old, or only some: the others keep theirs), and it imports into a store."""
+    import json
+    import pyarrow.parquet as pq
+    from steptrace.sharding._store import import_shards
+    corpus = tmp_path / "view.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"v{n}", "code": VIEW, "input": f"{list(range(n))}"})
+                              + "\n" for n in (1, 2, 3)))
+    store, out = tmp_path / "store.duckdb", tmp_path / "out"
+    trace_both(corpus, store, out, shard_size=1, workers=1)
+    view_rows = "SELECT run_id, step, func, line, depth, frame FROM settrace_lines ORDER BY ALL"
+    assert sql(out, "SELECT run_id, settrace_line_steps FROM runs ORDER BY ALL") == [
+        (1, 5), (2, 7), (3, 9)]  # 3 line steps, and a jump back per item in each loop
+    assert sql(out, view_rows) == sql(store, view_rows)
+    expected_runs = sql(out, "SELECT * EXCLUDE (settrace_line_steps) FROM runs ORDER BY ALL")
+    old = copy_of(out, tmp_path / "old")
+    for file in sorted(old.glob("shards/*/settrace_lines.parquet")):
+        file.unlink()
+    runs_files = sorted(old.glob("shards/*/runs.parquet"))
+    for file in runs_files:
+        pq.write_table(pq.read_table(file).drop_columns(["settrace_line_steps"]), file)
+    assert sql(old, "SELECT * EXCLUDE (settrace_line_steps) FROM runs ORDER BY ALL") == \
+        expected_runs
+    assert sql(old, "SELECT DISTINCT settrace_line_steps FROM runs") == [(None,)]
+    assert sql(old, "SELECT count(*) FROM settrace_lines") == [(0,)]
+    assert columns(old, "settrace_lines") == columns(store, "settrace_lines")
+    imported = tmp_path / "imported.duckdb"
+    assert import_shards(old, imported).imported == 3
+    assert sql(imported, "SELECT DISTINCT settrace_line_steps FROM runs") == [(None,)]
+    # shard 0 (run 1) old, the others as written: they keep their view
+    half = copy_of(out, tmp_path / "half")
+    first = half / runs_files[0].relative_to(old)
+    pq.write_table(pq.read_table(first).drop_columns(["settrace_line_steps"]), first)
+    (first.parent / "settrace_lines.parquet").unlink()
+    assert sql(half, "SELECT run_id, settrace_line_steps FROM runs ORDER BY ALL") == [
+        (1, None), (2, 7), (3, 9)]
+    assert sql(half, view_rows) == [row for row in sql(out, view_rows) if row[0] != 1]

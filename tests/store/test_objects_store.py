@@ -107,17 +107,16 @@ def test_a_trace_stores_objects_attributes_and_globals(tmp_path):
 def test_job_and_batch_isolation_and_a_second_trace_store_the_same_rows(tmp_path):
     """Object ids come from the order the tracer sees objects, never from addresses: the
     same corpus traced in job isolation, in batch isolation and again (``--force``)
-    stores identical states, objects, attributes and global states."""
+    stores identical states, objects, attributes and global states (the forced runs
+    under the ids they had: a run's id is its place in the corpus)."""
     job = trace(tmp_path, "job.duckdb", "job")
     batch = trace(tmp_path, "batch.duckdb", "batch")
     assert details(job) == details(batch)
     first = details(job)
+    assert {row[0] for found in first.values() for row in found} == {1, 2}
     trace(tmp_path, "job.duckdb", "job", force=True)
-    again = details(job)
-    shift = {table: [(row[0] - 2,) + row[1:] for row in found]  # forced runs get new ids
-             for table, found in again.items()}
-    assert shift == first
-    assert rows(job, "SELECT count(*) FROM objects WHERE run_id <= 2") == [(0,)]
+    assert details(job) == first
+    assert rows(job, "SELECT run_id FROM runs ORDER BY run_id") == [(1,), (2,)]
 
 
 def test_a_version_3_store_is_upgraded_in_place_and_still_reads(tmp_path):
@@ -141,7 +140,7 @@ def test_a_version_3_store_is_upgraded_in_place_and_still_reads(tmp_path):
         assert store.states(2)["object_id"].to_list() == [None] * 6
     connect(db).close()
     assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [
-        (SCHEMA_VERSION,)] == [("6",)]
+        (SCHEMA_VERSION,)] == [("7",)]
     assert rows(db, "SELECT * FROM states ORDER BY run_id, step, var") == [
         row + (None,) for row in before]
     assert rows(db, "SELECT count(*) FROM objects") == [(0,)]

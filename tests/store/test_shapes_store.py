@@ -81,7 +81,7 @@ def test_programs_and_runs_columns(traced):
         ("plain", "1", "ok", "2", "int", "2", True, "", None, None, 1, 0)]
     keys = [job.key for job in load_corpus(corpus).jobs]
     assert [key for (key,) in rows(db, "SELECT run_key FROM runs ORDER BY run_id")] == keys
-    assert rows(db, "SELECT value FROM meta") == [("6",)]
+    assert rows(db, "SELECT value FROM meta") == [("7",)]
 
 
 def test_a_run_read_back_equals_trace_one(traced):
@@ -182,7 +182,7 @@ def test_a_schema_3_store_is_read_as_it_is_and_upgraded_on_write(tmp_path):
     assert rows(db, "SELECT value FROM meta") == [("3",)]
     summary = trace_corpus(corpus, db, TraceOptions(workers=0))  # opens it for writing
     assert (summary.skipped, summary.traced) == (2, 0)  # the old keys are the keys
-    assert rows(db, "SELECT value FROM meta") == [("6",)]
+    assert rows(db, "SELECT value FROM meta") == [("7",)]
     assert rows(db, "SELECT program_id, shape, test FROM programs ORDER BY 1") == [
         (1, "call", None), (2, "call", None)]
     assert rows(db, "SELECT run_id, chain, stdin FROM runs ORDER BY 1") == [

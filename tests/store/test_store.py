@@ -74,7 +74,7 @@ def test_programs_rows(traced):
         (4, "small.jsonl", "neg", NEG, "f", sha(NEG), keys["neg"], "call", None, None),
         (5, "small.jsonl", "loop", LOOP, "f", sha(LOOP), keys["loop"], "call", None, None),
     ]
-    assert rows(db, "SELECT * FROM meta") == [("schema_version", "6")]
+    assert rows(db, "SELECT * FROM meta") == [("schema_version", "7")]
 
 
 def test_runs_rows(traced):
@@ -205,23 +205,26 @@ def test_changed_expected_output_is_a_new_run(traced):
 
 def test_force_retraces_everything_without_duplicates(traced):
     """force=True traces every job again and replaces the stored runs: same row counts,
-    one runs row per run_key, new run ids, programs reused, no orphaned steps/states."""
+    one runs row per run_key, each under the id it had (a run's id is its place in the
+    corpus: engine/store/_ids.py), programs reused, no orphaned steps/states."""
     corpus, db, _ = traced
     before = counts(db)
-    keys = rows(db, "SELECT run_key FROM runs ORDER BY run_id")
+    keys = rows(db, "SELECT run_id, run_key FROM runs ORDER BY run_id")
+    first = rows(db, "SELECT max(traced_at) FROM runs")[0][0]
     summary = trace_corpus(corpus, db, TraceOptions(workers=0, force=True))
     assert (summary.jobs, summary.skipped, summary.traced) == (N_RUNS, 0, N_RUNS)
     assert counts(db) == before
-    assert rows(db, "SELECT run_key FROM runs ORDER BY run_id") == keys
-    assert rows(db, "SELECT count(DISTINCT run_key), min(run_id), max(run_id) FROM runs") == [
-        (6, 7, 12)]
-    assert rows(db, "SELECT count(*) FROM steps WHERE run_id <= 6") == [(0,)]
-    assert rows(db, "SELECT count(*) FROM states WHERE run_id <= 6") == [(0,)]
+    assert rows(db, "SELECT run_id, run_key FROM runs ORDER BY run_id") == keys
+    assert [run_id for run_id, _ in keys] == [1, 2, 3, 4, 5, 6]
+    assert rows(db, f"SELECT count(*) FROM runs WHERE traced_at <= '{first}'") == [(0,)]
+    assert rows(db, "SELECT count(*) FROM steps WHERE run_id NOT IN (SELECT run_id FROM runs)"
+                ) == [(0,)]
     assert rows(db, "SELECT sum(n_steps) FROM runs") == [(34,)]
-    # force twice is still one row per job
+    assert rows(db, "SELECT count(*) FROM steps") == [(34,)]
+    # force twice is still one row per job, under the same ids
     trace_corpus(corpus, db, TraceOptions(workers=0, force=True))
     assert counts(db) == before
-    assert rows(db, "SELECT min(run_id), max(run_id) FROM runs") == [(13, 18)]
+    assert rows(db, "SELECT run_id, run_key FROM runs ORDER BY run_id") == keys
 
 
 def test_a_job_listed_twice_is_one_run(tmp_path):

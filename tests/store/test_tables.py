@@ -41,8 +41,8 @@ CONTRACT = {
              "expected VARCHAR, output_matches BOOLEAN, note VARCHAR, stdout VARCHAR, "
              "line_steps BIGINT, instruction_steps BIGINT, calls BIGINT, max_depth INTEGER, "
              "n_steps BIGINT, duration_us BIGINT, call_us BIGINT, isolation VARCHAR, "
-             "run_key VARCHAR!, traced_at TIMESTAMP, chain VARCHAR, stdin VARCHAR, guest VARCHAR",
-             ("run_id",)),
+             "run_key VARCHAR!, traced_at TIMESTAMP, chain VARCHAR, stdin VARCHAR, guest VARCHAR, "
+             "settrace_line_steps BIGINT, backend VARCHAR, python VARCHAR", ("run_id",)),
     "steps": ("run_id BIGINT!, step INTEGER!, event VARCHAR!, func VARCHAR!, line INTEGER!, "
               "depth INTEGER!, frame INTEGER!", ()),
     "states": ("run_id BIGINT!, step INTEGER!, var VARCHAR!, value VARCHAR, type VARCHAR, "
@@ -53,6 +53,8 @@ CONTRACT = {
                    "value VARCHAR, type VARCHAR, truncated BOOLEAN!, ref_id INTEGER", ()),
     "global_states": ("run_id BIGINT!, step INTEGER!, name VARCHAR!, value VARCHAR, "
                       "type VARCHAR, truncated BOOLEAN!, object_id INTEGER", ()),
+    "settrace_lines": ("run_id BIGINT!, step INTEGER!, func VARCHAR!, line INTEGER!, "
+                       "depth INTEGER!, frame INTEGER!", ()),
     "guests": ("guest VARCHAR!, lock VARCHAR, first_used TIMESTAMP", ("guest",)),
     "analyses": ("run_id BIGINT!, status VARCHAR!, agrees BOOLEAN, disagreement VARCHAR, "
                  "int_ops BIGINT, int_ops_large BIGINT, seq_ops BIGINT, seq_ops_long BIGINT, "
@@ -103,7 +105,7 @@ def test_the_declarations_are_the_documented_schema():
         assert (spelled(declared), declared.primary_key) == (columns, key), declared.name
         assert {(declared.name, c.name) for c in declared.columns if c.unique} == {
             pair for pair in UNIQUE if pair[0] == declared.name}
-    assert table("scores") is tables()[14]
+    assert table("scores") is tables()[15]
     with pytest.raises(KeyError):
         table("nope")
 
@@ -121,7 +123,7 @@ def test_every_column_is_documented_for_the_schema_page():
     assert table("scores").doc_rows()[:2] == [
         ("task_id", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions"),
         ("model", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions")]
-    assert table("runs").doc_rows()[-5][2] == ("unique; unique identity of the job; resume "
+    assert table("runs").doc_rows()[-8][2] == ("unique; unique identity of the job; resume "
                                                "skips stored keys")
 
 
@@ -219,5 +221,6 @@ def test_connect_creates_the_store_tables_from_their_declarations(tmp_path):
     finally:
         con.close()
     assert names == sorted(["meta", "programs", "runs", "steps", "states", "objects",
-                            "attributes", "global_states", "guests", "analyses", "branches"])
-    assert SCHEMA == "".join(t.ddl() for t in tables()[:11])
+                            "attributes", "global_states", "settrace_lines", "guests",
+                            "analyses", "branches"])
+    assert SCHEMA == "".join(t.ddl() for t in tables()[:12])

@@ -156,7 +156,7 @@ def test_a_store_of_schema_5_gains_programs_meta_in_place(tmp_path, store):
     st.trace(_corpus(tmp_path / "more.jsonl", [
         {"id": "more", "code": "def f(x):\n    return x", "input": "0", "year": 2026}]),
         db, workers=0)
-    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
+    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
     assert rows(db, "SELECT sample_id, meta FROM programs ORDER BY program_id") == [
         ("old", None), ("new", None), ("newer", None), ("none", None),
         ("more", '{"year": 2026}')]

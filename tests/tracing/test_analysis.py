@@ -103,12 +103,15 @@ def f(xs):
 """
 GLOBAL_SET = ("seen = None\n\ndef f(xs):\n    global seen\n    seen = list(set(xs))\n"
               "    return len(seen)\n")
-ATTRIBUTE_SET = ("class Bag:\n    def __repr__(self):\n        return 'Bag'\n\n"
-                 "def f(xs):\n    bag = Bag()\n    bag.items = list(set(xs))\n"
-                 "    return len(bag.items)\n")
-OBJECT_SET = ("class O:\n    def __repr__(self):\n        return 'o'\n\n"
+# the bag's rendering is cut (--max-repr) before its items: only its attribute row differs
+ATTRIBUTE_SET = ("class Bag:\n    pass\n\n"
+                 "def f(xs):\n    bag = Bag()\n    bag.pad = 'x' * 2000\n"
+                 "    bag.items = list(set(xs))\n    return len(bag.items)\n")
+# classes named by the set's letters, all rendered as O() (their __qualname__): only the
+# objects' types show the order
+OBJECT_SET = ("class O:\n    pass\n\n"
               "def f(xs):\n    made = list(map(type.__call__, map(type, set(xs), [(O,)] * 7, "
-              "[{}] * 7)))\n    return len(made)\n")
+              "[{'__qualname__': 'O'}] * 7)))\n    return len(made)\n")
 SEVEN = "['a', 'b', 'c', 'd', 'e', 'f', 'g']"
 
 
@@ -242,7 +245,7 @@ def test_determinism_compares_object_state(tmp_path):
             "FROM analyses a JOIN runs r USING (run_id) ORDER BY r.sample_id")
     assert found == [
         ("account", "3", True, True, None),
-        ("attribute", "7", True, False, "attributes differ (step 3, #2.items)"),
+        ("attribute", "7", True, False, "attributes differ (step 4, #2.items)"),
         ("global", "7", True, False, "globals differ (step 2, seen)"),
     ]
     assert (name, output, agrees, deterministic) == ("object", "7", True, False)
@@ -274,7 +277,7 @@ def test_determinism_of_a_run_stored_without_object_state(tmp_path):
 
 
 def test_force_retrace_drops_the_old_analysis(tmp_path):
-    """``trace --force`` replaces runs (new run ids): their analyses and branches go too."""
+    """``trace --force`` replaces runs (under their ids): their analyses and branches go too."""
     records = [{"id": "boom", "code": BOOM, "input": "0"}]
     db = trace(tmp_path, records)
     analyse_store(db, AnalysisOptions(workers=0))
@@ -295,7 +298,7 @@ def test_version_1_store_is_upgraded_on_write(tmp_path):
         con.execute("UPDATE meta SET value = '1'")
     connect(db, read_only=True).close()
     connect(db).close()
-    assert rows(db, "SELECT value FROM meta") == [("6",)]
+    assert rows(db, "SELECT value FROM meta") == [("7",)]
     assert analyse_store(db, AnalysisOptions(workers=0)).analysed == 1
     with duckdb.connect(str(db)) as con:
         con.execute("UPDATE meta SET value = '9'")
