@@ -371,7 +371,7 @@ def _run(request, result, limits, code_text, input_text, entry, plan) -> None:
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     namespace_held = namespace
     _tracer.loops_begin(not analysed and request.get("loops", True) is not False,
-                        namespace, program, mode == "trace")
+                        namespace, program)
     recorder = None  # analyse: (active, counts, outcomes), the lists the runner reads
     if analysed:
         helpers, *recorder = analysis.recorder(len(conditions))

@@ -41,8 +41,7 @@ functions (defaults, keyword defaults, closure cells, each by number as two clos
 share one, ``__dict__``, ``__module__``), staticmethod and classmethod objects (function
 and ``__dict__``), properties (accessors, doc, name), classes (metaclass ``type``, their
 dicts, bases and names; none that defines ``__hash__``: dicts and tuples keep the hashes
-they computed, which no snapshot shows; traced, none with a ``__repr__`` or ``__str__`` of
-its own, which the tracer runs when its caches say so) and instances (``__dict__`` only: no slots, no
+they computed, which no snapshot shows) and instances (``__dict__`` only: no slots, no
 built-in base). Objects whose identity a program can observe through an address (its
 functions, classes and instances: a default repr, an identity hash) are also keyed by
 their ``id``. Anything else reachable (iterators, generators, sets, modules, files, C
@@ -70,9 +69,8 @@ visible state repeated); and no identity test but against None, True, False or `
 (``_identity_tests_safe``: a snapshot shows ints, strs and tuples by value, the code's
 constants included, which ``is`` tells from equal values made at run time); and no NaN
 constant (``_nan_constant``: ``in`` and ``index`` test identity first, and tell the code's
-NaN from an equal NaN made at run time); and, traced, no class with its own ``__repr__``
-or ``__str__`` and nothing that can make a class at run time (``type``, ``__class__``,
-``__new__``): the tracer runs a program's ``__repr__`` when its own caches say so.
+NaN from an equal NaN made at run time). Traced or not, a program is judged alike:
+recording runs none of its code (bounded_repr renders instances from their attributes).
 
 Reading never runs program code: type names, dicts and members are read with C getters
 captured here, containers with the C functions of their exact types, and the snapshot is
@@ -203,11 +201,6 @@ _TEXT_MAKERS = frozenset({"str", "repr", "ascii", "format", "set", "frozenset", 
 _TEXT_ATTRIBUTES = frozenset({"__repr__", "__str__"})
 # Dunder attributes that make objects whose repr comes from their address (an iterator)
 _ADDRESS_ATTRIBUTES = frozenset({"__iter__"})
-# Traced, what can make a class at run time (``type(name, bases, dict)``, also reached as
-# ``x.__class__.__class__`` or through ``__new__``): its ``__repr__``, which the tracer runs
-# when its caches say so, is in no class body for the static check to see.
-_CLASS_MAKERS = frozenset({"type", "__build_class__"})
-_CLASS_ATTRIBUTES = frozenset({"__class__", "__new__"})
 _TEXT_OPS = frozenset({"FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "BUILD_SET",
                        "SET_ADD", "SET_UPDATE"})
 # Exception classes an ``except`` may name and still never catch a MemoryError (every
@@ -402,7 +395,6 @@ async def h():
 enabled = False
 namespace = None          # the program's module namespace
 program = None            # the program's module code
-traced = False            # the job is traced (recording runs none of the program's code)
 jumps = 0                 # backward jumps taken this job
 refusal = None            # why this job is not judged (a str), once decided
 next_check = THRESHOLD    # the backward jump at which the next snapshot is taken
@@ -413,12 +405,10 @@ frames: dict = {}         # address of a frame -> [code, starts, tortoise snapsh
 depths: dict = {}         # code object -> {offset: static stack depth} (None: unknown)
 
 
-def begin(on: bool, program_namespace, program_code, tracing: bool = False) -> None:
-    """A job starts: forget the last one; judge loops if ``on``; ``tracing``: the job is
-    traced."""
-    global enabled, namespace, program, jumps, refusal, checked, next_check, traced
+def begin(on: bool, program_namespace, program_code) -> None:
+    """A job starts: forget the last one; judge loops if ``on``."""
+    global enabled, namespace, program, jumps, refusal, checked, next_check
     next_check = THRESHOLD
-    traced = tracing
     enabled = on and type(program_namespace) is dict and type(program_code) is CodeType
     namespace = program_namespace if enabled else None
     program = program_code if enabled else None
@@ -572,9 +562,6 @@ def _static_refusal(code):
                     return "the program defines a finalizer"
                 if target in _SHARED_BUILTINS and name in _GLOBAL_LOADS:
                     return f"the program uses {target!r}, a builtin the snapshot does not read"
-                if traced and (target in _CLASS_MAKERS and name in _GLOBAL_LOADS
-                               or target in _CLASS_ATTRIBUTES and name in _ATTRIBUTE_OPS):
-                    return f"a traced program uses {target!r} (it can make a class at run time)"
                 if name in _ATTRIBUTE_OPS:
                     if target[:2] == "__" and target[-2:] == "__":
                         if target not in _ALLOWED_DUNDERS:
@@ -941,9 +928,6 @@ def _program_class(cls, stack: list) -> bool:
             return False
         if name == "__hash__" and item is not None:
             return False  # dicts and tuples keep the hashes they computed (hidden state)
-        if traced and (name == "__repr__" or name == "__str__"):
-            return False  # the tracer runs it when its caches say so (as in the static
-                          # check, for a class made by type() with no class body)
         names.append(name)
     stack.append(_TYPE_BASES(cls))
     stack.append(tuple(names))

@@ -360,14 +360,13 @@ def local_events(code=None) -> int:
             | (_BRANCH_RIGHT if code in lost_lines else 0))
 
 
-def loops_begin(on: bool, program_namespace, program_code, tracing: bool) -> None:
+def loops_begin(on: bool, program_namespace, program_code) -> None:
     """A job starts (any mode): judge loops (``on``) in the program whose namespace and
-    module code these are, from its first line (its top level included); ``tracing``:
-    the job is traced."""
+    module code these are, from its first line (its top level included)."""
     global loop_events
     loop_events = bool(on)
     loop_codes.clear()
-    _loops.begin(loop_events, program_namespace, program_code, tracing)
+    _loops.begin(loop_events, program_namespace, program_code)
 
 
 def tamper_reasons() -> list[str]:

@@ -647,7 +647,8 @@ def test_values_a_program_controls_cannot_forge_frames_lines_or_break_the_file(t
     assert pad.count("[DONE]") == 1 and pad[-1] == "[DONE]"
     assert all(line == "[BEGIN]" or line == "[DONE]" or line.split(": ", 1)[0] in
                ("state", "line", "return", "exception", "yield") for line in pad)
-    assert 'state: {"n": 1, "e": <|frame_sep|><|line_sep|>{}\\n[DONE]\\nline: forged()}' in pad
+    assert ('state: {"n": 1, "e": <|frame_sep|><|line_sep|>{}⟦U+000A⟧[DONE]⟦U+000A⟧'
+            'line: forged()}') in pad
     opt = export(db, tmp_path, "pythontutor")[0]
     validate_pythontutor(opt)
     last = opt["trace"][-1]["stack_to_render"][0]["encoded_locals"]
@@ -669,14 +670,14 @@ BREAKS = {"\n": ("⟦U+000A⟧", "\\n"), "\r": ("⟦U+000D⟧", "\\r"),
 # A value, stdout and an exception's message and repr that hold BREAK before forged lines
 # of a scratchpad: ``[DONE]`` and ``line: 3``.
 FORGER = ("class V:\n"
-          "    def __repr__(self):\n"
-          "        return T\n"
+          "    pass\n"
           "\n"
           "class E(Exception):\n"
-          "    def __repr__(self):\n"
-          "        return T\n"
+          "    pass\n"
           "\n"
           "T = BREAK + '[DONE]' + BREAK + 'line: 3'\n"
+          "V.__qualname__ = T\n"
+          "E.__qualname__ = E.__name__ = T\n"
           "\n"
           "def f(n):\n"
           "    v = V()\n"
@@ -711,10 +712,11 @@ def test_line_text_escapes_every_line_break_and_its_own_escape_reversibly():
 
 
 def test_line_breaks_in_values_stdout_and_messages_start_no_line_in_any_format(tmp_path):
-    """Values a program's ``__repr__`` returns, its stdout and its exception's message hold
-    each line break before forged ``[DONE]`` and ``line: 3`` lines: every reader sees one
-    line a run in every format, each record reads back with the exact texts, and the
-    scratchpad and CWM texts have exactly their own lines."""
+    """Class names a program sets (so its instances' and its exception's renderings), its
+    stdout and its exception's message hold each line break before forged ``[DONE]`` and
+    ``line: 3`` lines: every reader sees one line a run in every format, each record
+    reads back with the exact texts, and the scratchpad and CWM texts have exactly their
+    own lines."""
     db = tmp_path / "breaks.duckdb"
     records = [{"id": f"b{i}", "code": f"BREAK = {text!r}\n" + FORGER, "input": "0"}
                for i, text in enumerate(BREAKS)]
@@ -732,31 +734,34 @@ def test_line_breaks_in_values_stdout_and_messages_start_no_line_in_any_format(t
         forged = f"{text}[DONE]{text}line: 3"
         assert record["status"] == "exception"
         assert (record["stdout"], record["exception_type"], record["exception_message"]) == \
-            (forged, "E", forged)
-        assert record["steps"][-1]["locals"] == {"n": "0", "v": forged}
-        assert record["steps"][-1]["changes"][0]["value"] == forged
+            (forged, forged, forged)
+        assert record["steps"][-1]["locals"] == {"n": "0", "v": f"{forged}()"}
+        assert record["steps"][-1]["changes"][0]["value"] == f"{forged}({forged!r})"
     for (text, (escaped, as_json)), record in zip(BREAKS.items(),
                                                   export(db, tmp_path, "pythontutor")):
         forged = f"{text}[DONE]{text}line: 3"
         assert record["trace"][-1] == {
             "event": "uncaught_exception", "line": 15, "func_name": "f",
             "globals": {"T": forged}, "ordered_globals": ["T"], "stack_to_render": [],
-            "heap": {}, "stdout": forged, "exception_msg": f"E: {forged}"}
+            "heap": {}, "stdout": forged, "exception_msg": f"{forged}: {forged}"}
         assert record["code"] == f"BREAK = {text!r}\n" + FORGER
     for (text, (escaped, as_json)), record in zip(BREAKS.items(),
                                                   export(db, tmp_path, "scratchpad")):
+        forged = f"{text}[DONE]{text}line: 3"
         value = f"{escaped}[DONE]{escaped}line: 3"
         assert record["target"].splitlines() == [
-            "[BEGIN]", 'state: {"n": 0}', "line: v = V()", f'state: {{"n": 0, "v": {value}}}',
-            "line: print(T, end='')", f'state: {{"n": 0, "v": {value}}}', "line: raise E(T)",
-            f"exception: {value}", "[DONE]"]
+            "[BEGIN]", 'state: {"n": 0}', "line: v = V()", f'state: {{"n": 0, "v": {value}()}}',
+            "line: print(T, end='')", f'state: {{"n": 0, "v": {value}()}}', "line: raise E(T)",
+            f"exception: {value}({forged!r})", "[DONE]"]
         assert from_line_text(record["target"].splitlines()[-2]) == \
-            f"exception: {text}[DONE]{text}line: 3"
+            f"exception: {forged}({forged!r})"
         assert record["prompt"].splitlines() == [
             "Consider the following Python function:", "", f"BREAK = {text!r}",
             *FORGER.splitlines(), "", "output = f(0)", "What is the execution trace?"]
     for (text, (escaped, as_json)), record in zip(BREAKS.items(), export(db, tmp_path, "cwm")):
-        value = f'"{as_json}[DONE]{as_json}line: 3"'
+        forged = f"{text}[DONE]{text}line: 3"
+        value = f'"{as_json}[DONE]{as_json}line: 3()"'
+        raised = f'"{as_json}[DONE]{as_json}line: 3({json.dumps(repr(forged))[1:-1]})"'
         context = [f"BREAK = {text!r}", *FORGER.splitlines()]
         context[11] += "  # << START_OF_TRACE"
         assert record["text"].splitlines() == [
@@ -765,10 +770,10 @@ def test_line_breaks_in_values_stdout_and_messages_start_no_line_in_any_format(t
             '<|line_sep|>{"n": ".."}<|action_sep|>    v = V()<|frame_sep|>'
             f'<|line_sep|>{{"n": "..", "v": {value}}}<|action_sep|>    print(T, end=\'\')'
             '<|frame_sep|><|line_sep|>{"n": "..", "v": ".."}<|action_sep|>    raise E(T)'
-            f'<|frame_sep|><|exception_sep|><|action_sep|>    raise E(T)<|arg_sep|>{value}'
+            f'<|frame_sep|><|exception_sep|><|action_sep|>    raise E(T)<|arg_sep|>{raised}'
             '<|frame_sep|><|return_sep|><|action_sep|>    raise E(T)<|arg_sep|>"None"'
             '<|frame_sep|><|end_of_text|>']
-        assert cwm_resolved(record["frames"])[-1] == {"n": "0", "v": f"{text}[DONE]{text}line: 3"}
+        assert cwm_resolved(record["frames"])[-1] == {"n": "0", "v": f"{forged}()"}
 
 
 # Line breaks Python does not end a line at, raw in a string literal and a comment.

@@ -30,7 +30,7 @@ from helpers.shards import assert_same_trace
 TIMING = ("seconds", "runs/s", "runs_per_second")
 STATUSES = {"exception": 3, "invalid": 2, "ok": 14, "step_limit": 1}
 ROWS = {"programs": 17, "runs": 20, "steps": 2144, "states": 1126, "objects": 16,
-        "attributes": 16, "global_states": 1, "guests": 1}
+        "attributes": 16, "global_states": 1, "settrace_lines": 0, "guests": 1}
 
 
 def as_json(*args):

@@ -24,7 +24,7 @@ import pytest
 from steptrace.predictions._predict import PredictOptions, RequestRun, Task, predict
 from steptrace.scoring._score import ScoreOptions, score_predictions, store_verdicts
 from steptrace.scoring._stats import probability_a_beats_b
-from steptrace.store._store import StoreLockedError, connect
+from steptrace.store._store import SCHEMA_VERSION, StoreLockedError, connect
 from helpers.openai_stub import Reply, StubServer, answer
 from helpers.cli import assert_one_line_error, new_store, rows
 from helpers.predict import MODEL, closed_port, invoke, prompt_of
@@ -292,7 +292,7 @@ def test_a_schema_2_store_is_upgraded_in_place(tmp_path):
                               "before experiments were recorded (settings unknown): give "
                               "another --label")
     assert (ran["label"], ran["skipped"], ran["requests"]) == (DIRECT, 0, 1)
-    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
+    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     assert rows(db, "SELECT task_id, model, label, sample_index, answer, error, prompt_style, "
                     "prompt_sha256, created_at IS NULL FROM predictions ORDER BY model, label") == [
         ("a", "old", "legacy", 0, None, "APITimeoutError: x", None, None, True),
@@ -319,7 +319,7 @@ def test_score_upgrades_a_schema_2_store_too(tmp_path):
                             "--model", MODEL, "--label", "legacy", "--format", "json"))
     assert [(r["model"], r["label"], r["kind"], r["pass@1"]) for r in result["by_kind"]] == [
         (MODEL, "legacy", "output", 1.0), (MODEL, "legacy", "all", 1.0)]
-    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
+    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     missing = invoke("score", "--tasks", tasks, "--db", db, "--label", "nope")
     assert_one_line_error(missing, f"no predictions of label nope for these tasks in {db}")
 
@@ -441,7 +441,7 @@ def test_opening_waits_for_a_store_another_process_releases(tmp_path, monkeypatc
         holder.release()
         reader.join(timeout=120)
     assert len(opened) == 1 and len(attempts) >= 2
-    assert opened[0].execute("SELECT value FROM meta").fetchall() == [("6",)]
+    assert opened[0].execute("SELECT value FROM meta").fetchall() == [(str(SCHEMA_VERSION),)]
     opened[0].close()
 
 

@@ -27,6 +27,7 @@ from steptrace.sandbox._build import cache_key
 from steptrace.sandbox._limits import Limits
 from steptrace.scoring._checks import check_key
 from steptrace.scoring._cruxeval import CruxSample, score_samples
+from steptrace.store._store import SCHEMA_VERSION
 from helpers.openai_stub import answer
 from helpers.predict import predict_with_stub
 from helpers.programs import LOOP  # f([1, 2, 3]) == 3, f([2]) == -1, f([3]) == 3
@@ -362,7 +363,7 @@ def test_a_schema_5_store_gets_its_checks_table_when_scored(store, sandbox_reque
         con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
     first = score_json(db, tasks_file)
     assert (first["input_checks"], first["input_checks_reused"]) == (4, 0)
-    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [("6",)]
+    assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     assert rows(db, "SELECT count(*) FROM checks") == [(4,)]
     assert score_json(db, tasks_file)["input_checks_reused"] == 4
     assert sandbox_requests == [4]

@@ -16,6 +16,7 @@ import pytest
 from steptrace.corpus._formats import stdout_matches
 from steptrace.scoring._judges import ERROR, judge_error_parts
 from steptrace.scoring._verdicts import ScoreOptions, judge
+from steptrace.store._store import SCHEMA_VERSION
 from steptrace.tasks import extract_answer
 from helpers.openai_stub import answer as reply
 from helpers.predict import MODEL, invoke, predict_with_stub
@@ -252,7 +253,7 @@ def test_a_schema_5_stores_scores_gain_the_part_columns(tmp_path):
     con.close()
     connect(db).close()
     con = duckdb.connect(str(db), read_only=True)
-    assert con.execute("SELECT value FROM meta").fetchall() == [("6",)]
+    assert con.execute("SELECT value FROM meta").fetchall() == [(str(SCHEMA_VERSION),)]
     assert con.execute("SELECT task_id, correct, type_correct, message_correct FROM scores"
                        ).fetchall() == [("a", True, None, None)]
     con.close()

@@ -36,6 +36,7 @@ from steptrace.sandbox import _build as build
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import compiled_path
 from steptrace.sharding._plan import guest_path, read_plan
+from steptrace.sharding._shard import SHARD_TABLES
 from steptrace.store._store import connect
 from helpers.cli import assert_one_line_error, invoke, ok
 from helpers.openai_stub import answer
@@ -469,23 +470,24 @@ def test_shards_found_good_are_checked_again_only_when_they_change(directory, mo
                         lambda path, table, pq: read.append(path) or real(path, table, pq))
     resolved = directory.resolve()
     memo = _check._memo_path(resolved)
+    files = 2 * len(SHARD_TABLES)  # two shards, a file a table
     connect(directory, read_only=True).close()  # just copied: too recent to record
-    assert len(read) == 18 and not memo.exists()
+    assert len(read) == files and not memo.exists()
     monkeypatch.setattr(build, "STAMP_SETTLE_NS", 0)
     _check._MEMO.clear()  # as a new process
     connect(directory, read_only=True).close()
-    assert len(read) == 36
+    assert len(read) == 2 * files
     assert memo.read_text().splitlines()[0] == str(resolved)
     assert [line.split()[0] for line in memo.read_text().splitlines()[1:]] == ["00000", "00001"]
     _check._MEMO.clear()
     connect(directory, read_only=True).close()
     connect(directory).close()
-    assert len(read) == 36  # nothing read again
+    assert len(read) == 2 * files  # nothing read again
     path = directory / "shards" / "00001" / "runs.parquet"
     rewrite(path, retype("status", lambda t: pa.array([1] * t.num_rows)))
     _check._MEMO.clear()
     assert_one_line_error(invoke("sql", "SELECT 1", "--db", directory),
                           f"{path}: column status is int64 (nullable), not string (not null): "
                           "not a shard file this steptrace reads")
-    assert read[36:] == [directory.resolve() / "shards" / "00001" / f"{t}.parquet" for t in (
+    assert read[2 * files:] == [directory.resolve() / "shards" / "00001" / f"{t}.parquet" for t in (
         "runs",)]

@@ -67,10 +67,12 @@ def test_a_trace_stores_the_view_and_reads_it_back_as_trace_one_makes_it(tmp_pat
 
 
 def test_force_replaces_the_view_rows_with_the_run(tmp_path):
+    """The retraced run keeps its id (its place in the corpus) and its view rows are the
+    new run's alone: none of the old ones are left beside them."""
     db = trace(tmp_path)
-    trace(tmp_path, force=True)  # the runs keep their ids (engine/store/_ids.py)
+    trace(tmp_path, force=True)
     assert rows(db, "SELECT run_id, step, func, line, depth, frame FROM settrace_lines "
-                    "ORDER BY run_id, step, rowid") == [(1,) + row[1:] for row in VIEW_ROWS]
+                    "ORDER BY run_id, step, rowid") == VIEW_ROWS
 
 
 def test_a_schema_6_store_reads_without_a_view_and_is_upgraded_in_place(tmp_path):

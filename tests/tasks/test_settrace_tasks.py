@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from steptrace.cli._main import main
 from steptrace.errors import InputError
 from steptrace.tasks._tasks import TaskOptions, generate_tasks
-from steptrace.tasks._templates import LINE_RULES
+from steptrace.tasks._templates import LINE_COUNTING, LINE_RULES
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 from helpers.native_tracer import PYTHONS, NativeSettrace, native_python
 from helpers.programs import CALLS_IN_COMPREHENSION, ONE_LINE_LOOPS
@@ -25,7 +25,12 @@ VIEW, CALLS = ONE_LINE_LOOPS, CALLS_IN_COMPREHENSION
 RECORDS = [{"id": "view", "code": VIEW, "input": "[1, 2, 3]"},
            {"id": "calls", "code": CALLS, "input": "[1, 2]"}]
 LINE_KINDS = ("next_line", "next_line_any", "coverage", "line_count", "steps", "trace")
-RULE = LINE_RULES["settrace"]
+COUNTING_KINDS = ("steps", "line_count", "trace")  # whose whole counting rule is the view's
+
+
+def rule(kind: str) -> str:
+    """What a settrace task's prompt of ``kind`` says of how lines are counted."""
+    return LINE_COUNTING["settrace"] if kind in COUNTING_KINDS else LINE_RULES["settrace"]
 
 
 @pytest.fixture(scope="module")
@@ -114,21 +119,23 @@ def test_settrace_tasks_say_so_and_keep_their_own_ids(store):
         if task["kind"] in LINE_KINDS:
             assert question["lines"] == "settrace", key
             # the same whether a line runs: coverage's prompt has no counting rule
-            assert (RULE in task["prompt"]) == (task["kind"] != "coverage"), key
+            assert (rule(task["kind"]) in task["prompt"]) == (task["kind"] != "coverage"), key
             twin = monitoring.get(key)
             assert twin is None or twin["task_id"] != task["task_id"], key
         else:  # the state kinds ask about the steps' executions, as without the view
-            assert "lines" not in question and RULE not in task["prompt"], key
+            assert "lines" not in question and "sys.settrace" not in task["prompt"], key
             assert task["task_id"] == monitoring[key]["task_id"]
             assert task["answer"] == monitoring[key]["answer"]
     for task in monitoring.values():
-        assert "settrace" not in (task["question"] or "") and RULE not in task["prompt"]
+        assert "settrace" not in (task["question"] or "") and "sys.settrace" not in task["prompt"]
     prompt = settrace[("view", "line_count", 4, None, None)]["prompt"]
-    assert ("including the last check that ends the loop.) Lines are counted as "
-            "sys.settrace reports them: a line also counts again each time execution jumps "
-            "back to its start without leaving it (a loop, comprehension or generator "
-            "expression written on that line going round for its next item, or to find it "
-            "has none).") in prompt
+    assert ("(Lines are counted as sys.settrace reports them: a line counts each time a call "
+            "comes to it from another line or starts there, so a line in a loop counts once "
+            "each time round, and a `for` or `while` line each time its loop comes back to "
+            "it, including the last check that ends the loop; a line also counts again each "
+            "time execution jumps back to its start without leaving it (a loop, "
+            "comprehension or generator expression written on that line going round for its "
+            "next item, or to find it has none).)") in prompt
 
 
 def test_runs_without_a_recorded_view_get_no_line_questions(store, tmp_path):
