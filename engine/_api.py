@@ -33,6 +33,7 @@ from steptrace.corpus._formats import (MEMORY_NAME, Corpus, CorpusError, CorpusL
 from steptrace.errors import InputError
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._backends import choose as choose_backend
+from steptrace.sandbox._backends import interpreter
 from steptrace.sandbox._packages import PackageLock, as_lock
 from steptrace.store._runs import Run
 
@@ -216,16 +217,19 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
         raise InputError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
     if workers is not None and workers < 0:
         raise InputError(f"workers must be 0 or more, not {workers}")
-    lock, note = choose_backend(backend, None if packages is None else as_lock(packages),
-                                None if python is None else os.fspath(python))
-    options = TraceOptions(limits=as_limits(limits), isolation=isolation, force=force,
-                           packages=lock, loop_detection=loop_detection,
-                           notes=() if note is None else (note,), **_options(workers=workers))
-    if not isinstance(corpus, (str, os.PathLike, Corpus)):
-        corpus = as_corpus_source(corpus, name)
-    if isinstance(corpus, Corpus) and name is None:
-        name = MEMORY_NAME  # a loaded corpus does not know where it came from
-    return trace_corpus(corpus, store_path(store), options, progress=progress, corpus_name=name)
+    python = None if python is None else os.fspath(python)
+    with interpreter(python):
+        lock, note = choose_backend(backend, None if packages is None else as_lock(packages),
+                                    python)
+        options = TraceOptions(limits=as_limits(limits), isolation=isolation, force=force,
+                               packages=lock, loop_detection=loop_detection,
+                               notes=() if note is None else (note,), **_options(workers=workers))
+        if not isinstance(corpus, (str, os.PathLike, Corpus)):
+            corpus = as_corpus_source(corpus, name)
+        if isinstance(corpus, Corpus) and name is None:
+            name = MEMORY_NAME  # a loaded corpus does not know where it came from
+        return trace_corpus(corpus, store_path(store), options, progress=progress,
+                            corpus_name=name)
 
 
 def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.PathLike, *,
@@ -274,19 +278,20 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
                 warnings.warn(note, stacklevel=2)
             else:
                 on_note(note)
-    lock, note = choose_backend(backend, None if packages is None else as_lock(packages),
-                                None if python is None else os.fspath(python))
-    if note is not None:
-        if on_note is None:
-            warnings.warn(note, stacklevel=2)
-        else:
-            on_note(note)
-    options = ShardOptions(shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
-                           workers=workers, limits=as_limits(limits), isolation=isolation,
-                           packages=lock,
-                           engine=engine, address=address, plan_only=plan_only,
-                           trust_guest=trust_guest)
-    return trace_shards(corpora, out, options, progress, shard_progress)
+    python = None if python is None else os.fspath(python)
+    with interpreter(python):
+        lock, note = choose_backend(backend, None if packages is None else as_lock(packages),
+                                    python)
+        if note is not None:
+            if on_note is None:
+                warnings.warn(note, stacklevel=2)
+            else:
+                on_note(note)
+        options = ShardOptions(
+            shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
+            workers=workers, limits=as_limits(limits), isolation=isolation, packages=lock,
+            engine=engine, address=address, plan_only=plan_only, trust_guest=trust_guest)
+        return trace_shards(corpora, out, options, progress, shard_progress)
 
 
 def trace_shard(directory: str | os.PathLike, index: int, *, workers: int | None = None,

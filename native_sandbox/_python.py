@@ -3,8 +3,9 @@
 The interpreter is the user's own CPython, 3.12 or later (the tracer needs
 ``sys.monitoring``). It is chosen, first found first:
 
-1. ``--python PATH`` (the ``python`` argument here);
-2. ``$STEPTRACE_PYTHON`` (a path);
+1. ``--python PATH`` (the ``python`` argument here; a version such as ``3.13`` takes the
+   newest CPython of that version found as in 3);
+2. ``$STEPTRACE_PYTHON`` (as ``--python``);
 3. the newest CPython 3.12+ found as ``python3.N`` on ``PATH`` or under pyenv's
    ``versions/`` (``$PYENV_ROOT``, else ``~/.pyenv``), then ``python3`` on ``PATH``.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from pathlib import Path
 from steptrace.errors import SandboxError
 
 PYTHON_ENV = "STEPTRACE_PYTHON"
+_VERSION = re.compile(r"3\.[0-9]{1,2}")  # --python 3.13: a version, not a path
 OLDEST = (3, 12)  # sys.monitoring
 PROBE_TIMEOUT_S = 20.0
 
@@ -129,8 +132,16 @@ def _key(interpreter: Interpreter) -> tuple[int, ...]:
 
 def find_python(asked: str | None = None, minor: str | None = None) -> Interpreter:
     """The interpreter for the native backend (see the module doc); ``minor``: the
-    ``major.minor`` version a native lock was resolved for."""
+    ``major.minor`` version a native lock was resolved for. ``asked`` (or
+    ``$STEPTRACE_PYTHON``) is a path or a command, or a version (``3.13``: the newest
+    CPython 3.13 found as when none is named)."""
     named = asked or os.environ.get(PYTHON_ENV) or None
+    if named and _VERSION.fullmatch(named) and shutil.which(named) is None \
+            and not os.path.exists(named):
+        if minor is not None and named != minor:
+            raise InterpreterError(f"Python {named} was asked for, but the lock was resolved "
+                                   f"for Python {minor}: use a {minor} interpreter")
+        return _newest(named)
     if named:
         path = shutil.which(named) or named
         found = probe(path)
@@ -138,6 +149,11 @@ def find_python(asked: str | None = None, minor: str | None = None) -> Interpret
             raise InterpreterError(f"{named} is Python {found.version}, but the lock was "
                                    f"resolved for Python {minor}: use a {minor} interpreter")
         return found
+    return _newest(minor)
+
+
+def _newest(minor: str | None) -> Interpreter:
+    """The newest CPython 3.12+ (of version ``minor`` if given) among ``candidates()``."""
     usable, tried = [], []
     for path in candidates():
         try:

