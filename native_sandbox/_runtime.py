@@ -13,7 +13,8 @@ the result schema, its caps, the statuses). What is native is where the guest ru
   (there is no batch isolation here: a fork costs less than putting an interpreter back);
 * limits: the time limit is the fork server's (it kills the job's process at
   ``timeout_s``, whatever it does) and this process's (a fork server that does not answer
-  within ``timeout_s + HOST_GRACE_S`` has its jail killed and replaced); the CPU-time
+  within ``timeout_s + HOST_GRACE_S`` has its jail killed and replaced: no worker's
+  watchdog is needed, ``busy_since`` stays None); the CPU-time
   limit is the kernel's (``RLIMIT_CPU``); memory is ``RLIMIT_AS`` (the fork server's
   address space, read from ``/proc`` here, plus ``memory_mb``: a ``MemoryError`` is
   ``memory_limit`` as in the guest); a file is at most ``scratch_mb`` (``RLIMIT_FSIZE``)
@@ -49,7 +50,10 @@ from steptrace.sandbox._outcome import JobOutcome, checked_outcome
 from steptrace.sandbox._packages import PackageLock
 
 BACKEND = "native"
-HOST_GRACE_S = 0.3    # past the time limit, before this process ends the jail itself
+# Past the time limit, before this process ends the jail itself: a safety net for a fork
+# server that stopped answering (it ends every job at the limit itself), wide enough that
+# a loaded machine never turns a job's own timeout into a replaced jail.
+HOST_GRACE_S = 10.0
 START_TIMEOUT_S = 120.0  # a fork server's set-up (imports, warm-up jobs)
 SCRATCH_MB = 64       # the scratch tmpfs, and the largest file a job may write
 OPEN_FILES = 256
@@ -166,7 +170,10 @@ class NativeSandbox:
         self.limits = limits or Limits()
         self.guest = guest or prepare()
         self.python = self.guest.python.version
-        self.busy_since: float | None = None  # as Sandbox's: the worker's watchdog reads it
+        # Sandbox's is read by a worker's watchdog (wasm_sandbox/_worker.py), for a guest
+        # blocked in a host call; none is here (the fork server ends a job at the limit,
+        # and call() waits no longer than HOST_GRACE_S past it): always None
+        self.busy_since: float | None = None
         self._jail: _jail.Jail | None = None
         self._address_space: int | None = None
         self.preloaded: dict = {}
@@ -257,17 +264,13 @@ class NativeSandbox:
             self._start()
         jail = self._jail
         body = self._job_limits() + b"\n" + payload.encode("utf-8", "surrogatepass")
-        self.busy_since = time.monotonic()
+        started = time.monotonic()
         try:
-            try:
-                self._send(jail, _frame(b"J", body))
-            except OSError:
-                kind, data = None, b""
-            else:
-                kind, data = self._receive(jail, self.busy_since + self.limits.timeout_s
-                                           + HOST_GRACE_S)
-        finally:
-            self.busy_since = None
+            self._send(jail, _frame(b"J", body))
+        except OSError:
+            kind, data = None, b""
+        else:
+            kind, data = self._receive(jail, started + self.limits.timeout_s + HOST_GRACE_S)
         if kind == b"R":
             return data, None
         if kind == b"X":
