@@ -47,13 +47,14 @@ def is_pure_literal(argument_text: str) -> bool:
 def refusal(request: dict) -> str | None:
     """Why the native backend does not run ``request`` (None: it runs)."""
     if request.get("model_written") is True:
-        return ("refused: the native backend does not run code a model wrote (its trust "
-                "boundary is the kernel's, not WebAssembly's); trace it with --backend wasi")
+        return ("the native backend does not run code a model wrote (its trust boundary is "
+                "the kernel's, not WebAssembly's): trace it with --backend wasi")
     if request.get("answer") is True:
         pieces = [request.get("input", "")] + [call.get("input", "") if type(call) is dict
                                                else None for call in request.get("calls") or ()]
         if request.get("shape") == "script" or not all(is_pure_literal(piece)
                                                        for piece in pieces):
-            return ("refused: a model's answer runs natively only as pure literals "
-                    "(ast.literal_eval), and this one is not")
+            return ("a model's answer runs natively only as pure literals (what "
+                    "ast.literal_eval reads: numbers, strings, bytes, True, False, None and "
+                    "containers of them), and this one is not")
     return None

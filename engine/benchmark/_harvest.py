@@ -820,6 +820,10 @@ def harvest(out: str | Path, lock, request: PredictOptions,
     from steptrace.sandbox._packages import as_lock, install
     started = time.perf_counter()
     lock = as_lock(lock)
+    if lock.native:
+        raise HarvestError("harvest builds and traces with the WASI guest: give it a lock "
+                           "for it (steptrace build --with ... --lock FILE), not a native "
+                           "lock")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise HarvestError(f"--out {out} is not a directory")
