@@ -5,7 +5,8 @@ bubblewrap starts the user's CPython with this file's directory (the runner: a c
 (native_sandbox/_jail.py). It sets the interpreter up as the WASI guest is set up when it
 is built (tracer/guest.py: audit hook, ``guard.seal``, the tracer's sys.monitoring tool,
 the preloaded standard library and the lock's packages, the warm-up jobs, ``WitWorld``),
-then serves jobs: for each one it forks a child, which installs the job filter
+then serves jobs: for each one a child forked ahead (after the last job, while the host
+stores its result: the fork is off the job's path) takes the request, installs the job filter
 (seccomp: no new processes, no signals, no sockets; on top of the jail's), its
 resource limits and a fresh scratch directory, runs ``job.handle`` on the request and
 writes the result to a pipe. The server reads at most ``max_result_bytes + 1`` bytes of
@@ -75,30 +76,65 @@ def main(request_fd: int, reply_fd: int) -> None:
     prctl = _prctl()
     scratch = setup["scratch"]
     devnull = os.open("/dev/null", os.O_RDWR)
+    # the next job's process, forked ahead (while the host stores the last result): it
+    # waits for its request
+    waiting = _spawn(entry, job_filter, prctl, scratch, devnull, (request_fd, reply_fd))
     while True:
         kind, body = receive()
         if kind != b"J":
             return
+        pid, to_child, from_child = waiting
         limits = json.loads(body[:body.index(b"\n")])
-        payload = body[body.index(b"\n") + 1:].decode()
-        read_end, write_end = os.pipe()
         started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            _child(entry, payload, limits, job_filter, prctl, scratch, devnull,
-                   (request_fd, reply_fd, read_end), write_end)
-        os.close(write_end)
-        data, status, running = _collect(read_end, pid, started, limits, select)
-        os.close(read_end)
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(to_child, view):]
+        except OSError:
+            pass  # it is gone: _collect says how it ended
+        os.close(to_child)
+        data, status, running = _collect(from_child, pid, started, limits, select)
+        os.close(from_child)
         send(b"R", data) if status is None else send(b"X", json.dumps(status).encode())
         # After the answer, while the host stores the result: the job's process ends (it
-        # is exiting: it wrote its whole result) and its scratch space is emptied.
+        # is exiting: it wrote its whole result), its scratch space is emptied and the
+        # next job's process forked.
         if running:
             os.kill(pid, 9)
             os.waitpid(pid, 0)
         if not _wipe(scratch):
             send(b"F", b"the scratch directory could not be emptied")
             return
+        waiting = _spawn(entry, job_filter, prctl, scratch, devnull, (request_fd, reply_fd))
+
+
+def _spawn(entry, job_filter, prctl, scratch, devnull, channel):
+    """Fork the next job's process: ``(pid, its request pipe, its result pipe)``. It reads
+    its request (the limits' JSON line, then the guest request) to the end of the pipe,
+    then runs it (``_child``)."""
+    import json
+    request_read, request_write = os.pipe()
+    result_read, result_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(request_write)
+            os.close(result_read)
+            parts = []
+            while chunk := os.read(request_read, 1 << 20):
+                parts.append(chunk)
+            os.close(request_read)
+            body = b"".join(parts)
+            limits = json.loads(body[:body.index(b"\n")])
+            payload = body[body.index(b"\n") + 1:].decode()
+            del parts, body
+        except BaseException:
+            os._exit(72)  # no request (the jail is ending)
+        _child(entry, payload, limits, job_filter, prctl, scratch, devnull,
+               channel, result_write)
+    os.close(request_read)
+    os.close(result_write)
+    return pid, request_write, result_read
 
 
 def _read_exactly(fd: int, size: int):
@@ -128,8 +164,8 @@ SECCOMP_MODE_FILTER = 2
 
 
 def _child(entry, payload, limits, job_filter, prctl, scratch, devnull, close, write_end):
-    """The job's process: limits, scratch directory, the job filter, the job, the result.
-    Never returns."""
+    """The job's process, once its request came: limits, scratch directory, the job
+    filter, the job, the result. Never returns."""
     status = 70
     try:
         import resource
