@@ -23,6 +23,8 @@ from steptrace.native_sandbox import NativeSandbox, find_python, prepare
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._packages import read_lock
 
+pytestmark = pytest.mark.slow  # the wheels come from the package index (~15-45 s)
+
 PINNED = ("numpy==2.5.5", "pandas==3.1.1", "scipy==1.18.1")
 
 
@@ -266,7 +268,6 @@ def f(xs):
 """
 
 
-@pytest.mark.slow
 def test_a_pure_python_package_traces_the_same_in_both_backends(tmp_path):
     """toolz (pure Python) in a WASI guest and in the native backend: the same output,
     steps and states."""
