@@ -134,9 +134,14 @@ _CM_DICT = classmethod.__dict__["__dict__"].__get__
 _P = property.__dict__
 _P_GET, _P_SET, _P_DEL = _P["fget"].__get__, _P["fset"].__get__, _P["fdel"].__get__
 _P_DOC = _P["__doc__"].__get__
-# a property's own name (__set_name__'s) is CPython 3.13's: 3.12's (the native backend)
-# keeps none, so there it is None, as a property made outside a class body has
-_P_NAME = _P["__name__"].__get__ if "__name__" in _P else (lambda value: None)
+
+
+def _no_name(value) -> None:
+    """CPython 3.12's property keeps no name (``__name__`` is 3.13's)."""
+    return None
+
+
+_P_NAME = _P["__name__"].__get__ if "__name__" in _P else _no_name
 _DICT_ITEMS = dict.items
 _MAPPING_ITEMS = type(type.__dict__).items  # mappingproxy.items: the class dict's own (C)
 _BYTES = bytes

@@ -21,16 +21,20 @@ from steptrace.tasks._names import STYLES
 
 # How the answers' values are written (the store's rendering: tracer/bounded_repr.py), said
 # in every prompt whose answer is a value (``$values``): Python's repr(), but an instance
-# of a class the program defines is written from its attributes, never by its __repr__.
-VALUES = ("Values are written as Python's repr() writes them, with one exception: an instance "
-          "of a class the program defines, whatever its `__repr__`, is written "
-          "`Name(attr=value, ...)`, where Name is its class's `__qualname__` and the "
-          "attributes are those of its `__dict__` in insertion order, then its slots that "
-          "hold a value (base classes first, each class's in the order of its `__slots__`, "
-          "by the names it gives them), "
-          "each value written by this same rule (also inside lists, dicts and other "
-          "containers); an instance met again while it is being written (a reference back "
-          "to it), or nested inside four other instances, is written `Name(...)`.")
+# of a class written in Python is written from its attributes, never by its __repr__
+# (docs/guides/runs.md, "Rendering", rules 2 and 4).
+VALUES = ("Values are written as Python's repr() writes them, with these exceptions: an "
+          "instance of a class written in Python (the program's or a library's), whatever "
+          "its `__repr__`, is written `Name(attr=value, ...)`, where Name is its class's "
+          "`__qualname__` and the attributes are those of its `__dict__` in insertion "
+          "order, then its slots that hold a value (base classes first, each class's in the "
+          "order of its `__slots__`, by the names it gives them), each value written by this "
+          "same rule (also inside lists, dicts and other containers); if the class derives "
+          "from a built-in type, that value comes first (`Stack([1, 2], limit=5)`), and a "
+          "namedtuple is `Point(x=1, y=2)`; an instance met again while it is being written "
+          "(a reference back to it), or nested inside four other instances, is written "
+          "`Name(...)`; an exception is written as BaseException's repr() writes it "
+          "(`ValueError('bad')`), whatever its class defines.")
 
 
 def bundled_template_dir() -> Path:

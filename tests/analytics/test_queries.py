@@ -32,7 +32,7 @@ from steptrace.analytics._export import MANIFEST, export_parquet, open_parquet
 from steptrace.analytics._queries import (QUERIES_DIR, NamedQuery, Param, QueryDefinitionError, get_query,
                             load_queries, parse_assignments, parse_query, run_query,
                             stdlib_methods)
-from steptrace.store._store import StoreError
+from steptrace.store._store import SCHEMA_VERSION, StoreError
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 from helpers.query_corpus import BAD, BOOM, COLLATZ, COUNT_A, RECORDS, WORDS, _add_tasks_predictions_scores  # noqa: F401
 
@@ -652,7 +652,7 @@ def test_export_holds_every_table_exactly(stores, which):
         tables = _tables(db_con)
         assert tables == _tables(pq_con)
         expected = {"meta", "programs", "runs", "steps", "states", "objects", "attributes",
-                    "global_states", "guests", "analyses", "branches"}
+                    "global_states", "settrace_lines", "guests", "analyses", "branches"}
         if which == "full":
             expected |= {"tasks", "predictions", "scores"}
         assert set(tables) == expected
@@ -694,7 +694,7 @@ def test_export_layout_and_manifest(stores, tmp_path):
         assert by_name[table].partition_by is None
         assert [p.name for p in (out / table).iterdir()] == ["data_0.parquet"]
     manifest = json.loads((out / MANIFEST).read_text())
-    assert manifest["runs_per_bucket"] == 2 and manifest["schema_version"] == "6"
+    assert manifest["runs_per_bucket"] == 2 and manifest["schema_version"] == str(SCHEMA_VERSION)
     assert {t["name"]: t["rows"] for t in manifest["tables"]} == {
         t: sql_rows(stores.full, f"SELECT count(*) FROM {t}")[0][0] for t in by_name}
 
@@ -717,7 +717,8 @@ def test_export_force_replaces_an_earlier_export(stores, tmp_path):
     export_parquet(stores.base, out, force=True)
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["analyses", "attributes", "branches", "global_states", "guests", "meta",
-         "notes.txt", "objects", "programs", "runs", "states", "steps", MANIFEST])
+         "notes.txt", "objects", "programs", "runs", "settrace_lines", "states", "steps",
+         MANIFEST])
     with pytest.raises(StoreError, match="^table tasks does not exist"):
         run_query("tasks_by_kind", parquet=out)
     assert run_query("runs_by_status", parquet=out).rows == CASES[0].rows

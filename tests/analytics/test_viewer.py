@@ -321,8 +321,9 @@ def test_nested_calls_and_an_exception(store, browser, tmp_path):
 
 
 def test_hostile_text_stays_text(store, browser, tmp_path):
-    """A repr, a dict key, an attribute's name, the input and a source comment that are HTML:
-    the page still has its two scripts, and shows them as text."""
+    """An attribute's name (in its instance's rendering too), a dict key, the input and a
+    source comment that are HTML (the class's ``__repr__`` returning HTML never runs): the
+    page still has its two scripts, and shows them as text."""
     page, out = open_view(browser, store, tmp_path, "hostile")
     text = out.read_text(encoding="utf-8")
     assert text.count("<script") == 2 and HOSTILE_TEXT not in text
@@ -331,7 +332,8 @@ def test_hostile_text_stays_text(store, browser, tmp_path):
     assert browser.evaluate(page, "document.images.length") == 0
     values = [row[1] for frame in state["frames"] for row in frame["rows"]]
     attributes = [row[0] for box in state["objects"] for row in box["rows"]]
-    assert HOSTILE_TEXT in values and HOSTILE_TEXT in attributes  # v's repr; its attribute
+    assert f"X({HOSTILE_TEXT}=[{HOSTILE_TEXT!r}])" in values  # v, rendered
+    assert HOSTILE_TEXT in attributes  # its attribute
     assert repr(HOSTILE_TEXT) in values
     code = browser.evaluate(page, "document.getElementById('code').textContent")
     assert f"# {HOSTILE_TEXT}<img src=x onerror=alert(2)>" in code

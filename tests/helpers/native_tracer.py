@@ -112,6 +112,7 @@ class NativeSettrace(_Child):
 # ---------------------------------------------------------------- the child's side
 def _serve_tracer(tracer_dir: str, out) -> None:
     """What guest.py does at build time, then ``job.handle`` per request."""
+    requests = sys.stdin  # a job leaves its own stdin in sys (job isolation puts none back)
     sys.path.insert(0, tracer_dir)
     import guard  # noqa: PLC0415 (the guest's modules exist only in the child)
     import job
@@ -129,7 +130,7 @@ def _serve_tracer(tracer_dir: str, out) -> None:
     warm = "def f(xs):\n    out = [x for x in xs]\n    for x in xs:\n        out.append(x)\n    return out\n"
     job.handle(json.dumps({"code": warm, "input": "[1, 2]", "expected": "[1, 2, 1, 2]"}))
     _answer(out, {"ready": True, "version": list(sys.version_info[:3])})
-    for line in sys.stdin:
+    for line in requests:
         _answer(out, json.loads(job.handle(line)))
 
 

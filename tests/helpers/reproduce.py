@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 
 from steptrace.store._tables import (ATTRIBUTES, GLOBAL_STATES, GUESTS, OBJECTS, PROGRAMS,
-                                     RUNS, STATES, STEPS)
+                                     RUNS, SETTRACE_LINES, STATES, STEPS)
 
 VARYING = {"runs": {"duration_us", "call_us", "traced_at"}, "guests": {"first_used"}}
 BETWEEN_ISOLATIONS = {"runs": {"isolation"}}
@@ -24,7 +24,7 @@ BETWEEN_ISOLATIONS = {"runs": {"isolation"}}
 TRACE_TABLES = ((PROGRAMS, "program_id"), (RUNS, "run_id"), (STEPS, "run_id, step"),
                 (STATES, "run_id, rowid"), (OBJECTS, "run_id, object_id"),
                 (ATTRIBUTES, "run_id, rowid"), (GLOBAL_STATES, "run_id, rowid"),
-                (GUESTS, "guest"))
+                (SETTRACE_LINES, "run_id, step, rowid"), (GUESTS, "guest"))
 
 
 def trace_rows(db: str | Path, leave_out: dict[str, set[str]] = VARYING

@@ -47,6 +47,12 @@ RECORDS = [
     {"id": "absent", "code": "import numpy\n\ndef f(x):\n    return x\n", "input": "1"},
 ]
 # (step, event, func, line, depth, var, value) of each run, states joined to their step
+def sorted_list(length: int, lists: str, maxes: str) -> str:
+    """A SortedList as the store renders it: from its attributes (its __repr__ never runs)."""
+    return (f"SortedList(_len={length}, _load=1000, _lists={lists}, _maxes={maxes}, "
+            "_index=[], _offset=0)")
+
+
 EXPECTED = {
     "chunks": [
         (0, "call", "f", 3, 0, "n", "2"), (0, "call", "f", 3, 0, "xs", "[1, 2, 3, 4, 5]"),
@@ -57,10 +63,14 @@ EXPECTED = {
         (9, "line", "f", 7, 0, None, None), (10, "return", "f", 7, 0, "<return>", "[3, 7, 5]")],
     "sorted": [
         (0, "call", "f", 3, 0, "xs", "[3, 1, 2]"), (1, "line", "f", 4, 0, None, None),
-        (2, "line", "f", 5, 0, "s", "SortedList([])"), (3, "line", "f", 6, 0, "x", "3"),
-        (4, "line", "f", 5, 0, "s", "SortedList([3])"), (5, "line", "f", 6, 0, "x", "1"),
-        (6, "line", "f", 5, 0, "s", "SortedList([1, 3])"), (7, "line", "f", 6, 0, "x", "2"),
-        (8, "line", "f", 5, 0, "s", "SortedList([1, 2, 3])"), (9, "line", "f", 7, 0, None, None),
+        (2, "line", "f", 5, 0, "s", sorted_list(0, "[]", "[]")),
+        (3, "line", "f", 6, 0, "x", "3"),
+        (4, "line", "f", 5, 0, "s", sorted_list(1, "[[3]]", "[3]")),
+        (5, "line", "f", 6, 0, "x", "1"),
+        (6, "line", "f", 5, 0, "s", sorted_list(2, "[[1, 3]]", "[3]")),
+        (7, "line", "f", 6, 0, "x", "2"),
+        (8, "line", "f", 5, 0, "s", sorted_list(3, "[[1, 2, 3]]", "[3]")),
+        (9, "line", "f", 7, 0, None, None),
         (10, "return", "f", 7, 0, "<return>", "[1, 2, 3]")],
 }
 

@@ -259,7 +259,7 @@ def test_ray_shards_equal_a_store_and_local_shards_mixed_corpus(cluster, worker_
     assert {k: stored[k] for k in SAME_AS_STORE} == {k: ray_summary[k] for k in SAME_AS_STORE}
     assert assert_same_trace(store, tmp_path / "ray") == {
         "programs": 14, "runs": 18, "steps": 412, "states": 244, "objects": 12,
-        "attributes": 10, "global_states": 4, "guests": 1}
+        "attributes": 10, "global_states": 4, "settrace_lines": 4, "guests": 1}
     files = assert_same_files(tmp_path / "local", tmp_path / "ray")
     shards = [f"shards/0000{i}/{t}.parquet" for i in range(5) for t in TABLES] + [
         f"shards/0000{i}/done.json" for i in range(5)]
@@ -293,10 +293,10 @@ def test_ray_shards_equal_a_store_and_local_shards_cruxeval(cluster, tmp_path, c
         "complete": True, "corpus_errors": [], "guest": this_machines(tmp_path / "ray")}
     assert {k: stored[k] for k in SAME_AS_STORE} == {k: ray_summary[k] for k in SAME_AS_STORE}
     assert assert_same_trace(store, tmp_path / "ray") == {
-        "programs": 800, "runs": 800, "steps": 10375, "states": 7160, "objects": 773,
-        "attributes": 0, "global_states": 5, "guests": 1}
+        "programs": 800, "runs": 800, "steps": 10375, "states": 7160, "objects": 774,
+        "attributes": 0, "global_states": 5, "settrace_lines": 387, "guests": 1}
     files = assert_same_files(tmp_path / "local", tmp_path / "ray")
-    assert len(files) == 8 * 9 + 8 + 3
+    assert len(files) == 8 * (len(TABLES) + 1) + 8 + 3  # tables and done.json a shard
 
 
 @pytest.mark.slow
@@ -361,7 +361,7 @@ SLEEPY_RECORDS = [{"id": f"s{i}", "code": SLEEPY, "input": str(i), "output": str
 # the clean trace of SLEEPY_RECORDS: 16 programs (a sample id is part of a program's key)
 # and 16 runs of 5 steps (call, lines 4, 5 and 6, return) and 3 states (x, y, the return)
 SLEEPY_COUNTS = {"programs": 16, "runs": 16, "steps": 80, "states": 48, "objects": 0,
-                 "attributes": 0, "global_states": 0, "guests": 1}
+                 "attributes": 0, "global_states": 0, "settrace_lines": 0, "guests": 1}
 
 
 @pytest.fixture(scope="module")

@@ -134,9 +134,10 @@ def test_value_prompts_state_the_rule(kinds_store):
                in node["prompt"]
         assert all(VALUES in t["prompt"] for (_, kind), t in found.items() if kind != "steps")
         assert VALUES not in found[("node", "steps")]["prompt"]
-    assert VALUES.startswith("Values are written as Python's repr() writes them, with one "
-                             "exception: an instance of a class the program defines, "
-                             "whatever its `__repr__`, is written `Name(attr=value, ...)`")
+    assert VALUES.startswith("Values are written as Python's repr() writes them, with these "
+                             "exceptions: an instance of a class written in Python (the "
+                             "program's or a library's), whatever its `__repr__`, is written "
+                             "`Name(attr=value, ...)`")
 
 
 def test_literal_prompts_ask_only_for_literals(kinds_store):

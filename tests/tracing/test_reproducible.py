@@ -17,11 +17,11 @@ from helpers.reproduce import (BETWEEN_ISOLATIONS, VARYING, assert_identical,
 from helpers.shard_corpus import files_of
 
 TRACES = (("job", 1), ("job", 2), ("batch", 1), ("batch", 2))
-ROWS = {"programs": 800, "runs": 800, "steps": 10375, "states": 7160, "objects": 773,
-        "attributes": 0, "global_states": 5, "guests": 1}
+ROWS = {"programs": 800, "runs": 800, "steps": 10375, "states": 7160, "objects": 774,
+        "attributes": 0, "global_states": 5, "settrace_lines": 387, "guests": 1}
 PARQUET = sorted([f"{name}/run_bucket=0/data_0.parquet" for name in (
-    "analyses", "attributes", "branches", "global_states", "objects", "runs", "states",
-    "steps")] + [f"{name}/data_0.parquet" for name in ("guests", "meta", "programs")]
+    "analyses", "attributes", "branches", "global_states", "objects", "runs",
+    "settrace_lines", "states", "steps")] + [f"{name}/data_0.parquet" for name in ("guests", "meta", "programs")]
     + ["steptrace_export.json"])
 
 

@@ -31,6 +31,8 @@ import stdlib_preload  # noqa: F401  (the standard library a program may import)
 PROGRAM = "<program>"
 TOOL = 4
 MAX_NESTING = 4  # instances written in full: the fifth nested one is Name(...)
+HEAPTYPE, IMMUTABLETYPE = 1 << 9, 1 << 8  # Py_TPFLAGS_*: a class written in Python has the
+# first and not the second
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 E = sys.monitoring.events
 LOCAL = E.LINE | E.INSTRUCTION | E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD
@@ -40,15 +42,19 @@ GLOBAL = E.PY_UNWIND | E.PY_THROW | E.RAISE
 # ------------------------------------------------------------------ the prompts' rule
 def render(value, active=None, nesting=0) -> str:
     """``value`` as the prompts say values are written: Python's repr(), except an
-    instance of a class the program defines (its type's ``__module__`` is the program's,
-    ``__main__``), whatever its ``__repr__``: ``QualName(attr=value, ...)``, its
-    ``__dict__`` in insertion order then its set slots (base classes first, each class's
-    in declaration order), values by the same rule; one already being written or nested
-    in four others is ``QualName(...)``. Built-in containers are written as repr() writes
-    them, with their items by this rule."""
+    instance of a class written in Python (a class made at run time whose attributes can
+    be set: the program's or a library's), whatever its ``__repr__``:
+    ``QualName(attr=value, ...)``, its ``__dict__`` in insertion order then its set slots
+    (base classes first, each class's in declaration order), values by the same rule; one
+    already being written or nested in four others is ``QualName(...)``; an exception as
+    ``BaseException.__repr__`` writes it. Built-in containers are written as repr() writes
+    them, with their items by this rule. (Not here: the value first of a class derived
+    from a built-in type, and a namedtuple's fields: no corpus re-derived has them.)"""
     active = set() if active is None else active
     kind = type(value)
-    if getattr(kind, "__module__", None) == "__main__":
+    if isinstance(value, BaseException):
+        return BaseException.__repr__(value)
+    if kind.__flags__ & HEAPTYPE and not kind.__flags__ & IMMUTABLETYPE:
         name = kind.__qualname__
         if id(value) in active or nesting >= MAX_NESTING:
             return f"{name}(...)"
