@@ -128,7 +128,7 @@ def test_workers_and_isolations_make_the_same_store(corpus, reference, tmp_path,
         varying["runs"].add("isolation")
     assert assert_identical(reference, db, varying) == {
         "programs": 12, "runs": 14, "steps": 56, "states": 42, "objects": 0, "attributes": 0,
-        "global_states": 0, "guests": 1}
+        "global_states": 0, "settrace_lines": 0, "guests": 1}
 
 
 class Interrupted(Exception):
