@@ -268,18 +268,18 @@ def f(xs):
 """
 
 
-def test_a_pure_python_package_traces_the_same_in_both_backends(tmp_path):
-    """toolz (pure Python) in a WASI guest and in the native backend: the same output,
-    steps and states."""
+def test_a_pure_python_package_traces_the_same_in_both_backends():
+    """toolz (pure Python) in the WASI guest that bundles it and in the native backend
+    (the same lock's wheels, run natively): the same output, steps and states."""
+    from dataclasses import replace
+
+    from helpers.package_locks import LOCK
     from steptrace.sandbox import Sandbox
-    from steptrace.sandbox._packages import resolve
-    from steptrace.sandbox._pool import prepare as prepare_wasi
+    from steptrace.sandbox._build import ensure_component
     request = {"code": TOOLZ, "input": "[1, 2]", "expected": "[2, 4]"}
-    wasi_lock = resolve(["toolz==1.0.0"])
-    with Sandbox(Limits(timeout_s=30), prepare_wasi(Limits(), packages=wasi_lock)) as box:
+    with Sandbox(Limits(timeout_s=30), ensure_component(packages=LOCK)) as box:
         wasi = box.run(request).result
-    native_lock = resolve(["toolz==1.0.0"], python="3.13")
-    assert native_lock.native_code == () and native_lock.packages == wasi_lock.packages
+    native_lock = replace(LOCK, python=find_python(None, "3.13").minor)
     with NativeSandbox(Limits(timeout_s=30), prepare(None, native_lock)) as box:
         native = box.run(request).result
     assert (native["status"], native["output"], native["output_matches"]) == ("ok", "[2, 4]", True)
