@@ -104,7 +104,9 @@ tracing = False       # the tracer enforces the program's recursion limit itself
 outer_loop = None     # the interpreter's running asyncio loop, put back after the job
 outer_policy = None   # ... and its event loop policy (which holds its current loop)
 # (both kept after the job too: leave() checks that they are what is in place)
-THREADS_MESSAGE = "the program starts a thread; the sandbox (WASI) has no threads"
+THREADS_MESSAGE = ("the program starts a thread; the sandbox (WASI) has no threads"
+                   if sys.platform == "wasi" else "the program starts a thread; the "
+                   "native backend's jail allows no threads")
 
 # ------------------------------------------------------------------ the audit hook
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})

@@ -42,9 +42,10 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from steptrace.sandbox._backends import open_sandbox
 from steptrace.sandbox._build import GuestArtifacts
 from steptrace.sandbox._limits import WATCHDOG_GRACE_S, Limits
-from steptrace.sandbox._runtime import JobOutcome, Sandbox
+from steptrace.sandbox._outcome import JobOutcome
 
 POLL_S = 0.5  # how often an idle worker checks that its parent is alive
 WATCH_S = 0.05  # how often the watchdog looks for a guest call while there is none
@@ -66,7 +67,8 @@ class WorkerSetup:
     worker_id: int
     limits: Limits
     isolation: str
-    artifacts: GuestArtifacts
+    # the WASI guest's build, or a native guest (steptrace.native_sandbox.NativeGuest)
+    artifacts: GuestArtifacts | object
 
 
 def serve(inbox: mpc.Connection, results: mpc.Connection) -> None:
@@ -83,7 +85,7 @@ def serve(inbox: mpc.Connection, results: mpc.Connection) -> None:
     if setup is None:  # the pool closed before the component was ready
         return
     try:
-        sandbox = Sandbox(setup.limits, setup.artifacts)
+        sandbox = open_sandbox(setup.artifacts, setup.limits)
     except BaseException as exc:  # reported to the parent, which fails the whole run
         _send(results, ("failed", setup.worker_id, f"{type(exc).__name__}: {exc}"))
         return
@@ -111,7 +113,7 @@ class _Progress:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _watch(sandbox: Sandbox, setup: WorkerSetup, progress: _Progress,
+def _watch(sandbox, setup: WorkerSetup, progress: _Progress,
            results: mpc.Connection) -> None:
     """The watchdog thread's loop (see the module docstring); never returns."""
     limit_s = setup.limits.timeout_s + WATCHDOG_GRACE_S
@@ -147,7 +149,7 @@ def _exit(status: int) -> None:
     os._exit(status)
 
 
-def _run_chunks(sandbox: Sandbox, setup: WorkerSetup, inbox: mpc.Connection,
+def _run_chunks(sandbox, setup: WorkerSetup, inbox: mpc.Connection,
                 results: mpc.Connection, orphaned) -> None:
     progress = _Progress()
     threading.Thread(target=_watch, args=(sandbox, setup, progress, results),

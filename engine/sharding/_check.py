@@ -35,9 +35,10 @@ from steptrace.sharding._plan import ShardError, own_path, shard_name
 CHECKED = "checked-shards"  # the cache's folder of shards found good, a file a directory
 DONE = "done.json"
 # columns a shard written by an earlier steptrace may lack (read as NULL by the views):
-# programs.meta (schema 6), runs.settrace_line_steps (schema 7). A table it lacks
-# (settrace_lines, schema 7) is read as empty.
-OPTIONAL_COLUMNS = frozenset({("programs", "meta"), ("runs", "settrace_line_steps")})
+# programs.meta (schema 6), runs.settrace_line_steps, runs.backend and runs.python (schema
+# 7; backend read as 'wasi'). A table it lacks (settrace_lines, schema 7) is read as empty.
+OPTIONAL_COLUMNS = frozenset({("programs", "meta"), ("runs", "settrace_line_steps"),
+                              ("runs", "backend"), ("runs", "python")})
 
 _MEMO: dict[Path, dict[str, str]] = {}  # directory -> {shard: its files' status} found good
 

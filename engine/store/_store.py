@@ -41,10 +41,11 @@ from steptrace.store._transaction import transaction
 
 SCHEMA_VERSION = "7"
 # 7 added settrace_lines and runs.settrace_line_steps (the settrace view: docs/guides/
-# runs.md), 6 added checks (the verdicts of sandboxed checks, engine/scoring/_checks.py:
-# score makes the table when it is missing), scores.type_correct and
-# scores.message_correct (an `error` verdict's parts) and programs.meta (a corpus
-# record's metadata, steptrace.corpus._meta),
+# runs.md), runs.backend and runs.python (which sandbox, WASI or native, and which CPython
+# version ran a run; runs stored before are `wasi`, their version NULL), 6 added checks
+# (the verdicts of sandboxed checks, engine/scoring/_checks.py: score makes the table when
+# it is missing), scores.type_correct and scores.message_correct (an `error` verdict's
+# parts) and programs.meta (a corpus record's metadata, steptrace.corpus._meta),
 # 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
 # added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
 # (objects, attributes, global_states, states.object_id), 3 keyed predictions and scores
@@ -77,6 +78,8 @@ class TracedRun:
     duration_us: int
     isolation: str
     guest: str | None = None  # the guest build's key (steptrace.sandbox._build.cache_key)
+    backend: str = "wasi"     # the sandbox that ran it: "wasi" or "native"
+    python: str | None = None  # the version of the CPython that ran it
 
 
 # What a file must hold to be a store: the tables of schema version 1, exactly (programs,
@@ -91,7 +94,8 @@ ADDED_COLUMNS = ((4, PROGRAMS, "shape", "'call'"), (4, PROGRAMS, "test", None),
                  (4, RUNS, "chain", None), (4, RUNS, "stdin", None),
                  (4, STATES, "object_id", None), (5, RUNS, "guest", None),
                  (6, SCORES, "type_correct", None), (6, SCORES, "message_correct", None),
-                 (6, PROGRAMS, "meta", None), (7, RUNS, "settrace_line_steps", None))
+                 (6, PROGRAMS, "meta", None), (7, RUNS, "settrace_line_steps", None),
+                 (7, RUNS, "backend", "'wasi'"), (7, RUNS, "python", None))
 
 
 def _columns_before(table: Table, version: int) -> tuple[str, ...]:
@@ -160,7 +164,8 @@ def upgrade_columns(con: duckdb.DuckDBPyConnection,
     4's programs.shape, ``call`` for the programs it holds, programs.test, runs.chain,
     runs.stdin and states.object_id; schema 5's runs.guest; schema 6's
     scores.type_correct, scores.message_correct and programs.meta; schema 7's
-    runs.settrace_line_steps; NULL unless said), at
+    runs.settrace_line_steps, runs.backend, ``wasi`` for the runs it holds, and
+    runs.python; NULL unless said), at
     the end of their tables as the declarations put them. ``found``: the store's columns per table
     (``_check_schema``'s), else read here."""
     if found is None:
@@ -622,6 +627,7 @@ def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now
         "isolation": traced.isolation, "run_key": job.key, "traced_at": now,
         "chain": job.calls_json, "stdin": job.stdin, "guest": traced.guest,
         "settrace_line_steps": _settrace_line_steps(r),
+        "backend": traced.backend, "python": traced.python,
     }
     for name in RUN_COLUMNS:
         runs[name].append(values[name])
