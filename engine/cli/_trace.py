@@ -61,15 +61,11 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
         raise click.UsageError("--python goes with --backend native")
     from steptrace.sandbox._build import cache_dir, ensure_component
     from steptrace.sandbox._cache import cached_builds, max_bytes
-    from steptrace.sandbox._packages import (PackageError, read_lock, read_requirements,
-                                             resolve)
+    from steptrace.sandbox._packages import PackageError, read_lock, resolve
     from steptrace.sandbox._runtime import Sandbox
-    specs = list(requirements) + (read_requirements(requirements_file)
-                                  if requirements_file else [])
+    specs = _requested(requirements, requirements_file, lock_path)
     lock = None
     if specs:
-        if lock_path is None:
-            raise PackageError("packages need --lock FILE: where their lock is written")
         lock = resolve(specs, imports)
         lock_path.write_text(lock.text)
     elif lock_path is not None:
@@ -105,6 +101,18 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
     click.echo(render(["item", "value"], rows, fmt))
 
 
+def _requested(requirements: tuple[str, ...], requirements_file: Path | None,
+               lock_path: Path | None) -> list[str]:
+    """The packages ``build`` is asked to resolve (--with, -r): resolving writes --lock, so
+    they need one."""
+    from steptrace.sandbox._packages import PackageError, read_requirements
+    specs = list(requirements) + (read_requirements(requirements_file)
+                                  if requirements_file else [])
+    if specs and lock_path is None:
+        raise PackageError("packages need --lock FILE: where their lock is written")
+    return specs
+
+
 def _build_native(requirements: tuple[str, ...], requirements_file: Path | None,
                   imports: tuple[str, ...], lock_path: Path | None, python: str | None,
                   learn_from: Path | None, fmt: str) -> None:
@@ -112,17 +120,13 @@ def _build_native(requirements: tuple[str, ...], requirements_file: Path | None,
     the cache and start the native guest once (its imports and warm-up jobs checked)."""
     from steptrace.native_sandbox._python import find_python
     from steptrace.native_sandbox._runtime import NativeSandbox, prepare
-    from steptrace.sandbox._packages import (PackageError, read_lock, read_requirements,
-                                             resolve)
+    from steptrace.sandbox._packages import PackageError, read_lock, resolve
     if learn_from is not None:
         raise click.UsageError("--learn goes with the WASI guest (a native guest imports "
                                "what its programs import at run time)")
-    specs = list(requirements) + (read_requirements(requirements_file)
-                                  if requirements_file else [])
+    specs = _requested(requirements, requirements_file, lock_path)
     lock = None
     if specs:
-        if lock_path is None:
-            raise PackageError("packages need --lock FILE: where their lock is written")
         interpreter = find_python(python)
         lock = resolve(specs, imports, python=interpreter.minor)
         lock_path.write_text(lock.text)
