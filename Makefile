@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.steptrace-installed
 DB     ?= steptrace.duckdb
 
-.PHONY: demo test test-fast bench docs clean chromium
+.PHONY: demo test test-fast bench docs clean chromium bubblewrap
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "steptrace needs Python 3.11+ (set PYTHON=...)")'
@@ -26,7 +26,7 @@ demo: $(STAMP)
 	$(BIN)/steptrace sql -f queries/hottest_lines.sql --db $(DB)
 	@echo; echo "steptrace is installed in $(VENV): run 'source $(VENV)/bin/activate' to put it on PATH (or call $(BIN)/steptrace)."
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium bubblewrap
 	$(BIN)/python -m pytest -q
 
 # The inner loop: everything but the tests marked slow (the whole CRUXEval corpus, the
@@ -42,6 +42,16 @@ chromium:
 	  [ -z "$$SUDO" ] || command -v sudo >/dev/null 2>&1 || { echo "chromium is missing: install Debian's chromium package as root (apt-get install chromium)"; exit 1; }; \
 	  echo "installing Debian's chromium for the report test"; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+# The native backend (trace --backend native) jails its interpreter with Debian's bubblewrap
+# and compiles its seccomp filters with libseccomp2 (tests/native needs both).
+bubblewrap:
+	@{ command -v bwrap >/dev/null 2>&1 && ldconfig -p 2>/dev/null | grep -q libseccomp.so.2; } || { \
+	  command -v apt-get >/dev/null 2>&1 || { echo "bubblewrap or libseccomp2 is missing and there is no apt-get: install them ('bwrap' on PATH)"; exit 1; }; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  [ -z "$$SUDO" ] || command -v sudo >/dev/null 2>&1 || { echo "bubblewrap is missing: install Debian's bubblewrap and libseccomp2 packages as root"; exit 1; }; \
+	  echo "installing Debian's bubblewrap and libseccomp2 for the native backend's tests"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends bubblewrap libseccomp2 >/dev/null; }
 
 bench: $(STAMP)
 	$(BIN)/python bench/trace_cruxeval.py

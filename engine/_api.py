@@ -32,6 +32,8 @@ from steptrace.corpus._formats import (MEMORY_NAME, Corpus, CorpusError, CorpusL
                                        as_corpus_source, jobs_from_record)
 from steptrace.errors import InputError
 from steptrace.sandbox._limits import Limits
+from steptrace.sandbox._backends import choose as choose_backend
+from steptrace.sandbox._backends import interpreter
 from steptrace.sandbox._packages import PackageLock, as_lock
 from steptrace.store._runs import Run
 
@@ -182,7 +184,8 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
           force: bool = False, name: str | None = None,
           progress: Progress | None = None,
           packages: PackageLock | str | os.PathLike | None = None,
-          loop_detection: bool = True) -> TraceSummary:
+          loop_detection: bool = True, backend: str | None = None,
+          python: str | os.PathLike | None = None) -> TraceSummary:
     """Trace every job of ``corpus`` not yet in ``store`` (``steptrace trace``); return the
     summary the CLI prints (jobs, skipped, traced, by status, steps, bad records).
 
@@ -207,6 +210,12 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
         packages (built now if it is not cached); default the standard guest.
     loop_detection: end a run the guest proves to loop forever (its complete state
         repeated: status ``loops``); False: it runs on to its step or time limit.
+    backend: ``wasi`` (the WebAssembly guest) or ``native`` (the same tracer in a jailed
+        native CPython 3.12+, for packages with native code); default: ``native`` for a
+        lock resolved for it (``steptrace build --backend native``: ``summary.notes``
+        says so), else ``wasi``. docs/guides/sandbox.md says what each guarantees.
+    python: the native backend's interpreter (a path; default ``$STEPTRACE_PYTHON``, else
+        the newest CPython 3.12+ found: docs/guides/sandbox.md).
 
     Bad records do not stop the trace: they are listed in ``summary.corpus_errors``."""
     from steptrace.sandbox._runtime import ISOLATIONS
@@ -215,14 +224,19 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
         raise InputError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
     if workers is not None and workers < 0:
         raise InputError(f"workers must be 0 or more, not {workers}")
-    options = TraceOptions(limits=as_limits(limits), isolation=isolation, force=force,
-                           packages=None if packages is None else as_lock(packages),
-                           loop_detection=loop_detection, **_options(workers=workers))
-    if not isinstance(corpus, (str, os.PathLike, Corpus)):
-        corpus = as_corpus_source(corpus, name)
-    if isinstance(corpus, Corpus) and name is None:
-        name = MEMORY_NAME  # a loaded corpus does not know where it came from
-    return trace_corpus(corpus, store_path(store), options, progress=progress, corpus_name=name)
+    python = None if python is None else os.fspath(python)
+    with interpreter(python):
+        lock, note = choose_backend(backend, None if packages is None else as_lock(packages),
+                                    python)
+        options = TraceOptions(limits=as_limits(limits), isolation=isolation, force=force,
+                               packages=lock, loop_detection=loop_detection,
+                               notes=() if note is None else (note,), **_options(workers=workers))
+        if not isinstance(corpus, (str, os.PathLike, Corpus)):
+            corpus = as_corpus_source(corpus, name)
+        if isinstance(corpus, Corpus) and name is None:
+            name = MEMORY_NAME  # a loaded corpus does not know where it came from
+        return trace_corpus(corpus, store_path(store), options, progress=progress,
+                            corpus_name=name)
 
 
 def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.PathLike, *,
@@ -234,7 +248,8 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
                   plan_only: bool = False,
                   shard_progress: Progress | None = None,
                   on_note: Callable[[str], None] | None = None,
-                  trust_guest: str | None = None) -> ShardSummary:
+                  trust_guest: str | None = None, backend: str | None = None,
+                  python: str | os.PathLike | None = None) -> ShardSummary:
     """Trace ``corpora`` (corpus files or directories) into the shard directory ``out``
     (``steptrace trace CORPUS... --out DIR``): a plan of fixed shards of jobs, then each
     shard's runs as Parquet files, on ``engine`` ``local`` (this machine's worker pool) or
@@ -242,7 +257,7 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
     resumes. docs/guides/shards.md has the layout and its guarantees.
 
     shard_size: jobs per shard (default 1,000). workers: worker processes, or Ray actors
-    (default: one per CPU). isolation, limits, packages: as for ``trace``.
+    (default: one per CPU). isolation, limits, packages, backend, python: as for ``trace``.
     progress: ``progress(runs done, runs planned)`` after each shard.
     plan_only: write the plan and stop (``trace_shard`` then runs each shard).
     shard_progress: ``shard_progress(shards done, shards planned)``, before ``progress``.
@@ -270,12 +285,20 @@ def trace_sharded(corpora: CorpusLike | Iterable[CorpusLike], out: str | os.Path
                 warnings.warn(note, stacklevel=2)
             else:
                 on_note(note)
-    options = ShardOptions(shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
-                           workers=workers, limits=as_limits(limits), isolation=isolation,
-                           packages=None if packages is None else as_lock(packages),
-                           engine=engine, address=address, plan_only=plan_only,
-                           trust_guest=trust_guest)
-    return trace_shards(corpora, out, options, progress, shard_progress)
+    python = None if python is None else os.fspath(python)
+    with interpreter(python):
+        lock, note = choose_backend(backend, None if packages is None else as_lock(packages),
+                                    python)
+        if note is not None:
+            if on_note is None:
+                warnings.warn(note, stacklevel=2)
+            else:
+                on_note(note)
+        options = ShardOptions(
+            shard_size=DEFAULT_SHARD_SIZE if shard_size is None else shard_size,
+            workers=workers, limits=as_limits(limits), isolation=isolation, packages=lock,
+            engine=engine, address=address, plan_only=plan_only, trust_guest=trust_guest)
+        return trace_shards(corpora, out, options, progress, shard_progress)
 
 
 def trace_shard(directory: str | os.PathLike, index: int, *, workers: int | None = None,

@@ -38,7 +38,8 @@ subclass of one is a class written in Python (rule 2):
    rendered here by this rule (``slice(1, None, None)``, ``dict_keys(['a'])``,
    ``namespace(a=1)``, ``functools.partial(<function f>, 1)``, a ``datetime``'s
    ``tzinfo``, ``sys.stdin``'s name); any other is what ``object.__repr__`` prints:
-   ``<itertools.count object>``, ``<list_iterator object>``.
+   ``<itertools.count object>``, ``<list_iterator object>``. In the native backend,
+   numpy's arrays and scalars print as numpy prints them (package_values.py).
 
 No program code runs for any of it, so recording a run never changes what it does: no
 ``__repr__``/``__str__``/``__format__``, ``__eq__``/``__hash__`` (of an object, or of a
@@ -183,7 +184,8 @@ _STRS = _repeat(str)
 _issubclass = issubclass
 
 # Rendering forms (a class's ``_layouts`` entry says which one its instances take).
-_INSTANCE, _NAMEDTUPLE, _ENUM, _EXCEPTION, _CLASS, _OWN_REPR, _OBJECT, _SPECIAL = range(8)
+_INSTANCE, _NAMEDTUPLE, _ENUM, _EXCEPTION, _CLASS, _OWN_REPR, _OBJECT, _SPECIAL, _PACKAGE = \
+    range(9)
 # rule 1's types a class written in Python may derive from (its value shown first)
 _BASES = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int, float, complex,
           deque, defaultdict, OrderedDict, Counter)
@@ -196,6 +198,12 @@ _OWN_REPRS = (FunctionType, BuiltinFunctionType, MethodWrapperType, WrapperDescr
 # keys whose hash is the C hash of the exact type (no program code)
 _HASH_SAFE = frozenset(_FLAT)
 _SORTABLE = frozenset(_SMALL | _TEXT)  # counts a Counter is ordered by (C comparisons)
+
+# C types of packages with native code rendered as the package prints them (rule 6; the
+# native backend: package_values.py registers them when the interpreter is set up, never
+# while a program runs): (type, render), ``render(value)`` giving the text, or None for
+# ``object.__repr__``'s
+package_renderers: list = []
 
 # per job: address(type) -> (weak reference to the type, its layout if it is a program
 # class else None, its rendering)
@@ -359,6 +367,9 @@ def _c_form(kind):
     for special, how in _SPECIALS:
         if kind is special:
             return _SPECIAL, how
+    for package_type, render in package_renderers:
+        if kind is package_type:
+            return _PACKAGE, render
     return _OBJECT, None
 
 
@@ -600,6 +611,9 @@ def _emit(value, parts: list[str], budget: list[int], active: set, nesting: int)
         _add(parts, budget, class_repr(value))
     elif form == _ENUM:
         _emit_member(value, kind, record, parts, budget, active, nesting)
+    elif form == _PACKAGE:
+        text = record[6](value)
+        _add(parts, budget, text if type(text) is str else _object_repr(value, kind))
     else:
         record[6](value, kind, parts, budget, active, nesting)
 

@@ -124,7 +124,9 @@ tracing = False       # the tracer enforces the program's recursion limit itself
 outer_loop = None     # the interpreter's running asyncio loop, put back after the job
 outer_policy = None   # ... and its event loop policy (which holds its current loop)
 # (both kept after the job too: leave() checks that they are what is in place)
-THREADS_MESSAGE = "the program starts a thread; the sandbox (WASI) has no threads"
+THREADS_MESSAGE = ("the program starts a thread; the sandbox (WASI) has no threads"
+                   if sys.platform == "wasi" else "the program starts a thread; the "
+                   "native backend's jail allows no threads")
 # Threads packages start for themselves, by their class (module.qualname), and the way to
 # go without (docs/guides/packages.md, "Threads")
 KNOWN_THREADS = {

@@ -24,6 +24,7 @@ import exposed
 import guard
 import job
 import loops
+import package_values
 import shared_state
 import held_modules
 import stdlib_preload
@@ -33,11 +34,11 @@ import wire
 
 _RUNNER_MODULES = ("guest", "job", "guard", "wire", "sysmon_tracer", "bounded_repr",
                    "shared_state", "stdlib_preload", "exposed", "analysis", "guest_packages",
-                   "loops", "unittest_driver", "answer_values",
+                   "loops", "unittest_driver", "answer_values", "package_values",
                    # not the runner's, but no program's to import
                    "memory_resources", "held_modules")
 _HIDDEN_MODULES = (job, guard, wire, sysmon_tracer, bounded_repr, shared_state, loops,
-                   unittest_driver, answer_values)
+                   unittest_driver, answer_values, package_values)
 _AFTER_INIT = ("componentize_py_types", "componentize_py_runtime", "os", "weakref", "random",
                "componentize_py_async_support", "componentize_py_async_support.streams",
                "componentize_py_async_support.futures")
@@ -121,9 +122,11 @@ def _install_event_loop() -> None:
 
 
 _install_event_loop()
+package_values.register()  # numpy's values as numpy prints them (a native guest's packages)
 guard.runner_globals = frozenset(bounded_repr.address(module.__dict__) for module in
                                  (job, guard, wire, sysmon_tracer, bounded_repr, shared_state,
                                   loops, stdlib_preload, unittest_driver, answer_values,
+                                  package_values,
                                   sys.modules["analysis"], sys.modules[__name__]))
 guard.install()
 guard.seal()

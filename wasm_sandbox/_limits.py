@@ -55,6 +55,9 @@ WATCHDOG_GRACE_S = 0.5
 # limits, rather than in _runtime: the CLI offers them as --isolation's choices when it
 # starts, without loading wasmtime.
 ISOLATIONS = ("job", "batch")
+# The sandboxes a job can run in (steptrace.sandbox._backends): the WebAssembly guest, or
+# the same tracer in a jailed native CPython (steptrace.native_sandbox). Here for the CLI.
+BACKENDS = ("wasi", "native")
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from typing import Callable, Iterable, TypeVar
 from steptrace.errors import SandboxError
 
 GUEST_PYTHON = "3.14"  # the guest's CPython (componentize-py 0.25)
+WASI_PYTHON = "3.14.0"  # its exact version, as runs.python records it (componentize-py 0.25.1)
 # pip's options for wheels the guest can run: pure Python, any platform
 _TARGET = ("--only-binary=:all:", "--platform", "any", "--python-version", GUEST_PYTHON,
            "--implementation", "py", "--abi", "none")
@@ -44,6 +45,10 @@ _WHEEL = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-
 _LOCK_LINE = re.compile(r"(?P<name>[a-z0-9][a-z0-9._-]*)==(?P<version>[^ ]+) "
                         r"--hash=sha256:(?P<sha256>[0-9a-f]{64})")
 LOCK_HEADER = "# steptrace guest packages (pure-Python wheels for CPython 3.14 under WASI)"
+# A native lock (steptrace.native_sandbox._packages): platform wheels for the native
+# backend's CPython, which it names; the packages whose wheels hold native code are listed
+NATIVE_HEADER = "# steptrace native packages (wheels for the native backend's CPython)"
+_PYTHON_LINE = re.compile(r"# python: (?P<minor>3\.[0-9]+)")
 
 
 class PackageError(SandboxError):
@@ -63,14 +68,27 @@ class PackageLock:
 
     packages: tuple[LockedPackage, ...]
     imports: tuple[str, ...] = field(default=())
+    # a native lock: the ``major.minor`` CPython it was resolved for (the native backend
+    # runs it: steptrace.native_sandbox), and its packages with native code; None: a
+    # WASI guest's lock
+    python: str | None = None
+    native_code: tuple[str, ...] = field(default=())
 
     @property
     def text(self) -> str:
-        """The lock file: a pip requirements file with hashes, imports as comments."""
-        lines = [LOCK_HEADER]
+        """The lock file: a pip requirements file with hashes, imports as comments (a
+        native lock: its interpreter's version and its packages with native code too)."""
+        lines = [LOCK_HEADER] if self.python is None else [NATIVE_HEADER,
+                                                           f"# python: {self.python}"]
         lines += [f"{p.name}=={p.version} --hash=sha256:{p.sha256}" for p in self.packages]
         lines += [f"# import: {name}" for name in self.imports]
+        lines += [f"# native: {name}" for name in self.native_code]
         return "\n".join(lines) + "\n"
+
+    @property
+    def native(self) -> bool:
+        """Whether the native backend runs it (a lock resolved for it)."""
+        return self.python is not None
 
     @property
     def digest(self) -> str:
@@ -133,7 +151,13 @@ def read_requirements(path: Path) -> list[str]:
 PIP_TIMEOUT_S = 900.0  # one pip run (resolving or installing from the index)
 
 
-def _pip(args: list[str], what: str) -> subprocess.CompletedProcess:
+WASI_NO_WHEEL = ("no wheel of {} that the guest can run: the index has none in pure Python "
+                 "for CPython 3.14 (native code cannot run under WASI; build --backend native "
+                 "runs it natively), or no such package or version")
+
+
+def _pip(args: list[str], what: str, no_wheel: str = WASI_NO_WHEEL
+         ) -> subprocess.CompletedProcess:
     try:
         proc = subprocess.run([sys.executable, "-m", "pip", *args,
                                "--disable-pip-version-check", "--no-input"],
@@ -145,9 +169,7 @@ def _pip(args: list[str], what: str) -> subprocess.CompletedProcess:
         missing = [m.group(1) for line in errors
                    if (m := re.search(r"No matching distribution found for (\S+)", line))]
         if missing:
-            raise PackageError(f"no wheel of {', '.join(missing)} that the guest can run: the "
-                               "index has none in pure Python for CPython 3.14 (native code "
-                               "cannot run under WASI), or no such package or version")
+            raise PackageError(no_wheel.format(", ".join(missing)))
         detail = errors[-1] if errors else (proc.stderr.strip().splitlines() or ["?"])[-1]
         raise PackageError(f"pip could not {what}: {detail}")
     return proc
@@ -180,10 +202,15 @@ class Resolution:
     not_compared: str | None = None
 
 
-def resolve(requirements: list[str], imports: list[str] = ()) -> PackageLock:
+def resolve(requirements: list[str], imports: list[str] = (), python: str | None = None
+            ) -> PackageLock:
     """Resolve ``requirements`` (and their dependencies) to pure-Python wheels for the
     guest; return their lock (:func:`resolve_packages`: PackageError when a distribution
-    was held back to an older version the user did not pin)."""
+    was held back to an older version the user did not pin). With ``python``
+    (``major.minor``): to this machine's platform wheels for that CPython, a native lock
+    (steptrace.native_sandbox._packages; nothing is held back there)."""
+    if python is not None:
+        return _resolve_pure(requirements, imports, python)
     return resolve_packages(requirements, imports).lock
 
 
@@ -285,15 +312,21 @@ def _held_back(lock: PackageLock, newest: dict) -> list[HeldBack]:
     return held
 
 
-def _resolve_pure(requirements: list[str], imports: list[str] = ()) -> PackageLock:
+def _resolve_pure(requirements: list[str], imports: list[str] = (),
+                  python: str | None = None) -> PackageLock:
     """``requirements`` (and their dependencies) resolved to pure-Python wheels for the
-    guest: their lock."""
+    guest (with ``python``: to platform wheels for that native CPython): their lock."""
     if not requirements:
         raise PackageError("no packages given")
     specs = [check_requirement(spec) for spec in requirements]
+    target = _TARGET if python is None else native_target(python)
+    no_wheel = WASI_NO_WHEEL if python is None else (
+        "no wheel of {} for CPython " + python + " on this platform, or no such package or "
+        "version")
+    native_code = []
     with tempfile.TemporaryDirectory(prefix="steptrace-resolve-") as tmp:
-        _pip(["download", "--quiet", "--dest", tmp, *_TARGET, *specs], "resolve "
-             + " ".join(specs))
+        _pip(["download", "--quiet", "--dest", tmp, *target, *specs], "resolve "
+             + " ".join(specs), no_wheel)
         packages = {}
         for wheel in sorted(Path(tmp).glob("*.whl")):
             match = _WHEEL.fullmatch(wheel.name)
@@ -302,22 +335,53 @@ def _resolve_pure(requirements: list[str], imports: list[str] = ()) -> PackageLo
             name = normalise(match.group("name"))
             sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
             packages[name] = LockedPackage(name, match.group("version"), sha256)
+            if not wheel.name.endswith("-none-any.whl"):
+                native_code.append(name)
         unwheeled = [p.name for p in Path(tmp).iterdir() if p.suffix != ".whl"]
         if unwheeled:
             raise PackageError(f"pip gave files that are not wheels: {', '.join(unwheeled)}")
     return PackageLock(tuple(packages[name] for name in sorted(packages)),
-                       tuple(sorted({check_import(name) for name in imports})))
+                       tuple(sorted({check_import(name) for name in imports})), python,
+                       tuple(sorted(native_code)))
+
+
+def native_target(python: str) -> tuple[str, ...]:
+    """pip's options for the wheels the native backend's CPython ``python`` (``3.N``)
+    runs on this machine: its ABI (and abi3, and none), this platform's manylinux tags
+    down from this machine's glibc, and pure Python."""
+    import platform
+    machine = platform.machine()
+    minor = python.replace(".", "")
+    libc = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+    glibc = int(libc.split()[-1].split(".")[1]) if libc and libc.startswith("glibc") else 17
+    platforms = [f"manylinux_2_{n}_{machine}" for n in range(glibc, 16, -1)]
+    platforms += [f"manylinux2014_{machine}", f"linux_{machine}", "any"]
+    target = ["--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+              "--abi", f"cp{minor}", "--abi", "abi3", "--abi", "none"]
+    for tag in platforms:
+        target += ["--platform", tag]
+    return tuple(target)
 
 
 def parse_lock(text: str, where: str = "lock") -> PackageLock:
     """A lock written by :attr:`PackageLock.text` (one-line PackageError for anything else)."""
-    packages, imports = [], []
+    packages, imports, native_code, python = [], [], [], None
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
-        if not line or line == LOCK_HEADER:
+        if not line or line in (LOCK_HEADER, NATIVE_HEADER):
             continue
         if line.startswith("# import:"):
             imports.append(check_import(line.split(":", 1)[1].strip()))
+            continue
+        if line.startswith("# native:"):
+            native_code.append(normalise(check_import(line.split(":", 1)[1].strip()
+                                                      .replace("-", "_"))))
+            continue
+        if line.startswith("# python:"):
+            match = _PYTHON_LINE.fullmatch(line)
+            if match is None:
+                raise PackageError(f"{where} line {number} is not '# python: 3.N'")
+            python = match.group("minor")
             continue
         if line.startswith("#"):
             continue
@@ -327,12 +391,13 @@ def parse_lock(text: str, where: str = "lock") -> PackageLock:
                                "--hash=sha256:<64 hex>'")
         packages.append(LockedPackage(normalise(match.group("name")), match.group("version"),
                                       match.group("sha256")))
-    if not packages:
+    if not packages and python is None:  # a native lock may be the interpreter alone
         raise PackageError(f"{where} names no packages")
     names = [p.name for p in packages]
     if len(set(names)) != len(names):
         raise PackageError(f"{where} names a package twice")
-    return PackageLock(tuple(sorted(packages, key=lambda p: p.name)), tuple(sorted(set(imports))))
+    return PackageLock(tuple(sorted(packages, key=lambda p: p.name)), tuple(sorted(set(imports))),
+                       python, tuple(sorted(set(native_code))))
 
 
 def as_lock(lock: PackageLock | str | os.PathLike) -> PackageLock:
@@ -361,12 +426,14 @@ def read_lock(path: Path) -> PackageLock:
 
 def install(lock: PackageLock, target: Path) -> list[str]:
     """Install exactly the locked wheels into ``target`` (pip checks every hash, takes no
-    dependency beyond the lock); return the top-level modules the distributions hold."""
+    dependency beyond the lock); return the top-level modules the distributions hold. A
+    native lock's wheels are the platform's for its CPython."""
+    wheels = _TARGET if lock.python is None else native_target(lock.python)
     with tempfile.TemporaryDirectory(prefix="steptrace-install-") as tmp:
         requirements = Path(tmp) / "requirements.txt"
         requirements.write_text(lock.text)
         _pip(["install", "--quiet", "--target", str(target), "--no-deps", "--no-compile",
-              "--require-hashes", *_TARGET, "-r", str(requirements)],
+              "--require-hashes", *wheels, "-r", str(requirements)],
              f"install {lock}")
     return top_level_modules(target)
 

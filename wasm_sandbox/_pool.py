@@ -131,12 +131,16 @@ class _Assembly:
 
 def prepare(limits: Limits, variant: str = "", packages: PackageLock | None = None
             ) -> GuestArtifacts:
-    """Build the component and compile its ``.cwasm`` in this process, so workers only
+    """A native lock's guest is the native backend's (``steptrace.native_sandbox.prepare``:
+    the interpreter found, the packages installed, the runner written). Otherwise: build the component and compile its ``.cwasm`` in this process, so workers only
     deserialise (and never race to build). Checking the ``.cwasm`` here also stamps it
     (see ``build.is_verified``), so the workers' own checks need not hash it again. When
     it is valid the ``.wasm`` it was compiled from is not needed, nor hashed. The build is
     leased first (``build.hold``): no other process evicts it between the check and the
     end of this one."""
+    if packages is not None and packages.native:
+        from steptrace.native_sandbox._runtime import prepare as prepare_native
+        return prepare_native(lock=packages)
     found = guest_artifacts(variant=variant, packages=packages)
     hold(found)
     if is_verified(compiled_path(found, limits)):

@@ -54,10 +54,12 @@ MAX_EVALUATIONS = 1_000_000  # condition outcomes the guest keeps (tracer/analys
 # guest claiming them is rejected.
 GUEST_STATUSES = ("ok", "exception", "invalid", "step_limit", "memory_limit", "output_limit",
                   "unsupported", "missing_module", "tampered", "crashed", "loops")
-# Every status a run can have (the host adds ``timeout``, ``exited`` and ``file_limit``).
+# Every status a run can have (the host adds ``timeout``, ``exited`` and ``file_limit``;
+# the native backend ``refused``: what a model wrote that is not a pure literal,
+# native_sandbox/_trust.py).
 STATUSES = ("ok", "exception", "invalid", "timeout", "step_limit", "memory_limit",
             "output_limit", "unsupported", "missing_module", "exited", "tampered", "crashed",
-            "loops", "file_limit")
+            "loops", "file_limit", "refused")
 
 
 class ResultRejected(ValueError):

@@ -7,8 +7,9 @@ from typing import Iterable, Iterator
 
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._packages import PackageLock
+from steptrace.sandbox._backends import open_sandbox
+from steptrace.sandbox._outcome import JobOutcome
 from steptrace.sandbox._pool import WorkerPool, prepare
-from steptrace.sandbox._runtime import JobOutcome, Sandbox
 
 
 def run_chunks(chunks: Iterable[list[dict]], workers: int, limits: Limits, isolation: str = "job",
@@ -19,7 +20,8 @@ def run_chunks(chunks: Iterable[list[dict]], workers: int, limits: Limits, isola
     the watchdog that ends a job blocked in a sleep or wait at its time limit
     (wasm_sandbox/_worker.py); here such a job ends, as ``timeout``, when its wait does. ``variant`` names
     a separately initialised build of the guest (see steptrace.sandbox._build), ``packages``
-    the lock of a guest with packages (steptrace.sandbox._packages). A ``pool``
+    the lock of a guest with packages (steptrace.sandbox._packages; a native lock's jobs run
+    in the native backend, steptrace.native_sandbox). A ``pool``
     started earlier (``steptrace.tracing._trace.start_pool``) runs these chunks and is then told to finish, so
     that its workers exit while the caller stores the last results."""
     if pool is not None:
@@ -27,7 +29,7 @@ def run_chunks(chunks: Iterable[list[dict]], workers: int, limits: Limits, isola
         pool.finish()
         return
     if workers == 0:
-        with Sandbox(limits, prepare(limits, variant, packages)) as sandbox:
+        with open_sandbox(prepare(limits, variant, packages), limits) as sandbox:
             for index, chunk in enumerate(chunks):
                 yield index, [sandbox.run(request, isolation) for request in chunk]
         return

@@ -44,9 +44,10 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from steptrace.sandbox._backends import open_sandbox
 from steptrace.sandbox._build import GuestArtifacts
 from steptrace.sandbox._limits import WATCHDOG_GRACE_S, Limits
-from steptrace.sandbox._runtime import JobOutcome, Sandbox
+from steptrace.sandbox._outcome import JobOutcome
 
 POLL_S = 0.5  # how often an idle worker checks that its parent is alive
 WATCH_S = 0.05  # how often the watchdog looks for a guest call while there is none
@@ -68,7 +69,8 @@ class WorkerSetup:
     worker_id: int
     limits: Limits
     isolation: str
-    artifacts: GuestArtifacts
+    # the WASI guest's build, or a native guest (steptrace.native_sandbox.NativeGuest)
+    artifacts: GuestArtifacts | object
     files_root: str | None = None  # the jobs' files (the pool's: removed when the worker is gone)
 
 
@@ -86,7 +88,7 @@ def serve(inbox: mpc.Connection, results: mpc.Connection) -> None:
     if setup is None:  # the pool closed before the component was ready
         return
     try:
-        sandbox = Sandbox(setup.limits, setup.artifacts, setup.files_root)
+        sandbox = open_sandbox(setup.artifacts, setup.limits, setup.files_root)
         limit_file_size(setup.limits.max_file_bytes)
     except BaseException as exc:  # reported to the parent, which fails the whole run
         _send(results, ("failed", setup.worker_id, f"{type(exc).__name__}: {exc}"))
@@ -130,7 +132,7 @@ class _Progress:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _watch(sandbox: Sandbox, setup: WorkerSetup, progress: _Progress,
+def _watch(sandbox, setup: WorkerSetup, progress: _Progress,
            results: mpc.Connection) -> None:
     """The watchdog thread's loop (see the module docstring); never returns."""
     limit_s = setup.limits.timeout_s + WATCHDOG_GRACE_S
@@ -169,7 +171,7 @@ def _exit(status: int) -> None:
     os._exit(status)
 
 
-def _run_chunks(sandbox: Sandbox, setup: WorkerSetup, inbox: mpc.Connection,
+def _run_chunks(sandbox, setup: WorkerSetup, inbox: mpc.Connection,
                 results: mpc.Connection, orphaned) -> None:
     progress = _Progress()
     threading.Thread(target=_watch, args=(sandbox, setup, progress, results),

@@ -820,6 +820,10 @@ def harvest(out: str | Path, lock, request: PredictOptions,
     from steptrace.sandbox._packages import as_lock, install
     started = time.perf_counter()
     lock = as_lock(lock)
+    if lock.native:
+        raise HarvestError("harvest builds and traces with the WASI guest: give it a lock "
+                           "for it (steptrace build --with ... --lock FILE), not a native "
+                           "lock")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise HarvestError(f"--out {out} is not a directory")
@@ -860,9 +864,9 @@ def harvest(out: str | Path, lock, request: PredictOptions,
 
 
 def _guest_lock(lock, functions: Iterable[Harvested]):
-    from steptrace.sandbox._packages import PackageLock
-    return PackageLock(lock.packages, tuple(sorted(set(lock.imports)
-                                                   | {f.module for f in functions})))
+    from dataclasses import replace
+    return replace(lock, imports=tuple(sorted(set(lock.imports)
+                                              | {f.module for f in functions})))
 
 
 def _build(lock, kept: dict[str, Harvested], report: ScanReport):

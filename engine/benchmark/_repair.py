@@ -683,6 +683,10 @@ def repair(corpus: str | os.PathLike | Iterable[Mapping[str, Any]], out: str | o
         raise RepairError(f"the repaired corpus and the log are the same file: {out}")
     examples, bad = read_examples(corpus)
     packages = options.packages
+    if packages is not None and packages.native:
+        raise RepairError("repair runs the code a model writes, which the native backend "
+                          "refuses (docs/guides/sandbox.md): repair with a lock for the WASI "
+                          "guest (steptrace build --with ... --lock FILE)")
     digest = packages.digest if packages is not None else None
     logged = read_log(log_path)
     _check_log(examples, logged, log_path, request.model, digest)
@@ -796,10 +800,13 @@ class _Context:
         if not items:
             return []
         from steptrace.sandbox._runner import run_chunks  # wasmtime loads only here
+        from steptrace.tracing._trace import job_request
         jobs_of = []
         for example, code, test, *_ in items:
             jobs_of.append(jobs_from_record(example.revised(code, test), SOURCE, example.id))
-        requests = [job.request() for jobs in jobs_of for job in jobs]
+        # a revision is the model's (round 0: the example's own record says)
+        requests = [{**job_request(job), **({"model_written": True} if item[3] else {})}
+                    for item, jobs in zip(items, jobs_of) for job in jobs]
         chunks = [requests[i:i + CHUNK] for i in range(0, len(requests), CHUNK)]
         workers = self.options.workers
         if workers is None:

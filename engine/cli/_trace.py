@@ -15,7 +15,7 @@ import click
 
 from steptrace.cli._common import _progress_bar, _progress_callback, db_option, format_option
 from steptrace.cli._render import render
-from steptrace.sandbox._limits import ISOLATIONS, Limits
+from steptrace.sandbox._limits import BACKENDS, ISOLATIONS, Limits
 from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE, ENGINES
 
 if TYPE_CHECKING:
@@ -36,26 +36,37 @@ if TYPE_CHECKING:
 @click.option("--lock", "lock_path", type=click.Path(path_type=Path, dir_okay=False),
               help="The package lock: written when packages are given, else read (build "
                    "the guest a lock describes).")
+@click.option("--backend", type=click.Choice(BACKENDS), default="wasi", show_default=True,
+              help="native: resolve the packages to this platform's wheels for the native "
+                   "backend's CPython (native code allowed: numpy, pandas, scipy), install "
+                   "them and start its jail once (docs/guides/sandbox.md).")
+@click.option("--python", "python", metavar="PATH|3.N",
+              help="With --backend native: the interpreter, or a version (3.13: the newest "
+                   "CPython 3.13 found); default $STEPTRACE_PYTHON, else the newest CPython "
+                   "3.12+ found.")
 @click.option("--learn", "learn_from", type=click.Path(path_type=Path),
               help="A corpus: add to the lock the packages' submodules its programs import, "
                    "or import on first use in a first run (written back to --lock).")
 @format_option
 def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | None,
-          imports: tuple[str, ...], lock_path: Path | None, learn_from: Path | None,
-          fmt: str) -> None:
+          imports: tuple[str, ...], lock_path: Path | None, backend: str, python: str | None,
+          learn_from: Path | None, fmt: str) -> None:
     """Build (or verify) the guest component and its compiled cache; with packages, a
-    guest that bundles them (docs/guides/packages.md)."""
+    guest that bundles them (docs/guides/packages.md); with --backend native, the native
+    backend's guest (its packages installed, its jail started once)."""
+    if backend == "native":
+        _build_native(requirements, requirements_file, imports, lock_path, python,
+                      learn_from, fmt)
+        return
+    if python is not None:
+        raise click.UsageError("--python goes with --backend native")
     from steptrace.sandbox._build import cache_dir, ensure_component
     from steptrace.sandbox._cache import cached_builds, max_bytes
-    from steptrace.sandbox._packages import (PackageError, read_lock, read_requirements,
-                                             resolve_packages)
+    from steptrace.sandbox._packages import PackageError, read_lock, resolve_packages
     from steptrace.sandbox._runtime import Sandbox
-    specs = list(requirements) + (read_requirements(requirements_file)
-                                  if requirements_file else [])
+    specs = _requested(requirements, requirements_file, lock_path)
     lock = resolution = None
     if specs:
-        if lock_path is None:
-            raise PackageError("packages need --lock FILE: where their lock is written")
         resolution = resolve_packages(specs, imports)
         lock = resolution.lock
         lock_path.write_text(lock.text)
@@ -95,6 +106,61 @@ def build(force: bool, requirements: tuple[str, ...], requirements_file: Path | 
         rows += [("learned_from_imports", ", ".join(learned.read) or "-")]
         rows += [(f"learned_in_run_{number}", ", ".join(added) or "-")
                  for number, added in enumerate(learned.rounds, 1)]
+    click.echo(render(["item", "value"], rows, fmt))
+
+
+def _requested(requirements: tuple[str, ...], requirements_file: Path | None,
+               lock_path: Path | None) -> list[str]:
+    """The packages ``build`` is asked to resolve (--with, -r): resolving writes --lock, so
+    they need one."""
+    from steptrace.sandbox._packages import PackageError, read_requirements
+    specs = list(requirements) + (read_requirements(requirements_file)
+                                  if requirements_file else [])
+    if specs and lock_path is None:
+        raise PackageError("packages need --lock FILE: where their lock is written")
+    return specs
+
+
+def _build_native(requirements: tuple[str, ...], requirements_file: Path | None,
+                  imports: tuple[str, ...], lock_path: Path | None, python: str | None,
+                  learn_from: Path | None, fmt: str) -> None:
+    """``build --backend native``: resolve (or read) a native lock, install its wheels into
+    the cache and start the native guest once (its imports and warm-up jobs checked)."""
+    from steptrace.native_sandbox._python import find_python
+    from steptrace.native_sandbox._runtime import NativeSandbox, prepare
+    from steptrace.sandbox._packages import PackageError, read_lock, resolve
+    if learn_from is not None:
+        raise click.UsageError("--learn goes with the WASI guest (a native guest imports "
+                               "what its programs import at run time)")
+    specs = _requested(requirements, requirements_file, lock_path)
+    lock = None
+    if specs:
+        interpreter = find_python(python)
+        lock = resolve(specs, imports, python=interpreter.minor)
+        lock_path.write_text(lock.text)
+    elif lock_path is not None:
+        lock = read_lock(lock_path)
+        if not lock.native:
+            raise PackageError(f"{lock_path} is a WASI guest's lock: resolve the packages "
+                               "again with --backend native --with ...")
+        interpreter = find_python(python, lock.python)
+    elif imports:
+        raise PackageError("--import needs packages (--with, -r) or a --lock")
+    else:
+        interpreter = find_python(python)
+    guest = prepare(interpreter, lock)
+    with NativeSandbox(Limits(), guest) as sandbox:
+        modules = sandbox.preloaded_modules()
+    rows = [("backend", "native"), ("python", f"{interpreter.version} "
+                                              f"({interpreter.executable})"),
+            ("guest", guest.key), ("runner", guest.runner),
+            ("preloaded_modules", len(modules.get("imported", []))),
+            ("unavailable", ", ".join(sorted(modules.get("failed", {}))) or "-")]
+    if lock is not None:
+        rows += [("lock", str(lock_path)), ("packages", str(lock) or "-"),
+                 ("native_code", ", ".join(lock.native_code) or "-"),
+                 ("installed_in", guest.packages or "-"),
+                 ("package_modules", ", ".join(modules.get("packages", [])))]
     click.echo(render(["item", "value"], rows, fmt))
 
 
@@ -163,6 +229,15 @@ def summary_rows(summary: TraceSummary, store: dict[str, int]) -> list[tuple[str
 @click.option("--packages", "lock", type=click.Path(path_type=Path, dir_okay=False),
               help="A package lock (steptrace build --with ... --lock FILE): trace in the "
                    "guest that bundles those packages.")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
+              help="wasi: the WebAssembly guest; native: the same tracer in a jailed native "
+                   "CPython 3.12+, for packages with native code (numpy, pandas, scipy). "
+                   "Default: native for a lock made with build --backend native (said in a "
+                   "note), else wasi. docs/guides/sandbox.md says what each guarantees.")
+@click.option("--python", "python", metavar="PATH|3.N",
+              help="The native backend's interpreter, or a version (3.13: the newest CPython "
+                   "3.13 found); default $STEPTRACE_PYTHON, else the newest CPython 3.12+ "
+                   "found on PATH or in pyenv's versions.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--no-loop-detection", "no_loop_detection", is_flag=True,
               help="Run programs that provably loop forever on to the step or time limit "
@@ -172,8 +247,8 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
           address: str | None, shard_size: int, plan_only: bool, trust_guest: str | None,
           workers: int | None, timeout: float, max_steps: int, memory_mb: int, max_repr: int,
           max_script_stdout: int, max_file_bytes: int, max_files: int, isolation: str,
-          force: bool,
-          lock: Path | None, quiet: bool, no_loop_detection: bool, fmt: str) -> None:
+          force: bool, lock: Path | None, backend: str | None, python: str | None,
+          quiet: bool, no_loop_detection: bool, fmt: str) -> None:
     """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
     read once, into a temporary file) into the store; with --out, of every CORPUS into a
     shard directory."""
@@ -200,7 +275,8 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
                                 limits=limits, force=force,
                                 name="demo" if demo else str(paths[0]),
                                 progress=_progress_callback(progress), packages=lock,
-                                loop_detection=not no_loop_detection)
+                                loop_detection=not no_loop_detection, backend=backend,
+                                python=python)
         for error in summary.corpus_errors:
             click.echo(f"warning: {error}", err=True)
         for note in summary.notes:
@@ -228,7 +304,7 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
                                     shard_size=shard_size, workers=workers, isolation=isolation,
                                     limits=limits, progress=bar, shard_progress=shard_progress,
                                     packages=lock, plan_only=plan_only, on_note=notes.append,
-                                    trust_guest=trust_guest)
+                                    trust_guest=trust_guest, backend=backend, python=python)
     for error in sharded.corpus_errors:
         click.echo(f"warning: {error}", err=True)
     for note in notes:

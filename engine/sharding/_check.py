@@ -35,9 +35,11 @@ from steptrace.sharding._plan import ShardError, own_path, shard_name
 CHECKED = "checked-shards"  # the cache's folder of shards found good, a file a directory
 DONE = "done.json"
 # columns a shard written by an earlier steptrace may lack (read as NULL by the views):
-# programs.meta (schema 6), runs.settrace_line_steps and programs.environment (schema 7).
-# A table it lacks (settrace_lines, files: schema 7) is read as empty.
+# programs.meta (schema 6), runs.settrace_line_steps, runs.backend, runs.python and
+# programs.environment (schema 7; backend read as 'wasi'). A table it lacks
+# (settrace_lines, files: schema 7) is read as empty.
 OPTIONAL_COLUMNS = frozenset({("programs", "meta"), ("runs", "settrace_line_steps"),
+                              ("runs", "backend"), ("runs", "python"),
                               ("programs", "environment")})
 
 _MEMO: dict[Path, dict[str, str]] = {}  # directory -> {shard: its files' status} found good

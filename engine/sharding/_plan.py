@@ -152,6 +152,11 @@ class GuestSpec:
     def packages(self) -> PackageLock | None:
         return None if self.lock is None else parse_lock(self.lock, "the plan's guest lock")
 
+    @property
+    def native(self) -> bool:
+        """Whether the native backend runs it (its lock is a native lock)."""
+        return self.lock is not None and self.packages.native
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -324,7 +329,9 @@ def input_path(directory: Path, index: int) -> Path:
 
 
 def guest_path(directory: Path, guest: GuestSpec) -> Path:
-    return directory / "guest" / f"guest-{guest.key}.wasm"
+    """The plan's copy of its guest: the component, or a native guest's manifest."""
+    suffix = "native" if guest.native else "wasm"
+    return directory / "guest" / f"guest-{guest.key}.{suffix}"
 
 
 def read_guest(directory: Path, guest: GuestSpec) -> bytes:
@@ -553,10 +560,17 @@ def plan_directory(corpora: Iterable[str | Path], directory: str | Path, shard_s
                 raise ShardError(f"{directory} holds the plan of other work (other jobs, shard "
                                  "size, limits, isolation or packages): give a new directory")
             return old, True
-        found = ensure_component(packages=packages)
-        guest = GuestSpec(found.key, file_digest(found.wasm), wasm_stack_bytes(), lock)
         (staging / "guest").mkdir()
-        shutil.copyfile(found.wasm, guest_path(staging, guest))
+        if packages is not None and packages.native:  # the native backend: its manifest
+            from steptrace.native_sandbox._runtime import prepare as prepare_native
+            native = prepare_native(lock=packages)
+            guest = GuestSpec(native.key, hashlib.sha256(native.manifest).hexdigest(),
+                              wasm_stack_bytes(), lock)
+            guest_path(staging, guest).write_bytes(native.manifest)
+        else:
+            found = ensure_component(packages=packages)
+            guest = GuestSpec(found.key, file_digest(found.wasm), wasm_stack_bytes(), lock)
+            shutil.copyfile(found.wasm, guest_path(staging, guest))
         plan = _plan(corpora, shard_size, limits, isolation, guest, planner)
         for name in ("inputs", "guest"):
             target = directory / name

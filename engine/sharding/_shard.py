@@ -34,7 +34,8 @@ from steptrace.sharding._plan import (MANIFEST, FORMAT, FORMAT_VERSION, MAX_DONE
                                       own_path, program_id, read_guest, read_own, read_plan,
                                       read_shard_jobs, shard_name, write_atomic)
 from steptrace.store._store import SCHEMA_VERSION, RunRows, TracedRun, run_matches
-from steptrace.tracing._trace import chunks
+from steptrace.sandbox._backends import identity
+from steptrace.tracing._trace import chunks, job_request
 from steptrace.store._tables import (ATTRIBUTES, FILES, GLOBAL_STATES, GUESTS, OBJECTS,
                                      PROGRAMS, RUNS, SETTRACE_LINES, STATES, STEPS)
 
@@ -147,6 +148,9 @@ def guest_trust(directory: Path, plan: Plan, trust: str | None = None) -> str:
     from steptrace.sandbox._build import artifacts, cache_dir, hold
     from steptrace.sandbox._cache import made_here
     guest = plan.guest
+    if guest.native:
+        _native_guest(plan)
+        return THIS_MACHINE
     local = artifacts(key=guest.key)
     if local.wasm.exists():
         hold(local)  # before it is looked at: no other process evicts it meanwhile
@@ -168,10 +172,28 @@ def guest_trust(directory: Path, plan: Plan, trust: str | None = None) -> str:
         f"if you trust where it came from: --trust-guest {guest.digest}")
 
 
+def _native_guest(plan: Plan):
+    """This machine's native guest for the plan's lock, if it is the plan's (the same key:
+    tracer sources, interpreter and lock); GuestMismatchError otherwise. A native guest is
+    never taken from elsewhere: there is nothing to trust by digest."""
+    from steptrace.native_sandbox._runtime import prepare as prepare_native
+    native = prepare_native(lock=plan.guest.packages)
+    if (native.key, hashlib.sha256(native.manifest).hexdigest()) != (plan.guest.key,
+                                                                      plan.guest.digest):
+        raise GuestMismatchError(
+            f"the plan's native guest {plan.guest.key} is not this machine's ({native.key}, "
+            f"Python {native.python.version} at {native.python.executable}): another tracer, "
+            "interpreter or lock would make other runs; plan the directory on this machine")
+    return native
+
+
 def guest_on_hand(plan: Plan) -> bool:
     """Whether this machine's cache holds the plan's component (its build, or a copy from
-    elsewhere in ``foreign/``): a Ray actor then need not fetch the driver's copy."""
+    elsewhere in ``foreign/``): a Ray actor then need not fetch the driver's copy. A
+    native guest is always prepared here (nothing is fetched)."""
     from steptrace.sandbox._build import artifacts, foreign_artifacts
+    if plan.guest.native:
+        return True
     return plan.guest.digest in (_local_digest(artifacts(key=plan.guest.key)),
                                  _local_digest(foreign_artifacts(plan.guest.digest)))
 
@@ -191,6 +213,8 @@ def plan_guest(directory: Path, plan: Plan, trust: str | None = None,
     from steptrace.sandbox._runtime import (compiled_path, load_component, make_engine,
                                             wasm_stack_bytes)
     guest = plan.guest
+    if guest.native:
+        return PlanGuest(_native_guest(plan), THIS_MACHINE)
     stack = wasm_stack_bytes()
     if stack != guest.stack_bytes:
         raise GuestMismatchError(
@@ -295,13 +319,15 @@ def _write_shard(directory: Path, plan: Plan, index: int, pool, work: Path, chun
             jobs = read_shard_jobs(directory, plan, index)
             for number, chunk in enumerate(chunks(jobs, chunk_size)):
                 held[number] = chunk
-                yield [job.request() for _, job in chunk]
+                yield [job_request(job) for _, job in chunk]
 
         rows = RunRows(now)
+        # the backend and interpreter version of the pool's guest (a Ray actor's pool too)
+        made_by = identity(pool.artifacts)[1:]
         for number, outcomes in pool.run(requests()):
             for (run_id, job), outcome in zip(held.pop(number), outcomes):
                 traced = TracedRun(job, outcome.take_result(), outcome.duration_us,
-                                   plan.isolation, plan.guest.key)
+                                   plan.isolation, plan.guest.key, *made_by)
                 program = job.program
                 if program.key not in seen_programs:
                     seen_programs.add(program.key)

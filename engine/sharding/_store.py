@@ -65,10 +65,12 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
         body = f"SELECT {nulls} WHERE false"
     elif table.name in ("programs", "runs"):
         # union_by_name: a shard written before a column was added (programs.meta, schema
-        # 6; runs.settrace_line_steps and programs.environment, schema 7) reads it as NULL
+        # 6; runs.settrace_line_steps, runs.backend, runs.python and programs.environment,
+        # schema 7) reads it as NULL (backend: 'wasi', _BEFORE)
         files = f"read_parquet({_files(directory, table, shard)}, union_by_name = true)"
         present = _parquet_columns(files)
-        columns = ", ".join(c.name if c.name in present else f"CAST(NULL AS {c.type}) AS {c.name}"
+        columns = ", ".join(c.name if c.name in present else
+                            f"CAST({_BEFORE.get(c.name, 'NULL')} AS {c.type}) AS {c.name}"
                             for c in table.columns)
         distinct = "DISTINCT " if table.name == "programs" else ""
         body = f"SELECT {distinct}{columns} FROM {files}"
@@ -83,6 +85,10 @@ def _view_sql(directory: Path, table: Table, any_done: bool, shard: int | None =
     else:
         body = f"SELECT {columns} FROM read_parquet({_files(directory, table, shard)})"
     return f'CREATE OR REPLACE VIEW "{table.name}" AS {body}'
+
+
+# what a column a shard was written without reads as (else NULL)
+_BEFORE = {"backend": "'wasi'"}
 
 
 def _parquet_columns(files: str) -> set[str]:

@@ -43,9 +43,11 @@ from steptrace.store._transaction import transaction
 SCHEMA_VERSION = "7"
 # 7 added settrace_lines and runs.settrace_line_steps (the settrace view: docs/guides/
 # runs.md), files (what a run left in its directories) and programs.environment (a
-# record's files, argv and env, steptrace.corpus._environment), 6 added checks (the
-# verdicts of sandboxed checks, engine/scoring/_checks.py: score makes the table when it
-# is missing), scores.type_correct and scores.message_correct (an `error` verdict's
+# record's files, argv and env, steptrace.corpus._environment), runs.backend and
+# runs.python (which sandbox, WASI or native, and which CPython version ran a run; runs
+# stored before are `wasi`, their version NULL), 6 added checks (the verdicts of sandboxed
+# checks, engine/scoring/_checks.py: score makes the table when it is missing),
+# scores.type_correct and scores.message_correct (an `error` verdict's
 # parts) and programs.meta (a corpus record's metadata, steptrace.corpus._meta),
 # 5 added runs.guest and guests (which guest build traced a run, with its packages), 4
 # added program shapes (programs.shape, programs.test, runs.chain, runs.stdin) and objects
@@ -79,6 +81,8 @@ class TracedRun:
     duration_us: int
     isolation: str
     guest: str | None = None  # the guest build's key (steptrace.sandbox._build.cache_key)
+    backend: str = "wasi"     # the sandbox that ran it: "wasi" or "native"
+    python: str | None = None  # the version of the CPython that ran it
 
 
 # What a file must hold to be a store: the tables of schema version 1, exactly (programs,
@@ -94,7 +98,8 @@ ADDED_COLUMNS = ((4, PROGRAMS, "shape", "'call'"), (4, PROGRAMS, "test", None),
                  (4, STATES, "object_id", None), (5, RUNS, "guest", None),
                  (6, SCORES, "type_correct", None), (6, SCORES, "message_correct", None),
                  (6, PROGRAMS, "meta", None), (7, RUNS, "settrace_line_steps", None),
-                 (7, PROGRAMS, "environment", None))
+                 (7, PROGRAMS, "environment", None), (7, RUNS, "backend", "'wasi'"),
+                 (7, RUNS, "python", None))
 
 
 def _columns_before(table: Table, version: int) -> tuple[str, ...]:
@@ -163,7 +168,8 @@ def upgrade_columns(con: duckdb.DuckDBPyConnection,
     4's programs.shape, ``call`` for the programs it holds, programs.test, runs.chain,
     runs.stdin and states.object_id; schema 5's runs.guest; schema 6's
     scores.type_correct, scores.message_correct and programs.meta; schema 7's
-    runs.settrace_line_steps and programs.environment; NULL unless said), at
+    runs.settrace_line_steps, programs.environment, runs.backend, ``wasi`` for the runs it
+    holds, and runs.python; NULL unless said), at
     the end of their tables as the declarations put them. ``found``: the store's columns per table
     (``_check_schema``'s), else read here."""
     if found is None:
@@ -628,6 +634,7 @@ def _append_run(runs: dict, traced: TracedRun, run_id: int, program_id: int, now
         "isolation": traced.isolation, "run_key": job.key, "traced_at": now,
         "chain": job.calls_json, "stdin": job.stdin, "guest": traced.guest,
         "settrace_line_steps": _settrace_line_steps(r),
+        "backend": traced.backend, "python": traced.python,
     }
     for name in RUN_COLUMNS:
         runs[name].append(values[name])

@@ -220,11 +220,20 @@ RUNS = Table(
      _c("guest", "VARCHAR", "the key of the guest build that traced the run: SHA-256 "
         "(24 hex digits) over the guest's sources, componentize-py's and wasmtime's "
         "versions, the machine and the package lock of a guest with packages "
-        "(`steptrace build --with`); NULL for runs stored before schema 5"),
+        "(`steptrace build --with`); NULL for runs stored before schema 5. A native run's: "
+        "SHA-256 over the guest's sources, the fork server, the interpreter's version and "
+        "path and the lock"),
      _c("settrace_line_steps", "BIGINT", "line events of the run's settrace view (see The "
         "settrace view): `line_steps` plus its rows in `settrace_lines`; NULL when the view "
         "is not recorded (more than `--max-steps` events of its own, a trace that was "
-        "dropped, runs stored before schema 7)")),
+        "dropped, runs stored before schema 7)"),
+     _c("backend", "VARCHAR", "the sandbox that ran it: `wasi` (the WebAssembly guest) or "
+        "`native` (the same tracer in a jailed native CPython, for packages with native "
+        "code: docs/guides/sandbox.md says what each guarantees); `wasi` for runs stored "
+        "before schema 7"),
+     _c("python", "VARCHAR", "the version of the CPython that ran it (`3.14.0` for the WASI "
+        "guest, the native interpreter's, e.g. `3.13.0`); NULL for runs stored before "
+        "schema 7")),
     primary_key=("run_id",), made_by="trace")
 
 STEPS = Table(

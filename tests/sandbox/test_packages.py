@@ -25,12 +25,7 @@ from helpers.processes import write_jsonl
 from helpers.openai_stub import StubServer, answer
 
 # Three real packages from the registry, pinned: the lock `build --with` writes for them.
-LOCK_TEXT = f"""{LOCK_HEADER}
-more-itertools==10.5.0 --hash=sha256:037b0d3203ce90cca8ab1defbbdac29d5f993fc20131f3664dc8d6acfa872aef
-sortedcontainers==2.4.0 --hash=sha256:a163dcaede0f1c021485e957a39245190e74249897e2ae4b2aa38595db237ee0
-toolz==1.0.0 --hash=sha256:292c8f1c4e7516bf9086f8850935c799a874039c8bcf959d47b600e4c44a6236
-"""
-LOCK = parse_lock(LOCK_TEXT)
+from helpers.package_locks import LOCK, LOCK_TEXT  # noqa: E402
 
 CHUNKS = ("from more_itertools import chunked\n\n"
           "def f(xs, n):\n    out = []\n    for part in chunked(xs, n):\n"
@@ -165,7 +160,8 @@ def test_a_package_with_native_code_only_is_named():
         resolve(["numpy==2.1.0"])
     assert str(caught.value) == (
         "no wheel of numpy==2.1.0 that the guest can run: the index has none in pure Python "
-        "for CPython 3.14 (native code cannot run under WASI), or no such package or version")
+        "for CPython 3.14 (native code cannot run under WASI; build --backend native runs it "
+        "natively), or no such package or version")
 
 
 # jsonschema 4.18.0 needs referencing, which needs rpds-py (native code); 4.17.3, the last

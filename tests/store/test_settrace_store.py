@@ -76,13 +76,15 @@ def test_force_replaces_the_view_rows_with_the_run(tmp_path):
 
 
 def test_a_schema_6_store_reads_without_a_view_and_is_upgraded_in_place(tmp_path):
-    """A store made before schema 7 (no settrace_lines, no runs.settrace_line_steps) reads
-    read-only as it is (no view: None and none); the first write adds the table and the
-    column (NULL for its runs) and sets version 7; new runs get their view."""
+    """A store made before schema 7 (no settrace_lines, no runs.settrace_line_steps,
+    runs.backend or runs.python) reads read-only as it is (no view: None and none; its runs
+    WASI's); the first write adds the table and the columns (NULL for its runs, backend
+    `wasi`) and sets version 7; new runs get their view."""
     db = trace(tmp_path)
     with duckdb.connect(str(db)) as con:
         con.execute("DROP TABLE settrace_lines")
-        con.execute("ALTER TABLE runs DROP COLUMN settrace_line_steps")
+        for column in ("python", "backend", "settrace_line_steps"):
+            con.execute(f"ALTER TABLE runs DROP COLUMN {column}")
         con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     with open_store(db) as store:
         run = store.run(1)
@@ -91,13 +93,14 @@ def test_a_schema_6_store_reads_without_a_view_and_is_upgraded_in_place(tmp_path
     connect(db).close()
     assert rows(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [
         (SCHEMA_VERSION,)] == [("7",)]
-    assert rows(db, "SELECT run_id, settrace_line_steps FROM runs ORDER BY run_id") == [
-        (1, None), (2, None)]
+    assert rows(db, "SELECT run_id, settrace_line_steps, backend, python FROM runs "
+                    "ORDER BY run_id") == [(1, None, "wasi", None), (2, None, "wasi", None)]
     assert rows(db, "SELECT count(*) FROM settrace_lines") == [(0,)]
     trace(tmp_path, records=[{"id": "more", "code": VIEW, "input": "[4]"}])
     # one item: 6 line steps, and one jump back each for the comprehension, the one-line
     # loop and the generator expression (to find them finished)
-    assert rows(db, "SELECT run_id, settrace_line_steps FROM runs ORDER BY run_id") == [
-        (1, None), (2, None), (3, 9)]
+    assert rows(db, "SELECT run_id, settrace_line_steps, backend, python FROM runs "
+                    "ORDER BY run_id") == [(1, None, "wasi", None), (2, None, "wasi", None),
+                                           (3, 9, "wasi", "3.14.0")]
     assert rows(db, "SELECT run_id, step, line FROM settrace_lines ORDER BY step, rowid") == [
         (3, 1, 2), (3, 3, 4), (3, 8, 5)]

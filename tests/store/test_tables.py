@@ -42,7 +42,7 @@ CONTRACT = {
              "line_steps BIGINT, instruction_steps BIGINT, calls BIGINT, max_depth INTEGER, "
              "n_steps BIGINT, duration_us BIGINT, call_us BIGINT, isolation VARCHAR, "
              "run_key VARCHAR!, traced_at TIMESTAMP, chain VARCHAR, stdin VARCHAR, guest VARCHAR, "
-             "settrace_line_steps BIGINT", ("run_id",)),
+             "settrace_line_steps BIGINT, backend VARCHAR, python VARCHAR", ("run_id",)),
     "steps": ("run_id BIGINT!, step INTEGER!, event VARCHAR!, func VARCHAR!, line INTEGER!, "
               "depth INTEGER!, frame INTEGER!", ()),
     "states": ("run_id BIGINT!, step INTEGER!, var VARCHAR!, value VARCHAR, type VARCHAR, "
@@ -125,7 +125,7 @@ def test_every_column_is_documented_for_the_schema_page():
     assert table("scores").doc_rows()[:2] == [
         ("task_id", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions"),
         ("model", "VARCHAR", "primary key (task_id, model, label, sample_index); as in predictions")]
-    assert table("runs").doc_rows()[-6][2] == ("unique; unique identity of the job; resume "
+    assert table("runs").doc_rows()[-8][2] == ("unique; unique identity of the job; resume "
                                                "skips stored keys")
 
 
