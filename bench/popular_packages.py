@@ -1,8 +1,10 @@
 """Bench: which of the 100 most downloaded PyPI packages a guest can hold.
 
 Run: ``.venv/bin/python bench/popular_packages.py > out.json``. For each name of ``TOP_100``
-(PyPI's download ranking of 2025, from the public BigQuery statistics that pypistats
-publishes; taken by hand, the order kept), pip resolves it for the guest as ``build
+(PyPI's download ranking: the 100 most downloaded projects of the 30 days to
+2026-04-01, from PyPI's public BigQuery download statistics as published by
+hugovk/top-pypi-packages, ``top-pypi-packages.min.json`` at commit 5501c5c9, the order
+kept), pip resolves it for the guest as ``build
 --with`` does (``resolve_packages``: pure-Python wheels for CPython 3.14, and the check
 that nothing was held back to an older version): a package that needs native code
 anywhere in its dependencies has no lock. Whether a resolved one imports and works in
@@ -18,18 +20,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 from steptrace.sandbox._packages import PackageError, resolve_packages
 
-TOP_100 = """boto3 urllib3 botocore requests setuptools certifi charset-normalizer idna
-typing-extensions python-dateutil s3transfer packaging six aiobotocore numpy pyyaml s3fs
-fsspec pip cryptography grpcio-status cffi pycparser google-api-core attrs pydantic
-protobuf pandas jmespath rsa pyasn1 importlib-metadata zipp wheel markupsafe click
-platformdirs jinja2 pytz filelock colorama tomli pluggy pyjwt virtualenv pydantic-core
-googleapis-common-protos cachetools wrapt jsonschema pytest pyasn1-modules psutil
-annotated-types google-auth sqlalchemy tzdata iniconfig requests-oauthlib oauthlib
-pyarrow decorator greenlet exceptiongroup aiohttp multidict yarl frozenlist aiosignal
-soupsieve beautifulsoup4 lxml tqdm pygments isodate openpyxl et-xmlfile docutils rich
-markdown-it-py mdurl scipy grpcio more-itertools distlib h11 anyio sniffio httpx httpcore
-pyparsing tomlkit regex pillow werkzeug flask itsdangerous blinker websocket-client
-markdown""".split()
+TOP_100 = """boto3 packaging setuptools urllib3 certifi typing-extensions requests charset-normalizer
+idna botocore aiobotocore python-dateutil cryptography six numpy cffi pyyaml grpcio-status
+pycparser pydantic pluggy s3transfer pygments click attrs protobuf pydantic-core anyio
+fsspec pandas pytest h11 markupsafe iniconfig s3fs platformdirs annotated-types pip wheel
+jinja2 jmespath importlib-metadata filelock pathspec pyjwt httpx typing-inspection
+python-dotenv httpcore pytz zipp rich pyasn1 jsonschema yarl multidict aiohttp google-auth
+uvicorn markdown-it-py google-api-core tzdata tqdm tomli colorama googleapis-common-protos
+mdurl starlette virtualenv awscli pillow propcache frozenlist scipy rpds-py
+trove-classifiers fastapi rsa referencing wrapt pyasn1-modules aiosignal
+jsonschema-specifications greenlet grpcio sqlalchemy requests-oauthlib pyarrow pyparsing
+aiohappyeyeballs opentelemetry-api tenacity annotated-doc cachetools regex psutil
+opentelemetry-semantic-conventions hatchling oauthlib opentelemetry-sdk""".split()
 
 
 def one(name: str) -> dict:

@@ -22,6 +22,7 @@ waiting for a timer is a sleep. Single-threaded, as every loop in the sandbox is
 
 from __future__ import annotations
 
+import _socket
 import asyncio.unix_events
 import io
 import selectors
@@ -191,6 +192,19 @@ def collect_arguments(*args, **kwargs) -> tuple:
     """Bound to ``__steptrace_args__`` while the input text is evaluated: ``f(<input>)``
     becomes ``__steptrace_args__(<input>)``."""
     return args, kwargs
+
+
+def no_name_lookup(*args, **kwargs):
+    """``socket.getaddrinfo``, ``gethostbyname``, ``gethostbyname_ex``, ``gethostbyaddr``
+    and ``getnameinfo`` in the sandbox: WASI's name lookup traps this CPython build's
+    instance (a program calling ``requests.get`` ended ``crashed``), and the sandbox has
+    no network: the error a machine without one gives (requests: ``ConnectionError``)."""
+    raise _socket.gaierror(_socket.EAI_AGAIN, "Temporary failure in name resolution "
+                           "(the sandbox has no network)")
+
+
+NAME_LOOKUPS = ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr",
+                "getnameinfo")
 
 
 class NoSelector(selectors.BaseSelector):

@@ -71,6 +71,17 @@ try:
 except Exception as exc:  # recorded and reported by the build, not fatal
     failed["tzdata"] = f"{type(exc).__name__}: {exc}"
 
+# Name lookups trap the guest under WASI (wasi-libc's getaddrinfo): they raise the error
+# of a machine without network instead (exposed.no_name_lookup), in _socket and in socket
+# (which copied them), before any package can take its own reference.
+import _socket  # noqa: E402
+import exposed  # noqa: E402
+
+for _name in exposed.NAME_LOOKUPS if sys.platform == "wasi" else ():
+    for _module in (_socket, sys.modules.get("socket")):
+        if _module is not None and hasattr(_module, _name):
+            setattr(_module, _name, exposed.no_name_lookup)
+
 # A guest built with packages (steptrace.sandbox._packages) has a generated module naming
 # the packages' top-level modules and the imports the user asked for: each must import
 # here, or the build fails naming it (a package that cannot work under WASI).

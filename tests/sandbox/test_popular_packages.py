@@ -291,3 +291,13 @@ def test_tqdm_with_its_monitor_thread_names_it_and_the_way_around(group_b):
         "thread, started with the first progress bar: set tqdm.tqdm.monitor_interval = 0 "
         "before it to go without (it only refreshes bars that stall)); the sandbox (WASI) "
         "has no threads")
+
+
+def test_requests_to_a_closed_port_is_a_connection_error(group_a):
+    """No network in the sandbox: requests.get fails as on a machine without one (the name
+    lookup's error: it used to trap the instance, status crashed)."""
+    result = group_a.guest(
+        "import requests\ntry:\n    requests.get('http://127.0.0.1:9/', timeout=1)\n"
+        "except requests.exceptions.ConnectionError as exc:\n"
+        "    print(type(exc).__name__, 'name resolution' in str(exc))\n")
+    assert (result["status"], result["stdout"]) == ("ok", "ConnectionError True\n")
