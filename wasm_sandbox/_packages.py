@@ -187,7 +187,10 @@ class HeldBack:
     needs: tuple[str, ...]
 
     def __str__(self) -> str:
-        why = f"needs {', '.join(self.needs)}" if self.needs else "has no pure-Python wheel"
+        # with no native distribution of its own to blame, another held-back distribution's
+        # requirement keeps it older (fastapi 0.125 pins starlette below 0.51)
+        why = (f"needs {', '.join(self.needs)}" if self.needs
+               else "is excluded by the others' requirements")
         return f"{self.name} {self.version}, not {self.newest} ({self.newest} {why})"
 
 

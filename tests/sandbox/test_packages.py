@@ -214,6 +214,19 @@ def test_a_dependency_held_back_is_named_with_what_its_newer_version_needs():
         "lib 1.0, not 2.5 (2.5 needs speedups)"]
 
 
+def test_a_distribution_held_back_by_anothers_pin_says_so():
+    """A pure distribution kept older only by another held-back one's requirement (fastapi
+    0.125 pins starlette below 0.51) is not said to lack a pure-Python wheel."""
+    from steptrace.sandbox._packages import _held_back
+    lock = PackageLock((LockedPackage("web", "0.125", "0" * 64),
+                        LockedPackage("star", "0.50", "1" * 64)))
+    newest = {"web": ("0.165", True, ("core", "star")), "core": ("2.0", False, ()),
+              "star": ("1.10", True, ())}
+    assert [str(item) for item in _held_back(lock, newest)] == [
+        "web 0.125, not 0.165 (0.165 needs core)",
+        "star 0.50, not 1.10 (1.10 is excluded by the others' requirements)"]
+
+
 # ------------------------------------------------------------------ real builds
 @pytest.fixture(scope="module")
 def package_guest():

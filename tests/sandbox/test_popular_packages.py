@@ -1,6 +1,7 @@
 """Popular pure-Python packages in the guest, probed with real calls: the same pinned wheels
-run natively (CPython 3.13) and in a guest built with them must print the same. Two
-guests (the snapshot of one with all of them would be large), each built once and cached
+run natively (CPython 3.13) and in a guest built with them must print the same. Four
+guests (the snapshot of one with all of them would be large; aiobotocore pins an older
+botocore than boto3's), each built once and cached
 (tests/helpers/package_guests.py). The packages are from the top of PyPI's download
 ranking that have pure-Python wheels; bench/README.md ("Popular packages") has the share
 of the top 100 that work and why the others do not."""
@@ -247,6 +248,209 @@ PROBES_B = {
 }
 
 
+PROBES_C = {
+    "boto3_botocore_s3transfer": """
+        import boto3, s3transfer
+        from botocore.stub import Stubber
+        session = boto3.session.Session(region_name="eu-west-1", aws_access_key_id="AK",
+                                        aws_secret_access_key="SK")
+        s3 = session.client("s3")
+        print(s3.meta.region_name, s3.meta.service_model.service_name, len(s3.meta.service_model.operation_names) > 50)
+        with Stubber(s3) as stub:
+            stub.add_response("list_buckets", {"Buckets": [{"Name": "data"}], "Owner": {"ID": "o"}})
+            print([b["Name"] for b in s3.list_buckets()["Buckets"]])
+        print(s3transfer.manager.TransferConfig(multipart_threshold=10).multipart_threshold)
+        print(sorted(session.get_available_regions("dynamodb"))[:3])
+    """,
+    "setuptools_wheel_pip": """
+        import os
+        import setuptools
+        from setuptools.dist import Distribution
+        from wheel.wheelfile import WHEEL_INFO_RE
+        from pip._internal.req.constructors import install_req_from_line
+        for path in ("pkg/sub", "other"):
+            os.makedirs(path)
+            open(os.path.join(path, "__init__.py"), "w").close()
+        print(sorted(setuptools.find_packages(".")))
+        dist = Distribution({"name": "demo", "version": "1.0", "install_requires": ["a>=1"]})
+        print(dist.get_name(), dist.get_version(), dist.install_requires)
+        print(WHEEL_INFO_RE.match("demo-1.0-py3-none-any.whl").group("name", "ver", "pyver"))
+        req = install_req_from_line("requests[socks]>=2.0")
+        print(req.name, sorted(req.extras), str(req.specifier))
+    """,
+    "protobuf_common_protos": """
+        from google.protobuf import json_format, struct_pb2, timestamp_pb2
+        from google.rpc import status_pb2
+        from google.type import date_pb2
+        message = struct_pb2.Struct()
+        message.update({"a": 1, "b": [True, "x"], "c": {"d": None}})
+        data = message.SerializeToString()
+        back = struct_pb2.Struct()
+        back.ParseFromString(data)
+        print(json_format.MessageToJson(back, sort_keys=True, indent=None), len(data))
+        stamp = timestamp_pb2.Timestamp()
+        stamp.FromJsonString("2024-02-29T10:30:00Z")
+        print(stamp.seconds, stamp.ToJsonString())
+        print(status_pb2.Status(code=5, message="not found"), date_pb2.Date(year=2024, month=2, day=29))
+    """,
+    "pytest": """
+        import pytest
+        open("test_demo.py", "w").write(
+            "import pytest\\n"
+            "@pytest.mark.parametrize('x', [1, 2, 3])\\n"
+            "def test_small(x):\\n    assert x < 3\\n"
+            "def test_raises():\\n    with pytest.raises(ZeroDivisionError):\\n        1 / 0\\n")
+        class Outcomes:
+            seen = []
+            def pytest_runtest_logreport(self, report):
+                if report.when == "call":
+                    self.seen.append((report.nodeid, report.outcome))
+        outcomes = Outcomes()
+        code = pytest.main(["-p", "no:cacheprovider", "-p", "no:terminal", "test_demo.py"], plugins=[outcomes])
+        print(outcomes.seen, int(code), pytest.approx(0.1 + 0.2) == 0.3)
+    """,
+    "annotated_types_inspection_doc": """
+        from typing import Annotated, Optional
+        import annotated_types as at
+        from annotated_doc import Doc
+        from typing_inspection import introspection, typing_objects
+        hint = Annotated[Optional[int], at.Gt(3), Doc("a count")]
+        found = introspection.inspect_annotation(hint, annotation_source=introspection.AnnotationSource.ANY)
+        print(found.type, found.metadata)
+        print(at.Len(1, 5), at.Interval(gt=0, le=9), typing_objects.is_annotated(Annotated))
+    """,
+    "pathspec_dotenv_trove": """
+        import io, pathspec
+        from dotenv import dotenv_values
+        from trove_classifiers import classifiers
+        spec = pathspec.PathSpec.from_lines("gitwildmatch", ["*.py", "!keep.py", "build/"])
+        print(sorted(spec.match_files(["a.py", "keep.py", "b.txt", "build/x.c", "src/c.py"])))
+        print(dotenv_values(stream=io.StringIO("A=1\\nB='x y'\\nexport C=${A}2\\n# c\\n")))
+        print(len(classifiers) > 500, "License :: OSI Approved :: MIT License" in classifiers)
+    """,
+    "starlette_uvicorn": """
+        import asyncio
+        from starlette.applications import Starlette
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+        from uvicorn.config import Config
+        async def item(request):
+            return JSONResponse({"id": int(request.path_params["id"]), "q": request.query_params.get("q")})
+        app = Starlette(routes=[Route("/items/{id}", item)])
+        async def call(path, query):
+            sent = []
+            async def receive():
+                return {"type": "http.request", "body": b"", "more_body": False}
+            async def send(message):
+                sent.append(message)
+            scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(),
+                     "query_string": query, "headers": [], "root_path": "", "scheme": "http",
+                     "server": ("t", 80), "client": ("c", 1), "http_version": "1.1", "app": app}
+            await app(scope, receive, send)
+            return sent[0]["status"], sent[1]["body"]
+        print(asyncio.run(call("/items/7", b"q=x")), asyncio.run(call("/nope", b"")))
+        config = Config(app=app, port=8001, log_level="warning")
+        print(config.host, config.port, config.http)
+    """,
+    "sqlalchemy": """
+        from sqlalchemy import Column, ForeignKey, Integer, String, create_engine, func, select
+        from sqlalchemy.orm import DeclarativeBase, Session, relationship
+        class Base(DeclarativeBase):
+            pass
+        class User(Base):
+            __tablename__ = "users"
+            id = Column(Integer, primary_key=True)
+            name = Column(String(30))
+            posts = relationship("Post", back_populates="user")
+        class Post(Base):
+            __tablename__ = "posts"
+            id = Column(Integer, primary_key=True)
+            user_id = Column(ForeignKey("users.id"))
+            user = relationship("User", back_populates="posts")
+        engine = create_engine("sqlite://")
+        Base.metadata.create_all(engine)
+        with Session(engine) as session:
+            session.add_all([User(name="ann", posts=[Post(), Post()]), User(name="bob")])
+            session.commit()
+            rows = session.execute(select(User.name, func.count(Post.id)).outerjoin(Post).group_by(User.id).order_by(User.name)).all()
+            print(rows)
+        print(select(User).where(User.name == "x"))
+    """,
+    "oauth_tenacity_pyasn1_modules": """
+        import tenacity
+        from requests_oauthlib import OAuth2Session
+        from pyasn1.codec.der import decoder, encoder
+        from pyasn1_modules import rfc2459
+        oauth = OAuth2Session("client", redirect_uri="https://app/cb", scope=["read"], state="s1")
+        print(oauth.authorization_url("https://auth.example/authorize"))
+        attempts = []
+        @tenacity.retry(stop=tenacity.stop_after_attempt(3), retry=tenacity.retry_if_exception_type(ValueError), reraise=True)
+        def flaky():
+            attempts.append(1)
+            if len(attempts) < 3:
+                raise ValueError("again")
+            return "done"
+        print(flaky(), len(attempts))
+        algorithm = rfc2459.AlgorithmIdentifier()
+        algorithm["algorithm"] = rfc2459.rsaEncryption
+        data = encoder.encode(algorithm)
+        print(data.hex(), decoder.decode(data, asn1Spec=rfc2459.AlgorithmIdentifier())[0]["algorithm"])
+    """,
+    "opentelemetry": """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from opentelemetry.semconv.attributes import http_attributes
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracer = provider.get_tracer("demo")
+        with tracer.start_as_current_span("outer") as outer:
+            outer.set_attribute(http_attributes.HTTP_REQUEST_METHOD, "GET")
+            with tracer.start_as_current_span("inner"):
+                pass
+        spans = exporter.get_finished_spans()
+        print([(s.name, dict(s.attributes), s.parent is not None) for s in spans])
+    """,
+    "hatchling": """
+        from hatchling.version.scheme.standard import StandardScheme
+        from hatchling.metadata.core import ProjectMetadata
+        scheme = StandardScheme("", {})
+        print(scheme.update("minor", "1.2.3", {}), scheme.update("major,rc", "1.2.3", {}))
+        metadata = ProjectMetadata(".", None, {"project": {"name": "Demo_Pkg", "version": "0.1", "dependencies": ["a>=1"]}})
+        print(metadata.name, metadata.version, metadata.core.dependencies)
+    """,
+}
+PROBES_D = {
+    "aiohttp_yarl_multidict": """
+        import aiohttp, frozenlist, multidict, propcache, yarl
+        from aiohttp import web
+        url = yarl.URL("https://user@example.com:8443/a/b?x=1#f")
+        print(url.host, url.port, url.path, url.query, url.with_query(y="2 3"), url / "c")
+        headers = multidict.CIMultiDict([("Accept", "a"), ("accept", "b")])
+        print(headers.getall("ACCEPT"), len(headers))
+        frozen = frozenlist.FrozenList([1, 2])
+        frozen.freeze()
+        print(frozen.frozen, aiohttp.ClientTimeout(total=5))
+        async def hello(request):
+            return web.Response(text="hi")
+        app = web.Application()
+        app.router.add_get("/", hello)
+        app.router.add_post("/items/{id}", hello)
+        print(sorted((r.method, r.resource.canonical) for r in app.router.routes()))
+    """,
+    "aiobotocore_s3fs": """
+        import aiobotocore, fsspec, s3fs
+        from aiobotocore.session import get_session
+        print(type(get_session()).__name__, s3fs.S3FileSystem._strip_protocol("s3://bucket/key/x"))
+        memory = fsspec.filesystem("memory")
+        memory.pipe("/d/a.txt", b"abc")
+        print(memory.ls("/d", detail=False), memory.cat("/d/a.txt"))
+    """,
+}
+
+
 def _lock(path: str):
     return parse_lock((Path(__file__).parent / "data" / path).read_text())
 
@@ -265,6 +469,20 @@ def group_b(tmp_path_factory):
     guest.close()
 
 
+@pytest.fixture(scope="module")
+def group_c(tmp_path_factory):
+    guest = PackageGuest(_lock("popular_c.lock"), tmp_path_factory.mktemp("popular-c"))
+    yield guest
+    guest.close()
+
+
+@pytest.fixture(scope="module")
+def group_d(tmp_path_factory):
+    guest = PackageGuest(_lock("popular_d.lock"), tmp_path_factory.mktemp("popular-d"))
+    yield guest
+    guest.close()
+
+
 @pytest.mark.parametrize("name", sorted(PROBES_A))
 def test_popular_packages_a_as_native(group_a, name):
     group_a.assert_as_native(textwrap.dedent(PROBES_A[name]))
@@ -273,6 +491,16 @@ def test_popular_packages_a_as_native(group_a, name):
 @pytest.mark.parametrize("name", sorted(PROBES_B))
 def test_popular_packages_b_as_native(group_b, name):
     group_b.assert_as_native(textwrap.dedent(PROBES_B[name]))
+
+
+@pytest.mark.parametrize("name", sorted(PROBES_C))
+def test_popular_packages_c_as_native(group_c, name):
+    group_c.assert_as_native(textwrap.dedent(PROBES_C[name]))
+
+
+@pytest.mark.parametrize("name", sorted(PROBES_D))
+def test_popular_packages_d_as_native(group_d, name):
+    group_d.assert_as_native(textwrap.dedent(PROBES_D[name]))
 
 
 def test_the_batch_isolation_runs_the_same(group_a, group_b):
