@@ -219,7 +219,10 @@ def test_trace_with_worker_processes_equals_in_process(tmp_path):
     results = {}
     for workers in (0, 2):
         db = tmp_path / f"w{workers}.duckdb"
-        result = invoke("trace", "--demo", "--db", db, "--workers", workers, "--format", "json")
+        # a time limit far past the step limit's job (~1 s): a busy machine cannot make it
+        # a timeout
+        result = invoke("trace", "--demo", "--db", db, "--workers", workers, "--format", "json",
+                        "--timeout", "120")
         assert result.exit_code == 0, result.output
         summary = json.loads(result.stdout)
         assert (summary["traced"], summary["by_status"]) == (

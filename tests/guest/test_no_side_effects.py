@@ -667,11 +667,17 @@ def test_keys_of_the_programs_own_in_class_dicts_and_globals(sandbox, isolation)
     result = traced_and_run(sandbox, isolation, KEYS.replace("len(log)", "tuple(log)"), "5")
     assert outcome(result)[:3] == ("ok", None, None) and result["stdout"] == ""
     log = ast.literal_eval(result["output"])
-    assert log[0] == "eq v" and set(log[1:]) == {"eq count"} and len(log) >= 3
+    # CPython's own lookups of a colliding key call __eq__ once or twice, as the build's
+    # string-hash secret falls (native CPython 3.13 does too, by PYTHONHASHSEED): the
+    # untraced run's count is the reference (traced_and_run), the order is exact
+    log = list(log)
+    looked_up_v = log.count("eq v")
+    assert log == ["eq v"] * looked_up_v + ["eq count"] * (len(log) - looked_up_v)
+    assert looked_up_v >= 1 and len(log) - looked_up_v >= 2
     calls = [(name, value) for _, name, value, *_ in states_of(result)
              if name in ("self", "other")]
-    assert calls == [("self", "Twin('v')"), ("other", "'v'")] + [
-        ("self", "Twin('count')"), ("other", "'count'")] * (len(log) - 1)
+    assert calls == [("self", "Twin('v')"), ("other", "'v'")] * looked_up_v + [
+        ("self", "Twin('count')"), ("other", "'count'")] * (len(log) - looked_up_v)
     assert objects_of(result)[:3] == [(1, "list", 0), (2, "Odd", 2), (3, "Twin", 3)]
     assert objects_of(result)[3][:2] == (4, "Twin") and len(objects_of(result)) == 4
     assert attributes_of(result) == [
@@ -858,62 +864,49 @@ def test_a_scripts_namespace_with_a_key_of_the_programs(sandbox, isolation):
     left out): the ``Twin('total')`` key is not a local, and the ``__eq__`` calls are the
     program's own name lookups (6, traced)."""
     result = traced_and_run(sandbox, isolation, SCRIPT, "", shape="script")
-    assert outcome(result) == ("ok", None, None, None, "1 6\n")
-    assert states_of(result) == [
-        (2, "log", "[]", "list", False, 1),
-        (5, "__module__", "'__main__'", "str", False, None),
-        (5, "__qualname__", "'Twin'", "str", False, None),
-        (5, "__firstlineno__", "4", "int", False, None),
-        (6, "__hash__", "<slot wrapper '__hash__' of 'str' objects>", "wrapper_descriptor", False,
+    # six lookups of ``total`` (its store, two loads and stores, the print's load), each
+    # calling __eq__ once or twice as the build's string-hash secret falls (native CPython
+    # 3.13 does too, by PYTHONHASHSEED): the untraced run's count is the reference
+    # (traced_and_run), and the trace has exactly that many __eq__ calls
+    total, calls = map(int, result["stdout"].split())
+    assert outcome(result)[:4] == ("ok", None, None, None) and total == 1 and 6 <= calls <= 12
+    states = states_of(result)
+    equals = [row[1:] for row in states if row[1] in ("self", "other")
+              or row[1:3] == ("<return>", "False")]
+    assert equals == [("self", "Twin('total')", "Twin", False, 2),
+                      ("other", "'total'", "str", False, None),
+                      ("<return>", "False", "bool", False, None)] * calls
+    # the rest, step by step, with the log's growth counted rather than spelled out
+    rest = [(row[1], row[2] if row[1] != "log" else row[2].count("'eq'")) + row[3:]
+            for row in states if row[1:] not in equals]
+    assert [row for row in rest if row[0] != "log"] == [
+        ("__module__", "'__main__'", "str", False, None),
+        ("__qualname__", "'Twin'", "str", False, None),
+        ("__firstlineno__", "4", "int", False, None),
+        ("__hash__", "<slot wrapper '__hash__' of 'str' objects>", "wrapper_descriptor", False,
          None),
-        (7, "__eq__", "<function Twin.__eq__>", "function", False, None),
-        (7, "__static_attributes__", "()", "tuple", False, None),
-        (7, "__classdictcell__", "<cell: dict object>", "cell", False, None),
-        (7, "<return>", "None", "NoneType", False, None),
-        (8, "Twin", "<class '__main__.Twin'>", "type", False, None),
-        (10, "self", "Twin('total')", "Twin", False, 2),
-        (10, "other", "'total'", "str", False, None),
-        (13, "<return>", "False", "bool", False, None),
-        (14, "log", "['eq']", "list", False, 1),
-        (14, "total", "0", "int", False, None),
-        (15, "i", "0", "int", False, None),
-        (16, "self", "Twin('total')", "Twin", False, 2),
-        (16, "other", "'total'", "str", False, None),
-        (19, "<return>", "False", "bool", False, None),
-        (20, "self", "Twin('total')", "Twin", False, 2),
-        (20, "other", "'total'", "str", False, None),
-        (23, "<return>", "False", "bool", False, None),
-        (24, "log", "['eq', 'eq', 'eq']", "list", False, 1),
-        (25, "i", "1", "int", False, None),
-        (26, "self", "Twin('total')", "Twin", False, 2),
-        (26, "other", "'total'", "str", False, None),
-        (29, "<return>", "False", "bool", False, None),
-        (30, "self", "Twin('total')", "Twin", False, 2),
-        (30, "other", "'total'", "str", False, None),
-        (33, "<return>", "False", "bool", False, None),
-        (34, "log", "['eq', 'eq', 'eq', 'eq', 'eq']", "list", False, 1),
-        (34, "total", "1", "int", False, None),
-        (36, "self", "Twin('total')", "Twin", False, 2),
-        (36, "other", "'total'", "str", False, None),
-        (39, "<return>", "False", "bool", False, None),
-        (40, "log", "['eq', 'eq', 'eq', 'eq', 'eq', 'eq']", "list", False, 1),
-        (40, "<return>", "None", "NoneType", False, None),
+        ("__eq__", "<function Twin.__eq__>", "function", False, None),
+        ("__static_attributes__", "()", "tuple", False, None),
+        ("__classdictcell__", "<cell: dict object>", "cell", False, None),
+        ("<return>", "None", "NoneType", False, None),
+        ("Twin", "<class '__main__.Twin'>", "type", False, None),
+        ("total", "0", "int", False, None),
+        ("i", "0", "int", False, None),
+        ("i", "1", "int", False, None),
+        ("total", "1", "int", False, None),
+        ("<return>", "None", "NoneType", False, None),
     ]
+    logged = [row[1] for row in rest if row[0] == "log"]
+    assert logged[0] == 0 and logged == sorted(logged) and logged[-1] == calls
     assert objects_of(result) == [
         (1, "list", 2),
         (2, "Twin", 10),
     ]
     assert attributes_of(result) == [
     ]
-    assert globals_of(result) == [
-        (3, "log", "[]", "list", False, 1),
-        (12, "log", "['eq']", "list", False, 1),
-        (18, "log", "['eq', 'eq']", "list", False, 1),
-        (22, "log", "['eq', 'eq', 'eq']", "list", False, 1),
-        (28, "log", "['eq', 'eq', 'eq', 'eq']", "list", False, 1),
-        (32, "log", "['eq', 'eq', 'eq', 'eq', 'eq']", "list", False, 1),
-        (38, "log", "['eq', 'eq', 'eq', 'eq', 'eq', 'eq']", "list", False, 1),
-    ]
+    # the global log after each __eq__ call: one more 'eq' each time
+    assert [row[1:] for row in globals_of(result)] == [
+        ("log", repr(["eq"] * count), "list", False, 1) for count in range(calls + 1)]
 
 
 PREPARED = """\

@@ -8,6 +8,7 @@ wheels installed (``steptrace.sandbox._packages.install``: hash-checked) on its 
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -37,8 +38,11 @@ class PackageGuest:
         working directory."""
         work = self.where / "work"
         work.mkdir(exist_ok=True)
-        for child in work.iterdir():
-            child.unlink()
+        for child in work.iterdir():  # what the last program left (files, directories)
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
         env = {"PYTHONPATH": str(self.site), "PYTHONDONTWRITEBYTECODE": "1"}
         return subprocess.run([NATIVE, "-S", "-c", code], cwd=work, env=env, capture_output=True,
                               text=True, timeout=300)
