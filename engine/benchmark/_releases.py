@@ -10,9 +10,9 @@ changed (by the digest of their own source) since the release ``OLD``.
 
 Upload times come from the user's list (``--released FILE``: a JSON object
 ``{"name==version": "2024-05-01T12:00:00Z", ...}``, or lines ``name==version TIME``) or
-from the package index's JSON API (``--released pypi``: ``https://pypi.org/pypi/NAME/
-VERSION/json``, the upload time of the locked wheel, found by its SHA-256; of the
-release's first file when the wheel is not among them). The wheel itself carries no
+from the package index's JSON API (``--released pypi``: ``https://pypi.org/pypi/NAME/json``,
+the upload time of the locked wheel among the release's files, found by its SHA-256; of
+the release's first file when the wheel is not among them). The wheel itself carries no
 upload time (its files' zip dates are build times), so nothing else says it.
 """
 
@@ -29,7 +29,7 @@ from steptrace.corpus._text import NotUtf8Error, decode_text
 from steptrace.errors import InputError
 
 PYPI = "pypi"
-PYPI_JSON = "https://pypi.org/pypi/{name}/{version}/json"
+PYPI_JSON = "https://pypi.org/pypi/{name}/json"  # every release's files (one request a package)
 TIMEOUT_S = 20.0
 MAX_LIST_BYTES = 4 << 20
 MAX_RESPONSE_BYTES = 32 << 20
@@ -39,14 +39,16 @@ class ReleaseError(InputError):
     """A bad ``--released`` list or ``--since`` release."""
 
 
-def released_times(lock, source: str | Path | None) -> tuple[dict[str, str | None], list[str]]:
+def released_times(lock, source: str | Path | None, json_api: str = PYPI_JSON
+                   ) -> tuple[dict[str, str | None], list[str]]:
     """Each locked distribution's upload time (ISO 8601 UTC, None when unknown) from
-    ``source`` (``"pypi"``, a list file, or None: unknown), and notes on the unknown."""
+    ``source`` (``"pypi"``: the index's JSON API at ``json_api``, a list file, or None:
+    unknown), and notes on the unknown."""
     packages = {p.name: p for p in lock.packages}
     if source is None:
         return {name: None for name in packages}, []
     if str(source) == PYPI:
-        return _from_index(packages)
+        return _from_index(packages, json_api)
     listed = read_list(Path(source))
     found = {name: listed.get(f"{name}=={p.version}", listed.get(name))
              for name, p in packages.items()}
@@ -109,7 +111,7 @@ def iso_time(value: str, where: str) -> str:
     return moment.isoformat(timespec="seconds") + "Z"
 
 
-def _from_index(packages: dict) -> tuple[dict[str, str | None], list[str]]:
+def _from_index(packages: dict, json_api: str) -> tuple[dict[str, str | None], list[str]]:
     found: dict[str, str | None] = {}
     notes = []
     unreachable = None
@@ -118,11 +120,16 @@ def _from_index(packages: dict) -> tuple[dict[str, str | None], list[str]]:
             found[name] = None
             continue
         try:
-            found[name] = _upload_time(name, package.version, package.sha256)
+            found[name] = _upload_time(json_api.format(name=name), package.version,
+                                       package.sha256)
         except urllib.error.HTTPError as exc:
             found[name] = None
             notes.append(f"{name}=={package.version}: the index answered {exc.code}")
-        except (OSError, ValueError) as exc:
+        except (ValueError, ReleaseError) as exc:  # this package's answer only
+            found[name] = None
+            notes.append(f"{name}=={package.version}: the index's answer is unreadable "
+                         f"({str(exc)[:200]})")
+        except OSError as exc:
             found[name] = None
             unreachable = exc
             notes.append(f"the index's JSON API could not be read ({exc}): upload times "
@@ -130,11 +137,11 @@ def _from_index(packages: dict) -> tuple[dict[str, str | None], list[str]]:
     return found, notes
 
 
-def _upload_time(name: str, version: str, sha256: str) -> str | None:
-    url = PYPI_JSON.format(name=name, version=version)
+def _upload_time(url: str, version: str, sha256: str) -> str | None:
     with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:  # noqa: S310 (https)
         data = json.loads(response.read(MAX_RESPONSE_BYTES))
-    files = data.get("urls") if isinstance(data, dict) else None
+    releases = data.get("releases") if isinstance(data, dict) else None
+    files = releases.get(version) if isinstance(releases, dict) else None
     if not isinstance(files, list) or not files:
         return None
     times = {}

@@ -109,7 +109,7 @@ class Harvested:
     params: tuple[tuple[str, str, bool], ...]  # (name, kind, has default): the call check
     specs: tuple[tuple[str, Spec], ...] = ()    # (name, type spec): the input check
     defined_in: str = ""                       # the module whose def it is
-    source_digest: str = ""                    # sha256 of its own dedented source
+    source_digest: str = ""                    # of its code, normalised (source_digest)
     aliases: tuple[str, ...] = ()              # its other public names
 
     @property
@@ -239,7 +239,7 @@ def _scan_distribution(dist: str, exports: Exports, scripts: dict[tuple[str, str
         if target[0] not in facts:
             facts[target[0]] = _facts(tree, exports)
         text = _own_source(tree.source, node)
-        report.digests[ident] = _digest(text)
+        report.digests[ident] = source_digest(text)
         script = script_targets.get(target)
         if script is not None:
             report.reject(ident, f"{ENTRY}: console script {script}")
@@ -373,7 +373,20 @@ def _own_source(source: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> st
     return textwrap.dedent("".join(lines[node.lineno - 1:node.end_lineno])).rstrip() + "\n"
 
 
-def _digest(text: str) -> str:
+def source_digest(text: str) -> str:
+    """SHA-256 of a function's code, normalised: ``ast.unparse`` of its def without its
+    docstring, so a release that only reformats it, edits its comments or its docstring
+    does not make it new (``--since``); the text itself when it does not parse."""
+    try:
+        node = ast.parse(text).body[0]
+        body = node.body
+        if (len(body) > 1 and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:]
+        text = ast.unparse(node)
+    except (SyntaxError, ValueError, IndexError, AttributeError, RecursionError):
+        pass
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -560,7 +573,7 @@ def _program(node, signature_node, text: str, ident: str, module: str, dist: str
                    + [(a.arg, "keyword", d is not None)
                       for a, d in zip(args.kwonlyargs, args.kw_defaults)])
     return Harvested(ident, dist, module, node.name, head + text, _signature(node, signature_node),
-                     ast.get_docstring(node), params, specs, defined_in, _digest(text), aliases)
+                     ast.get_docstring(node), params, specs, defined_in, source_digest(text), aliases)
 
 def _signature(node: ast.FunctionDef, annotated: ast.FunctionDef) -> str:
     """``def f(x: int, y: str = 'a') -> str``: the def line, annotations from ``annotated``

@@ -16,6 +16,7 @@ from steptrace.benchmark._annotations import (A_CALLABLE, A_CLASS, A_TYPEVAR, A_
                                               conforms, spec_of)
 from steptrace.benchmark._exports import entry_points
 from steptrace.benchmark._harvest import CallReport, admitted, parse_calls, scan_site
+from steptrace.benchmark._scan import source_digest
 
 INIT = '''
 from ._impl import url_parse as parse
@@ -184,10 +185,21 @@ def test_functions_are_found_by_their_public_names_each_once(tmp_path):
     assert specs["lib.mapping"] == {"m": ("map", "dict", ("atom", "str"), ("any",)),
                                     "key": ("atom", "str")}
     assert specs["lib.either"] == {"x": ("atom", "str")}  # a literal satisfies one member
-    # the digest is of the function's own source, whatever module re-exports it
-    import hashlib
-    assert parse.source_digest == hashlib.sha256(parse.code.encode()).hexdigest()
-    assert report.digests["lib.run"] == hashlib.sha256(CLI.encode()).hexdigest()
+    # the digest is of the function's own code, normalised, whatever module re-exports it
+    assert parse.source_digest == source_digest(parse.code)
+    assert report.digests["lib.run"] == source_digest(CLI)  # rejected ones have one too
+    assert set(report.digests) == set(report.rejected) | set(kept)
+
+
+def test_the_source_digest_ignores_formatting_comments_and_the_docstring():
+    code = "def f(x: int) -> int:\n    return x + 1\n"
+    same = ('def f(x:int)->int:\n    """Add one."""\n    # a comment\n'
+            "    return (x+1)\n")
+    assert source_digest(same) == source_digest(code)
+    assert source_digest("def f(x: int) -> int:\n    return x + 2\n") != source_digest(code)
+    assert source_digest("def f(x: int) -> int:\n    return 'x' + 1\n") != source_digest(code)
+    # a function whose body is only its docstring keeps it (the body cannot be empty)
+    assert source_digest('def f():\n    "a"\n') != source_digest('def f():\n    "b"\n')
 
 
 def test_calls_are_checked_against_the_annotations_before_they_run(tmp_path):
