@@ -125,31 +125,55 @@ class Exports:
     def __init__(self, modules: dict[str, ModuleTree]) -> None:
         self.modules = modules
         self._exports: dict[str, list[str]] = {}
+        # (module, name) -> what it resolves to; None while being resolved (a cycle of
+        # re-exports resolves to nothing, and star imports are followed once each)
+        self._resolved: dict[tuple[str, str], tuple[str, str, str] | None] = {}
 
-    def exports(self, module: str, seen: frozenset[str] = frozenset()) -> list[str]:
+    def exports(self, module: str) -> list[str]:
         """The names ``module`` exports (module docstring)."""
-        if module in self._exports:
-            return self._exports[module]
-        tree = self.modules.get(module)
-        if tree is None or module in seen:
-            return []
-        if tree.all is not None:
-            names = [n for n in tree.all if not (n.startswith("__") and n.endswith("__"))]
-        else:
-            names = [n for n in list(tree.functions) + list(tree.classes)
-                     if not n.startswith("_")]
-            names += [n for n, (source, _) in tree.imported.items()
-                      if not n.startswith("_") and (tree.package or n in tree.reexported)
-                      and source in self.modules]
-            for source in tree.stars:
-                names += self.exports(source, seen | {module})
-        found = list(dict.fromkeys(names))
-        self._exports[module] = found
-        return found
+        if not self._exports:
+            self._exports = self._all_exports()
+        return self._exports.get(module, [])
+
+    def _all_exports(self) -> dict[str, list[str]]:
+        """Every module's exports at once: its own names, then what its star imports
+        bring, to a fixed point (star imports may form cycles; each round only adds)."""
+        found: dict[str, dict[str, None]] = {}
+        for module, tree in self.modules.items():
+            if tree.all is not None:
+                names = [n for n in tree.all if not (n.startswith("__") and n.endswith("__"))]
+            else:
+                names = [n for n in list(tree.functions) + list(tree.classes)
+                         if not n.startswith("_")]
+                names += [n for n, (source, _) in tree.imported.items()
+                          if not n.startswith("_") and (tree.package or n in tree.reexported)
+                          and source in self.modules]
+            found[module] = dict.fromkeys(names)
+        changed = True
+        while changed:
+            changed = False
+            for module, tree in self.modules.items():
+                if tree.all is not None:
+                    continue
+                for source in tree.stars:
+                    for name in found.get(source, ()):
+                        if name not in found[module]:
+                            found[module][name] = None
+                            changed = True
+        return {module: list(names) for module, names in found.items()}
 
     def resolve(self, module: str, name: str, hops: int = 0) -> tuple[str, str, str] | None:
         """What ``module.name`` is: (defining module, its name there, "function" or
         "class"), or None (a value, another distribution's, not found)."""
+        key = (module, name)
+        if key in self._resolved:
+            return self._resolved[key]
+        self._resolved[key] = None
+        found = self._resolve(module, name, hops)
+        self._resolved[key] = found
+        return found
+
+    def _resolve(self, module: str, name: str, hops: int) -> tuple[str, str, str] | None:
         tree = self.modules.get(module)
         if tree is None or hops > _MAX_HOPS:
             return None

@@ -86,9 +86,10 @@ UNANNOTATED = "annotation missing"
 NOT_LITERAL = "annotation not literal-able"
 GLOBAL = "global statement"
 UNRESOLVED = "name not bound in its module"
+UNREADABLE = "code the scan cannot read"   # nested past the host's recursion limit
 NOT_IMPORTABLE = "module does not import in the guest"
 REASONS = (ENTRY, ASYNC, GENERATOR, DECORATED, VARARGS, NO_PARAMETERS, UNANNOTATED,
-           NOT_LITERAL, GLOBAL, IO, RANDOMNESS, TIME, UNRESOLVED, NOT_IMPORTABLE)
+           NOT_LITERAL, GLOBAL, IO, RANDOMNESS, TIME, UNRESOLVED, UNREADABLE, NOT_IMPORTABLE)
 
 _NOT_LIBRARY = frozenset({"test", "tests", "testing", "docs", "doc", "examples", "benchmarks",
                           "conftest", "setup", "__main__"})
@@ -247,15 +248,20 @@ def _scan_distribution(dist: str, exports: Exports, scripts: dict[tuple[str, str
         if target[0] not in stubs:
             stubs[target[0]] = _stub(tree.path.with_suffix(".pyi"))
         stub_defs, stub_facts = stubs[target[0]]
-        result = _check(node, cls, facts[target[0]],
-                        [] if cls else stub_defs.get(node.name, []), stub_facts,
-                        report.annotations)
+        try:
+            result = _check(node, cls, facts[target[0]],
+                            [] if cls else stub_defs.get(node.name, []), stub_facts,
+                            report.annotations)
+            if not isinstance(result, str):
+                signature_node, imports, specs = result
+                kept = _program(node, signature_node, text, ident, module, dist,
+                                target[0], imports, specs, aliases)
+        except (RecursionError, MemoryError, SyntaxError, ValueError):
+            result = UNREADABLE  # symtable and unparse recurse: code nested too deep
         if isinstance(result, str):
             report.reject(ident, result)
             continue
-        signature_node, imports, specs = result
-        report.kept.append(_program(node, signature_node, text, ident, module, dist,
-                                    target[0], imports, specs, aliases))
+        report.kept.append(kept)
 
 
 def _facts(tree: ModuleTree, exports: Exports) -> "_ModuleFacts":

@@ -336,3 +336,24 @@ def test_entry_points_are_read_from_console_and_gui_scripts():
             "[gui_scripts]\nc = pkg.gui:start\n[pkg.plugins]\nd = pkg.x:y\nnot a line\n")
     assert entry_points(text) == [("a", "pkg.cli", "main"), ("b", "pkg.cli", "Tool.run"),
                                   ("c", "pkg.gui", "start")]
+
+
+def test_cycles_of_re_exports_end_and_star_imports_are_followed_once(tmp_path):
+    # a and b star-import each other, c and d re-export each other's name: nothing
+    # loops, and what is defined is found once
+    files = {"cyc/__init__.py": "from .a import *\nfrom .c import g\n",
+             "cyc/a.py": "from .b import *\n\ndef f(x: int) -> int:\n    return x\n",
+             "cyc/b.py": "from .a import *\nfrom . import a\n",
+             "cyc/c.py": "from .d import g\n", "cyc/d.py": "from .c import g\n"}
+    for i in range(40):  # many modules star-importing each other
+        files[f"cyc/m{i}.py"] = "".join(f"from .m{j} import *\n" for j in range(40) if j != i)
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    info = tmp_path / "cyc-1.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("".join(f"{name},,\n" for name in files))
+    report = scan_site(tmp_path)
+    assert [h.id for h in report.kept] == ["cyc.f"]
+    assert (report.found, report.aliases, report.kept[0].aliases) == (
+        1, 2, ("cyc.a.f", "cyc.b.f"))
