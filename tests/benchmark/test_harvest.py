@@ -20,6 +20,7 @@ from steptrace.predictions._predict import PredictOptions
 from steptrace.sandbox._packages import LOCK_HEADER, parse_lock
 from steptrace.scoring._judges import error_parts, judge_error
 
+from helpers.benchmark import installed_site
 from helpers.cli import rows
 from helpers.openai_stub import StubServer, answer
 
@@ -140,13 +141,7 @@ def make_site(root: Path) -> Path:
              "pkg/_impl.py": "def hidden(x: int) -> int:\n    return x\n",
              "pkg/tests/test_x.py": "def test(x: int) -> int:\n    return x\n",
              "pkg/broken.py": "def f(:\n"}
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    info = root / "pkg-1.0.dist-info"
-    info.mkdir()
-    (info / "RECORD").write_text("".join(f"{name},sha256=x,1\n" for name in files))
-    return root
+    return installed_site(root, "pkg-1.0", files)
 
 
 def test_the_scan_keeps_literal_annotated_io_free_functions_and_says_why_not(tmp_path):

@@ -16,7 +16,9 @@ from steptrace.benchmark._annotations import (A_CALLABLE, A_CLASS, A_TYPEVAR, A_
                                               conforms, spec_of)
 from steptrace.benchmark._exports import entry_points
 from steptrace.benchmark._harvest import CallReport, admitted, parse_calls, scan_site
-from steptrace.benchmark._scan import source_digest
+from steptrace.benchmark._scan import _ModuleFacts, source_digest
+
+from helpers.benchmark import installed_site
 
 INIT = '''
 from ._impl import url_parse as parse
@@ -136,14 +138,7 @@ ENTRY_POINTS = "[console_scripts]\nlib-run = lib.cli:run\n\n[lib.plugins]\nx = l
 def make_lib(root: Path) -> Path:
     files = {"lib/__init__.py": INIT, "lib/_impl.py": IMPL, "lib/api.py": API,
              "lib/core.py": CORE, "lib/cli.py": CLI}
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    info = root / "lib-2.0.dist-info"
-    info.mkdir()
-    (info / "RECORD").write_text("".join(f"{name},sha256=x,1\n" for name in files))
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    return root
+    return installed_site(root, "lib-2.0", files, ENTRY_POINTS)
 
 
 def test_functions_are_found_by_their_public_names_each_once(tmp_path):
@@ -230,27 +225,17 @@ def test_calls_are_checked_against_the_annotations_before_they_run(tmp_path):
     assert admitted(kept["lib.total"], {"xs": ["a"]}) == "xs=['a'] is not sequence[float]"
 
 
-def read(annotation: str, returns: bool = False, aliases: dict[str, str] | None = None):
-    names = {"List": "typing.List", "Optional": "typing.Optional", "Union": "typing.Union",
-             "Iterable": "typing.Iterable", "Any": "typing.Any", "Literal": "typing.Literal",
-             "Callable": "typing.Callable", "Iterator": "typing.Iterator",
-             "Annotated": "typing.Annotated", "TypeVar": "typing.TypeVar",
-             "NewType": "typing.NewType", "abc": "collections.abc", "te": "typing_extensions",
-             "AnyStr": "typing.AnyStr", "Pattern": "re.Pattern"}
-    parsed = {k: ast.parse(v, mode="eval").body for k, v in (aliases or {}).items()}
+IMPORTS = ("from typing import (Any, AnyStr, Annotated, Callable, Iterable, Iterator, List, "
+           "Literal, NewType, Optional, TypeVar, Union)\nimport collections.abc as abc\n"
+           "import typing_extensions as te\nfrom re import Pattern\n")
 
-    def origin(node):
-        parts = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        if node.id in parsed:
-            return None
-        head = names.get(node.id, node.id)
-        return ".".join([head, *reversed(parts)])
-    return spec_of(ast.parse(annotation, mode="eval").body, origin, parsed, returns)
+
+def read(annotation: str, returns: bool = False, aliases: dict[str, str] | None = None):
+    """The spec of ``annotation`` in a module with IMPORTS and the ``aliases`` assigned."""
+    module = IMPORTS + "".join(f"{k} = {v}\n" for k, v in (aliases or {}).items())
+    facts = _ModuleFacts(ast.parse(module))
+    return spec_of(ast.parse(annotation, mode="eval").body, facts.origin, facts.aliases,
+                   returns)
 
 
 @pytest.mark.parametrize("annotation, spec", [
@@ -347,13 +332,7 @@ def test_cycles_of_re_exports_end_and_star_imports_are_followed_once(tmp_path):
              "cyc/c.py": "from .d import g\n", "cyc/d.py": "from .c import g\n"}
     for i in range(40):  # many modules star-importing each other
         files[f"cyc/m{i}.py"] = "".join(f"from .m{j} import *\n" for j in range(40) if j != i)
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    info = tmp_path / "cyc-1.dist-info"
-    info.mkdir()
-    (info / "RECORD").write_text("".join(f"{name},,\n" for name in files))
-    report = scan_site(tmp_path)
+    report = scan_site(installed_site(tmp_path, "cyc-1", files))
     assert [h.id for h in report.kept] == ["cyc.f"]
     assert (report.found, report.aliases, report.kept[0].aliases) == (
         1, 2, ("cyc.a.f", "cyc.b.f"))
