@@ -407,6 +407,9 @@ class HarvestSummary:
         if self.since:
             rows += [("since", ", ".join(f"{d}=={v}" for d, v in self.since.items())),
                      ("unchanged since", self.unchanged)]
+        if self.released:
+            known = sum(1 for t in self.released.values() if t is not None)
+            rows.append(("packages with an upload time", f"{known} of {len(self.released)}"))
         rows += [("functions kept", self.kept),
                  ("asked (already logged)", f"{self.asked} ({self.already_logged})"),
                  ("request errors", self.request_errors), ("call lines", self.calls.lines),
