@@ -77,6 +77,7 @@ from typing import Any, Callable, Iterable, Mapping
 from steptrace.corpus._formats import CorpusError, Job, jobs_from_record, stdout_matches
 from steptrace.corpus._meta import MODEL_WRITTEN
 from steptrace.benchmark._log import drop_partial_line, log_records
+from steptrace.benchmark._missing import missing_feedback
 from steptrace.corpus._text import NotUtf8Error, decode_line, user_file
 from steptrace.errors import InputError
 from steptrace.predictions._options import PredictOptions
@@ -419,6 +420,9 @@ def judge(example: Example, jobs: list[Job], results: list[dict],
         lines.append("Every run ended ok, but the example has no tests.")
     if not problems:
         lines.append("Every run ended ok and the tests passed.")
+    else:  # every name and module it lacks at once, not one error a round
+        lines += missing_feedback(jobs[0].program.code,
+                                  [r.get("exception_message") for r in results])
     runs = [{"status": r.get("status"), "exception_type": r.get("exception_type"),
              "exception_message": _cap(r.get("exception_message")) if r.get(
                  "exception_message") is not None else None,

@@ -85,23 +85,34 @@ def generate_command(count: int, seed: int, out: Path, log_path: Path | None,
               help="Prompt template with $entry, $signature, $n (and $id, $module, $doc) "
                    "[default: the bundled one].")
 @click.option("--no-trace", is_flag=True, help="Write the corpus, do not build or trace.")
+@click.option("--since", "since", multiple=True, metavar="NAME==VERSION",
+              help="Keep only the functions new or changed (by the digest of their source) "
+                   "since this older release of a harvested package; repeatable. A bare "
+                   "VERSION names the one package of --with.")
+@click.option("--released", default="pypi", show_default=True, metavar="pypi|FILE|none",
+              help="Where each release's upload time (meta.released) comes from: the index's "
+                   "JSON API, a list ('name==version TIME' lines or a JSON object), or none.")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="Worker processes for tracing (default: one per CPU).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @format_option
 def harvest_command(requirements: tuple[str, ...], lock_path: Path | None, count: int,
                     out: Path, db: Path | None, template_path: Path | None, no_trace: bool,
-                    workers: int | None, quiet: bool, fmt: str, **request) -> None:
+                    since: tuple[str, ...], released: str, workers: int | None, quiet: bool,
+                    fmt: str, **request) -> None:
     """Harvest real functions from pure-Python packages (EXE-style): keep the annotated,
     I/O-free ones, ask a model for inputs, write them as a corpus and trace it in a guest
     with the packages. A re-run asks only for functions not logged yet."""
     from steptrace.benchmark._harvest import HarvestOptions, harvest
+    from steptrace.benchmark._releases import since_releases
     from steptrace.sandbox._packages import read_lock, resolve
     if bool(requirements) == (lock_path is not None):
         raise click.UsageError("give the packages with --with or --lock (one of them)")
+    pairs = since_releases(since, requirements)
     lock = resolve(list(requirements)) if requirements else read_lock(lock_path)
     options = HarvestOptions(inputs=count, template_path=template_path, trace=not no_trace,
-                             db=db, workers=workers)
+                             db=db, workers=workers, since=pairs,
+                             released=None if released == "none" else released)
     settings = request_settings(**request)
     with _progress_bar("harvest", quiet) as progress:
         summary = harvest(out, lock, settings, options,

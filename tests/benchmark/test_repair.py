@@ -449,3 +449,72 @@ def test_an_example_passing_as_given_is_not_marked_model_written(tmp_path):
                       isolation="batch")
     assert traced.notes == [] and traced.model_written == 0
     assert st.open_store(tmp_path / "f.duckdb").runs()["isolation"].to_list() == ["batch"]
+
+
+# ---------------------------------------------------------------- what an excerpt lacks
+EXCERPT = {"id": "excerpt", "code": "from proj.text import slugify\n\n\n"
+                                    "def title(words: list) -> str:\n"
+                                    "    return SEP.join(slugify(w) for w in words) + helper()\n",
+           "entry": "title", "input": "['a', 'B']", "output": "'a-b!'"}
+NAMES_ONLY = {"id": "names", "code": "def f(x):\n    return x + OFFSET * scale(x)\n",
+              "input": "1", "output": "3"}
+EXCERPT_FIXED = python("SEP = '-'\n\n\ndef slugify(w):\n    return w.lower()\n\n\n"
+                       "def helper():\n    return '!'\n\n\ndef title(words: list) -> str:\n"
+                       "    return SEP.join(slugify(w) for w in words) + helper()\n")
+
+
+def test_feedback_names_every_name_and_module_an_excerpt_lacks(tmp_path):
+    """One run shows one error (the import, or the first NameError); the feedback names
+    all the project's names the excerpt uses and the modules the guest lacks, and the
+    model's next round, given them, passes."""
+    summary, _ = run_repair(tmp_path, [EXCERPT, NAMES_ONLY], {
+        "excerpt": answer(EXCERPT_FIXED),
+        "names": answer(python("OFFSET = 1\n\n\ndef scale(x):\n    return 2 * x\n\n\n"
+                               "def f(x):\n    return x + OFFSET * scale(x)\n"))})
+    first = {line["id"]: line["outcome"]["feedback"]
+             for line in lines_of(tmp_path / "out.log.jsonl") if line["round"] == 0}
+    assert first["excerpt"] == (
+        "Run 1 of 1: title(['a', 'B']) ended with status missing_module.\n"
+        "  ModuleNotFoundError: No module named 'proj'\n"
+        "Names the program uses but never defines or imports: `SEP`, `helper` (its project "
+        "defines them elsewhere: define them in the program, or import them from a module "
+        "the guest has).\n"
+        "Modules the guest does not have: `proj` (put what the program needs from them "
+        "into the program).")
+    assert first["names"] == (
+        "Run 1 of 1: f(1) ended with status exception.\n"
+        "  NameError: name 'OFFSET' is not defined\n"
+        "  the last program line it ran: line 2: return x + OFFSET * scale(x)\n"
+        "Names the program uses but never defines or imports: `OFFSET`, `scale` (its "
+        "project defines them elsewhere: define them in the program, or import them from a "
+        "module the guest has).")
+    assert sorted(r["id"] for r in records_of(tmp_path / "out.jsonl")) == ["excerpt", "names"]
+
+
+@pytest.mark.parametrize("code, names", [
+    ("import os\nfrom p.q import r\nLIMIT = 3\n\n\ndef f(x, y=DEFAULT):\n"
+     "    z = helper(x) + LIMIT\n    return [r(i) for i in z] + [len(x), Other.attr]\n",
+     ["DEFAULT", "Other", "helper"]),
+    ("class C(Base):\n    k = CONST\n\n    def m(self):\n        global G\n        G = 1\n"
+     "        return G + later\n", ["Base", "CONST", "later"]),
+    ("def f():\n    def g():\n        return a\n    a = 1\n    return g\n", []),  # a closure
+    ("for i in range(3):\n    pass\nprint(i, j)\n", ["j"]),
+    ("try:\n    pass\nexcept E as e:\n    e\nwith open(p) as fh:\n    fh\n", ["E", "p"]),
+    ("from x import *\nf(y)\n", []),             # a star import binds names no one can list
+    ("def f(:\n", []),                           # does not compile: nothing to say
+    ("print(__name__, __file__)\n", []),
+])
+def test_undefined_names_are_found_statically(code, names):
+    from steptrace.benchmark._missing import undefined_names
+    assert undefined_names(code) == names
+
+
+def test_the_listed_names_are_capped():
+    from steptrace.benchmark._missing import missing_feedback
+    code = "def f():\n    return " + " + ".join(f"n{i:02}" for i in range(25)) + "\n"
+    line, = missing_feedback(code, [None, "No module named 'a.b'", "No module named 'a.b'"])[:1]
+    assert line.startswith("Names the program uses but never defines or imports: `n00`, ")
+    assert "`n19` and 5 more (its project" in line
+    assert missing_feedback("x = 1\n", ["No module named 'a.b'", "No module named 'c'"]) == [
+        "Modules the guest does not have: `a.b`, `c` (put what the program needs from "
+        "them into the program)."]

@@ -27,3 +27,17 @@ def method_of(prompt: str) -> str | None:
     few-shot examples before it have their own)."""
     found = _TARGET.search(prompt)
     return found.group(1) if found else None
+
+
+def installed_site(root, dist: str, files: dict[str, str], entry_points: str | None = None):
+    """A directory as pip --target leaves it: ``files`` (relative path -> text) and the
+    distribution's ``DIST.dist-info`` (its RECORD naming them, its entry_points.txt)."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    info = root / f"{dist}.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("".join(f"{name},sha256=x,1\n" for name in files))
+    if entry_points is not None:
+        (info / "entry_points.txt").write_text(entry_points)
+    return root
