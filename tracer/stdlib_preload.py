@@ -74,10 +74,15 @@ except Exception as exc:  # recorded and reported by the build, not fatal
 # Name lookups trap the guest under WASI (wasi-libc's getaddrinfo): they raise the error
 # of a machine without network instead (exposed.no_name_lookup), in _socket and in socket
 # (which copied them), before any package can take its own reference.
+# (A component built from this module without the runner's, as tests/helpers/native.py
+# builds plain CPython, keeps WASI's own.)
 import _socket  # noqa: E402
-import exposed  # noqa: E402
 
-for _name in exposed.NAME_LOOKUPS if sys.platform == "wasi" else ():
+try:
+    import exposed  # noqa: E402
+except ImportError:
+    exposed = None
+for _name in exposed.NAME_LOOKUPS if sys.platform == "wasi" and exposed is not None else ():
     for _module in (_socket, sys.modules.get("socket")):
         if _module is not None and hasattr(_module, _name):
             setattr(_module, _name, exposed.no_name_lookup)

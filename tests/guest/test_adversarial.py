@@ -244,17 +244,19 @@ def listener():
     server.close()
 
 
+# every name lookup: the error of a machine without network (tracer/exposed.py)
+NO_NETWORK = "[Errno -3] Temporary failure in name resolution (the sandbox has no network)"
 NET_ATTACKS = {
     "socket_connect": ("import socket\ndef f():\n    s = socket.socket()\n"
                        "    s.connect(('127.0.0.1', {port}))\n",
                        exc("PermissionError", "[Errno 2] Permission denied")),
     "create_connection": ("import socket\ndef f():\n"
                           "    socket.create_connection(('127.0.0.1', {port}), timeout=0.5)\n",
-                          exc("gaierror", "[Errno -4] Non-recoverable error")),
+                          exc("gaierror", NO_NETWORK)),
     "getaddrinfo": ("import socket\ndef f():\n    return socket.getaddrinfo('localhost', {port})\n",
-                    exc("gaierror", "[Errno -4] Non-recoverable error")),
+                    exc("gaierror", NO_NETWORK)),
     "dns_lookup": ("import socket\ndef f():\n    return socket.gethostbyname('example.com')\n",
-                   exc("gaierror", "[Errno -4] Non-recoverable error")),
+                   exc("gaierror", NO_NETWORK)),
 }
 
 

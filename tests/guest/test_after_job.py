@@ -388,7 +388,8 @@ EXPOSED = ['FrameView.__repr__', 'NoSelector.close', 'NoSelector.get_map',
            'SandboxEventLoop.add_signal_handler', 'StdStream.fileno', 'StdStream.flush',
            'StdStream.isatty', 'StdStream.name', 'StdStream.readable', 'StdStream.seekable',
            'StdStream.writable', 'StdStream.write', 'StdStream.writelines', '_tb_entries',
-           'collect_arguments', 'getframe', 'getrecursionlimit', 'refused_set_debug',
+           'collect_arguments', 'getframe', 'getrecursionlimit', 'no_name_lookup',
+           'refused_set_debug',
            'setrecursionlimit', 'walk_tb', 'walk_tb_with_full_positions']
 
 

@@ -151,8 +151,9 @@ def private_pages(ranges: list[tuple[int, int]]) -> int:
 
 
 def test_the_slot_keeps_only_written_pages_as_its_own_copies(box):
-    """After many jobs, the slot's private pages are the ones jobs wrote (under 2,000 for
-    the jobs of this module, the probe's 20,000-element list among them), not the whole
+    """After many jobs, the slot's private pages are the ones jobs wrote (~1,900-2,100 for
+    the jobs of this module as the guest's build and the kernel's page cache fall, the
+    probe's 20,000-element list among them; under 2,500 here), not the whole
     memory (4,672 pages) nor every page the first reset met (~3,000 without the
     pre-fault). With the whole-memory reset every page of the slot is a private copy."""
     for value in range(30):
@@ -162,6 +163,6 @@ def test_the_slot_keeps_only_written_pages_as_its_own_copies(box):
     total = sum(end - start for start, end in ranges) // 4096
     assert total >= 4600
     if box.memory_reset == RESET_WRITTEN_PAGES:
-        assert 100 < private_pages(ranges) < 2000
+        assert 100 < private_pages(ranges) < 2500
     else:
         assert private_pages(ranges) == total
