@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from steptrace.corpus._formats import (MEMORY_NAME, Corpus, CorpusError, CorpusLike,
                                        as_corpus_source, jobs_from_record)
-from steptrace.errors import InputError
+from steptrace.errors import InputError, Interrupted
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._backends import choose as choose_backend
 from steptrace.sandbox._backends import interpreter
@@ -474,7 +474,10 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
     options = ScoreOptions(models=tuple(models), labels=tuple(labels), ks=tuple(ks),
                            type_strict=type_strict, float_tolerance=float_tolerance,
                            workers=workers, limits=Limits(timeout_s=timeout_s), where=where)
-    return score_predictions(store_path(store), tasks, options, progress)
+    try:
+        return score_predictions(store_path(store), tasks, options, progress)
+    except KeyboardInterrupt:  # the verdicts are stored together, at the end
+        raise Interrupted(0, "verdicts") from None
 
 
 def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSummary:

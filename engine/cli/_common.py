@@ -114,6 +114,20 @@ def request_settings(model: str, base_url: str | None, api_key_env: str | None,
                           **experiment)
 
 
+# Bad-record warnings printed one a line; the rest are counted in one more line (the
+# summary's "corpus records skipped as bad" and --format json list them all).
+MAX_WARNINGS = 20
+
+
+def echo_warnings(errors: list[str]) -> None:
+    """The first ``MAX_WARNINGS`` of ``errors`` as warnings on stderr, then how many more."""
+    for error in errors[:MAX_WARNINGS]:
+        click.echo(f"warning: {error}", err=True)
+    if len(errors) > MAX_WARNINGS:
+        click.echo(f"warning: ... and {len(errors) - MAX_WARNINGS} more bad records (--format "
+                   "json lists them all)", err=True)
+
+
 def _echo_summary(summary, fmt: str, title: str) -> None:
     """A summary with ``as_dict`` and ``as_rows`` as JSON, or as an item/value table."""
     if fmt == "json":

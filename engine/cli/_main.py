@@ -24,12 +24,14 @@ from steptrace.cli._score import (export_generations_command, reward_server_comm
                                   score_cruxeval_command)
 from steptrace.cli._tasks import tasks_command
 from steptrace.cli._trace import analyse, build, import_command, show, trace, trace_shard
-from steptrace.errors import SteptraceError
+from steptrace.errors import Interrupted, SteptraceError
 
 # What a user can cause and fix, printed as one line with exit status 1: steptrace's own
 # errors (steptrace/errors.py: bad input, a store, the sandbox, the model server). Anything
 # else is a bug and keeps its traceback. (click's own usage errors are click's.)
 EXPECTED_ERRORS = (SteptraceError,)
+# The exit status after Ctrl-C, as a shell reports a process SIGINT ended (128 + 2).
+INTERRUPTED_STATUS = 130
 
 
 class SteptraceGroup(click.Group):
@@ -39,6 +41,12 @@ class SteptraceGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except Interrupted as exc:  # Ctrl-C in a long command: what it kept, one line
+            click.echo(str(exc), err=True)
+            ctx.exit(INTERRUPTED_STATUS)
+        except KeyboardInterrupt:  # Ctrl-C in any other command: one line, no traceback
+            click.echo("interrupted", err=True)
+            ctx.exit(INTERRUPTED_STATUS)
         except EXPECTED_ERRORS as exc:
             raise click.ClickException(str(exc)) from exc
 

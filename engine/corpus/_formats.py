@@ -404,9 +404,35 @@ def _collect(corpus: Corpus, item: Job | str) -> None:
         corpus.jobs.append(item)
 
 
+class _IdOwners:
+    """Which program each record id of a corpus names, to refuse a record that gives an
+    id already given to another program (other code, entry or shape): its runs would be
+    stored beside the first one's under one ``sample_id``, and every later look-up by id
+    (``show --sample-id``, tasks, scores) would mix two programs. A record repeating a
+    program with its id (more inputs) is fine. Holds the id and a hash of the program's
+    key per id."""
+
+    def __init__(self) -> None:
+        self.owners: dict[str, tuple[int, str]] = {}  # id -> (hash of the program key, where)
+
+    def conflict(self, jobs: list[Job], where: str) -> str | None:
+        """The message for a record whose ``jobs`` reuse another program's id, else None
+        (the id is now taken)."""
+        if not jobs:
+            return None
+        program = jobs[0].program
+        owner = self.owners.setdefault(program.sample_id, (hash(program.key), where))
+        if owner[0] == hash(program.key):
+            return None
+        return (f"{where}: id {program.sample_id!r} is already the id of another program "
+                f"({owner[1]}); the record is skipped (give each program its own id)")
+
+
 def _iter_jsonl(lines, path: Path) -> Iterator[Job | str]:
     """Records of a JSONL file read as bytes: a line that is not UTF-8 or not JSON is one
-    bad record (reported with its line number); the others still load."""
+    bad record (reported with its line number), and so is a record whose id another
+    program has (``_IdOwners``); the others still load."""
+    owners = _IdOwners()
     for lineno, raw in enumerate(lines, start=1):
         try:
             line = decode_line(raw, path, lineno).rstrip("\r\n")
@@ -421,19 +447,56 @@ def _iter_jsonl(lines, path: Path) -> Iterator[Job | str]:
             yield f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
             continue
         try:
-            yield from jobs_from_record(record, source=path.name, default_id=str(lineno))
+            jobs = jobs_from_record(record, source=path.name, default_id=str(lineno))
         except CorpusError as exc:
             yield f"{path}:{lineno}: {exc}"
+            continue
+        conflict = owners.conflict(jobs, f"{path}:{lineno}")
+        yield from jobs if conflict is None else (conflict,)
+
+
+# Keys that tell a file steptrace wrote for another step from a corpus, and the hint for it.
+_OTHER_FILES = ((("task_id", "prompt"), "it looks like a tasks file (steptrace tasks --out): "
+                 "give it to steptrace predict --tasks"),
+                (("task_id", "raw_text"), "it looks like predictions, not a corpus"))
+
+
+def not_a_corpus_hint(corpus: "str | Path | Spooled | Records") -> str:
+    """What to do with a corpus whose first records are all bad: read its first record
+    and say what file it looks like (a tasks file), else what a corpus record holds."""
+    first: object = None
+    try:
+        if isinstance(corpus, Records):
+            first = next(iter(corpus), None)
+        else:
+            path = corpus.copy if isinstance(corpus, Spooled) else Path(corpus)
+            if path.is_file():
+                with open(path, "rb") as handle:
+                    line = next((raw for raw in handle if raw.strip()), b"")
+                first = json.loads(line.decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        first = None
+    if isinstance(first, Mapping):
+        for keys, hint in _OTHER_FILES:
+            if all(key in first for key in keys):
+                return hint
+    return ("a corpus record is a JSON object with 'code' and 'input' or 'inputs' "
+            "(docs/guides/corpus.md)")
 
 
 def _iter_records(records: Records) -> Iterator[Job | str]:
     """Records in memory, as ``_iter_jsonl`` reads the lines of a file of them: a record
     without ``id`` is numbered from 1, and a bad one is reported by that number."""
+    owners = _IdOwners()
     for number, record in enumerate(records, start=1):
+        where = f"{records.name} record {number}"
         try:
-            yield from jobs_from_record(record, source=records.name, default_id=str(number))
+            jobs = jobs_from_record(record, source=records.name, default_id=str(number))
         except CorpusError as exc:
-            yield f"{records.name} record {number}: {exc}"
+            yield f"{where}: {exc}"
+            continue
+        conflict = owners.conflict(jobs, where)
+        yield from jobs if conflict is None else (conflict,)
 
 
 def _iter_directory(root: Path) -> Iterator[Job | str]:

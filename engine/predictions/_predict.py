@@ -50,7 +50,7 @@ from steptrace.store._tables import PREDICTIONS
 from steptrace.corpus._text import open_utf8
 from steptrace.tasks._source import (TasksLike, in_memory_tasks, is_tasks_file, task_digest,
                                     tasks_name)
-from steptrace.errors import InputError, PredictError
+from steptrace.errors import InputError, Interrupted, PredictError
 
 if TYPE_CHECKING:
     import openai
@@ -443,7 +443,10 @@ def predict(tasks_path: TasksLike, db: str | Path, options: PredictOptions,
     summary.pairs, summary.skipped = len(pairs), len(pairs) - len(todo)
     run = RequestRun(options, store, summary, progress or (lambda done, total: None),
                      label=experiment.label)
-    fatal = run.run(todo)
+    try:
+        fatal = run.run(todo)
+    except KeyboardInterrupt:  # the answers received were flushed (RequestRun.execute)
+        raise Interrupted(summary.requests, "predictions") from None
     summary.seconds = time.perf_counter() - started
     if fatal is not None:
         if not run.write_failed:
