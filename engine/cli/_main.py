@@ -22,7 +22,7 @@ from steptrace.cli._contamination import anonymise_command, overlap_command
 from steptrace.cli._predict import predict_command
 from steptrace.cli._score import (export_generations_command, reward_server_command, score,
                                   score_cruxeval_command)
-from steptrace.cli._tasks import tasks_command
+from steptrace.cli._tasks import cruxeval_prompts_command, tasks_command
 from steptrace.cli._trace import analyse, build, import_command, show, trace, trace_shard
 from steptrace.errors import Interrupted, SteptraceError
 
@@ -59,7 +59,7 @@ def main() -> None:
 
 # In pipeline order; --help lists them by name.
 for _command in (build, trace, trace_shard, import_command, analyse, show,  # _trace
-                 tasks_command,                                            # _tasks
+                 tasks_command, cruxeval_prompts_command,                  # _tasks
                  predict_command,                                          # _predict
                  score, score_cruxeval_command, reward_server_command,     # _score
                  export_generations_command,
