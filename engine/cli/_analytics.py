@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from steptrace.analytics._defaults import DEFAULT_RUNS_PER_BUCKET, TRACE_EXPORT_FORMATS
+from steptrace.analytics._defaults import (DATASET_CONFIG_NAMES, DEFAULT_DATASET_CONFIGS,
+                                           DEFAULT_RUNS_PER_BUCKET, TRACE_EXPORT_FORMATS)
 from steptrace.cli._common import db_option, format_option
 from steptrace.cli._render import render
 from steptrace.tasks._names import LINE_VIEWS
@@ -71,6 +72,26 @@ def export_command(db: str, parquet: Path, runs_per_bucket: int, force: bool, fm
     summary = export_parquet(db, parquet, force=force, runs_per_bucket=runs_per_bucket)
     click.echo(render(["table", "rows", "files", "partition_by"], summary.as_rows(), fmt,
                       title=f"steptrace export -> {summary.directory}"))
+
+
+@click.command("export-dataset")
+@db_option
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory to write (must be empty, or use --force).")
+@click.option("--tables", default=",".join(DEFAULT_DATASET_CONFIGS), show_default=True,
+              metavar="CONFIG,...", help=f"Configs to write: {', '.join(DATASET_CONFIG_NAMES)}.")
+@click.option("--name", default=None, help="The card's title [default: the store's name].")
+@click.option("--force", is_flag=True, help="Replace an export already in the directory.")
+@format_option
+def export_dataset_command(db: str, out: Path, tables: str, name: str | None, force: bool,
+                           fmt: str) -> None:
+    """Write the store's corpus, tasks, predictions and scores (or runs, programs) as a
+    Hugging Face dataset in the Hub's layout, with its card: one config per table, Parquet
+    (datasets.load_dataset(OUT, "tasks"))."""
+    from steptrace.analytics._dataset import export_dataset, parse_configs
+    summary = export_dataset(db, out, parse_configs(tables), force=force, name=name)
+    click.echo(render(["config", "rows"], summary.as_rows(), fmt,
+                      title=f"steptrace export-dataset -> {summary.directory}"))
 
 
 @click.command("export-traces")

@@ -12,7 +12,8 @@ from __future__ import annotations
 import click
 
 from steptrace import __version__
-from steptrace.cli._analytics import (export_command, export_traces_command, features,
+from steptrace.cli._analytics import (export_command, export_dataset_command,
+                                      export_traces_command, features,
                                       query_command, report_command, serve_command, sql,
                                       view_command)
 from steptrace.cli._benchmark import (dedupe_command, filter_command, generate_command,
@@ -63,7 +64,8 @@ for _command in (build, trace, trace_shard, import_command, analyse, show,  # _t
                  predict_command,                                          # _predict
                  score, score_cruxeval_command, reward_server_command,     # _score
                  export_generations_command,
-                 sql, query_command, export_command, export_traces_command, features,  # _analytics
+                 sql, query_command, export_command, export_traces_command,  # _analytics
+                 export_dataset_command, features,
                  report_command, view_command, serve_command,
                  generate_command, harvest_command, repair_command, filter_command,  # _benchmark
                  dedupe_command, select_command, size_check_command, synth,

@@ -17,8 +17,9 @@ from steptrace.predictions._options import PredictOptions
 
 @click.command("predict")
 @click.option("--tasks", "tasks_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
-              help="Tasks JSONL, as written by `steptrace tasks`.")
+              type=click.Path(path_type=Path),
+              help="Tasks JSONL, as written by `steptrace tasks` (or its Parquet file, or a "
+                   "Hugging Face dataset of tasks saved with save_to_disk).")
 @request_options(temperature=PredictOptions.temperature)
 @click.option("--samples", type=click.IntRange(min=1), default=PredictOptions.samples,
               show_default=True, help="Samples per task (one request each).")

@@ -55,6 +55,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence, Union
 
 from steptrace.corpus._environment import record_environment, request_fields
+from steptrace.corpus._frames import (frame_rows, hub_files, is_frame, is_hf_dataset,
+                                      is_saved_dataset, parquet_rows, saved_dataset_rows)
 from steptrace.corpus._meta import record_meta
 from steptrace.corpus._statements import MODULE  # a script's entry: its module code's name
 from steptrace.corpus._text import (NotRegularFileError, NotUtf8Error, decode_line, decode_text,
@@ -273,6 +275,8 @@ class Records:
         if is_polars_frame(self.rows):
             for row in self.rows.iter_rows(named=True):
                 yield {key: value for key, value in row.items() if value is not None}
+        elif is_frame(self.rows):  # pandas, Hugging Face datasets
+            yield from frame_rows(self.rows)
         else:
             yield from self.rows
 
@@ -304,11 +308,18 @@ def as_corpus_source(corpus: CorpusLike, name: str | None = None) -> str | Path 
         return corpus
     if isinstance(corpus, Records):
         return corpus if name is None else Records(corpus.rows, name)
-    if is_polars_frame(corpus):
+    if is_polars_frame(corpus) or is_frame(corpus):
+        if is_hf_dataset(corpus) and type(corpus).__name__ != "Dataset":
+            try:
+                next(frame_rows(corpus))
+            except InputError as exc:  # a DatasetDict: which split
+                raise CorpusError(str(exc)) from None
+            raise CorpusError(f"a corpus is a Dataset (it is read twice), not "
+                              f"{type(corpus).__name__}")
         return Records(corpus, name or MEMORY_NAME)
     if isinstance(corpus, (bytes, bytearray, Mapping)) or not isinstance(corpus, Iterable):
-        raise CorpusError(f"a corpus is a path, a list of records (dicts) or a polars "
-                          f"DataFrame, not {type(corpus).__name__}")
+        raise CorpusError(f"a corpus is a path, a list of records (dicts), a polars or pandas "
+                          f"DataFrame or a Hugging Face Dataset, not {type(corpus).__name__}")
     rows = corpus if isinstance(corpus, Sequence) else list(corpus)
     return Records(rows, name or MEMORY_NAME)
 
@@ -385,6 +396,18 @@ def iter_corpus(path: CorpusLike) -> Iterator[Job | str]:
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"corpus not found: {path}")
+    try:
+        table = is_table(path)
+    except InputError as exc:
+        raise CorpusError(str(exc)) from None
+    if table:
+        try:
+            yield from _iter_table(path)
+        except CorpusError:
+            raise
+        except InputError as exc:
+            raise CorpusError(str(exc)) from None
+        return
     if path.is_dir():
         empty = True
         for job_or_error in _iter_directory(path):
@@ -487,15 +510,51 @@ def not_a_corpus_hint(corpus: "str | Path | Spooled | Records") -> str:
 def _iter_records(records: Records) -> Iterator[Job | str]:
     """Records in memory, as ``_iter_jsonl`` reads the lines of a file of them: a record
     without ``id`` is numbered from 1, and a bad one is reported by that number."""
+    return _iter_rows(records, records.name, f"{records.name} record")
+
+
+def _iter_table(path: Path) -> Iterator[Job | str]:
+    """The rows of a table on disk (steptrace.corpus._frames): a dataset saved with
+    ``save_to_disk``, a Parquet file, or the data files of a directory in the Hub's
+    layout (Parquet or JSONL), read as records named ``FILE row N``."""
+    if path.is_dir() and is_saved_dataset(path):
+        yield from _iter_rows(saved_dataset_rows(path), path.name, f"{path} row")
+        return
+    if path.is_file():
+        yield from _iter_rows(parquet_rows(path), path.name, f"{path} row")
+        return
+    for file in hub_files(path) or ():
+        if file.suffix == ".parquet":
+            yield from _iter_rows(parquet_rows(file), file.name, f"{file} row")
+        else:
+            with _open_bytes(file) as handle:
+                yield from _iter_jsonl(handle, file)
+
+
+def is_table(path: Path) -> bool:
+    """Whether ``path`` is read by ``_iter_table``: a Parquet file, a ``save_to_disk``
+    directory, or a directory of data files in the Hub's layout (and no ``.py`` files)."""
+    if path.is_file():
+        return path.suffix == ".parquet"
+    if not path.is_dir():
+        return False
+    if is_saved_dataset(path):
+        return True
+    return not any(path.glob("*.py")) and hub_files(path) is not None
+
+
+def _iter_rows(rows: Iterable[object], source: str, where: str) -> Iterator[Job | str]:
+    """Records read one at a time, as ``_iter_jsonl`` reads a file's lines: a record
+    without ``id`` is numbered from 1, and a bad one is reported as ``{where} N``."""
     owners = _IdOwners()
-    for number, record in enumerate(records, start=1):
-        where = f"{records.name} record {number}"
+    for number, record in enumerate(rows, start=1):
+        where_this = f"{where} {number}"
         try:
-            jobs = jobs_from_record(record, source=records.name, default_id=str(number))
+            jobs = jobs_from_record(record, source=source, default_id=str(number))
         except CorpusError as exc:
-            yield f"{where}: {exc}"
+            yield f"{where_this}: {exc}"
             continue
-        conflict = owners.conflict(jobs, where)
+        conflict = owners.conflict(jobs, where_this)
         yield from jobs if conflict is None else (conflict,)
 
 

@@ -51,8 +51,8 @@ from steptrace.predictions._experiments import (PREDICTIONS_DDL, SCORES_DDL, Exp
 from steptrace.store._store import StoreError, StoreLockedError, connect, first_line
 from steptrace.store._tables import PREDICTIONS
 from steptrace.corpus._text import open_utf8
-from steptrace.tasks._source import (TasksLike, in_memory_tasks, is_tasks_file, task_digest,
-                                    tasks_name)
+from steptrace.tasks._source import (TasksLike, in_memory_tasks, is_tasks_file, table_tasks,
+                                    task_digest, tasks_name)
 from steptrace.errors import InputError, Interrupted, PredictError
 
 if TYPE_CHECKING:
@@ -192,6 +192,10 @@ def load_tasks(path: TasksLike) -> list[Task]:
     if not is_tasks_file(path):
         return _unique(((where, number, _task_from_record(record, where)) for number, (
             where, record) in enumerate(in_memory_tasks(path), start=1)), "record")
+    table = table_tasks(path)
+    if table is not None:  # Parquet, a saved dataset
+        return _unique(((where, number, _task_from_record(record, where)) for number, (
+            where, record) in enumerate(table, start=1)), "row")
     path = Path(path)
     if not path.is_file():
         raise TasksFileError(f"tasks file not found: {path}")

@@ -48,7 +48,7 @@ print(json.dumps(found))
 """ % (HEAVY,)
 
 COMMANDS = ["analyse", "anonymise", "build", "cruxeval-prompts", "dedupe", "export",
-            "export-generations", "export-traces", "features", "filter",
+            "export-dataset", "export-generations", "export-traces", "features", "filter",
             "generate", "harvest", "import", "overlap", "predict", "query", "repair", "report",
             "reward-server", "score", "score-cruxeval", "select", "serve", "show", "size-check",
             "sql", "synth", "tasks", "trace", "trace-shard", "view"]
