@@ -107,7 +107,7 @@ def test_errors_a_user_can_cause_are_one_line(monkeypatch, tmp_path, error):
         raise error
     monkeypatch.setattr("steptrace.analytics._export.export_parquet", fail)
     result = CliRunner().invoke(main, ["export", "--db", str(tmp_path / "s.duckdb"),
-                                       "--parquet", str(tmp_path / "out")])
+                                       "--out", str(tmp_path / "out")])
     assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"Error: {error}\n")
     assert isinstance(result.exception, SystemExit)
 
@@ -122,7 +122,7 @@ def test_other_errors_keep_their_traceback(monkeypatch, tmp_path, error):
         raise error
     monkeypatch.setattr("steptrace.analytics._export.export_parquet", fail)
     result = CliRunner().invoke(main, ["export", "--db", str(tmp_path / "s.duckdb"),
-                                       "--parquet", str(tmp_path / "out")])
+                                       "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert result.exception is error
     assert "Error:" not in result.stderr
