@@ -4,17 +4,13 @@ line says how many, and the same command asks only for the rest."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 
 from helpers.cli import invoke, new_store
 from helpers.openai_stub import Reply, StubServer, answer
 from helpers.predict import MODEL, prompt_of
-from helpers.processes import HANG_GUARD_S
+from helpers.processes import HANG_GUARD_S, ctrl_c, steptrace_process
 
 
 def test_ctrl_c_in_predict_keeps_the_answers_received(tmp_path):
@@ -27,29 +23,22 @@ def test_ctrl_c_in_predict_keeps_the_answers_received(tmp_path):
             "--db", str(db), "--quiet", "--label", "run"]
     with StubServer({"a": answer("[ANSWER]1[/ANSWER]"),
                      "b": Reply(200, "[ANSWER]2[/ANSWER]", gate=gate)}) as server:
-        process = subprocess.Popen([sys.executable, "-m", "steptrace.cli", *args,
-                                    "--base-url", server.base_url],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   start_new_session=True)
         try:
-            deadline = time.monotonic() + HANG_GUARD_S
-            stored = ""
-            while stored != "n\n1\n" and time.monotonic() < deadline:
-                assert process.poll() is None, process.communicate()
-                time.sleep(0.1)
-                # the predictions table is made when predict starts
-                result = invoke("sql", "SELECT count(*) AS n FROM predictions", "--db", db,
-                                "--format", "csv")
-                assert result.exit_code == 0 or "predictions does not exist" in result.output
-                stored = result.stdout
-            assert server.requests == {"a": 1, "b": 1}  # b is under way, held
-            os.killpg(process.pid, signal.SIGINT)
-            stdout, stderr = process.communicate(timeout=HANG_GUARD_S)
+            with steptrace_process(*args, "--base-url", server.base_url) as process:
+                deadline = time.monotonic() + HANG_GUARD_S
+                stored = ""
+                while stored != "n\n1\n" and time.monotonic() < deadline:
+                    assert process.poll() is None, process.communicate()
+                    time.sleep(0.1)
+                    # the predictions table is made when predict starts
+                    result = invoke("sql", "SELECT count(*) AS n FROM predictions", "--db", db,
+                                    "--format", "csv")
+                    assert result.exit_code == 0 or "predictions does not exist" in result.output
+                    stored = result.stdout
+                assert server.requests == {"a": 1, "b": 1}  # b is under way, held
+                stdout, stderr = ctrl_c(process)
         finally:
-            gate.set()
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            gate.set()  # the server's handler of b ends
         assert (process.returncode, stdout, stderr) == (
             130, "", "interrupted: 1 prediction stored; run the same command to resume\n")
         # the same command: a is kept, only b is asked again

@@ -7,15 +7,13 @@ the same command resumes."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from helpers.cli import assert_one_line_error, invoke
-from helpers.processes import HANG_GUARD_S, spawn_workers, wait_until_gone, write_jsonl
+from helpers.processes import (HANG_GUARD_S, ctrl_c, spawn_workers, steptrace_process,
+                               wait_until_gone, write_jsonl)
 
 QUICK = "def f(x):\n    return x + 1\n"
 # runs until its job's time limit: the trace is under way for as long as the test needs
@@ -54,11 +52,7 @@ def wait_for_runs(db: Path, count: int, process: subprocess.Popen) -> str:
 def test_reads_while_trace_writes_then_ctrl_c_and_resume(tmp_path, monkeypatch):
     db = tmp_path / "store.duckdb"
     path = corpus(tmp_path / "hang.jsonl")
-    process = subprocess.Popen([sys.executable, "-m", "steptrace.cli",
-                                *trace_args(path, db, timeout=600)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    try:
+    with steptrace_process(*trace_args(path, db, timeout=600)) as process:
         assert wait_for_runs(db, QUICK_JOBS, process) == f"runs\n{QUICK_JOBS}\n"
         workers = spawn_workers(process.pid)
         assert len(workers) == 1
@@ -77,13 +71,7 @@ def test_reads_while_trace_writes_then_ctrl_c_and_resume(tmp_path, monkeypatch):
             f"database {db} is being traced into by another process: one trace writes a "
             "store at a time (waited 0 s; $STEPTRACE_LOCK_WAIT sets how long)")
         assert process.poll() is None
-        # Ctrl-C in a terminal: SIGINT to the foreground process group
-        os.killpg(process.pid, signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=HANG_GUARD_S)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stdout, stderr = ctrl_c(process)
     assert (process.returncode, stdout, stderr) == (
         130, "", f"interrupted: {QUICK_JOBS} runs stored; run the same command to resume\n")
     assert wait_until_gone(workers) == []
@@ -103,19 +91,10 @@ def test_ctrl_c_before_the_first_run_is_stored(tmp_path):
     (0 runs); the store holds no run."""
     db = tmp_path / "store.duckdb"
     path = write_jsonl(tmp_path / "hang.jsonl", [{"id": "hang", "code": HANG, "input": "0"}])
-    process = subprocess.Popen([sys.executable, "-m", "steptrace.cli",
-                                *trace_args(path, db, timeout=600)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    try:
+    with steptrace_process(*trace_args(path, db, timeout=600)) as process:
         # the store is made (and readable) before the job is handed out
         assert wait_for_runs(db, 0, process) == "runs\n0\n"
-        os.killpg(process.pid, signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=HANG_GUARD_S)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stdout, stderr = ctrl_c(process)
     assert (process.returncode, stdout, stderr) == (
         130, "", "interrupted: 0 runs stored; run the same command to resume\n")
     result = invoke("sql", "SELECT count(*) AS runs FROM runs", "--db", db, "--format", "csv")
