@@ -253,7 +253,8 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
           max_script_stdout: int, max_file_bytes: int, max_files: int, isolation: str,
           force: bool, lock: Path | None, backend: str | None, python: str | None,
           quiet: bool, no_loop_detection: bool, fmt: str) -> None:
-    """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
+    """Trace every job of CORPUS (JSONL file, directory of .py files, Parquet file or a
+    Hugging Face dataset saved with save_to_disk or in the Hub's layout; - or a pipe is
     read once, into a temporary file) into the store; with --out, of every CORPUS into a
     shard directory."""
     from steptrace.corpus._formats import demo_corpus_path
