@@ -63,8 +63,9 @@ def _ks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ..
 
 
 @click.command()
-@click.option("--tasks", "tasks_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Score the stored predictions of these tasks (JSONL from steptrace tasks).")
+@click.option("--tasks", "tasks_path", type=click.Path(path_type=Path),
+              help="Score the stored predictions of these tasks (JSONL from steptrace tasks, "
+                   "its Parquet file, or a dataset of tasks saved with save_to_disk).")
 @db_option
 @click.option("--model", "models", multiple=True, metavar="NAME",
               help="Only this model (repeatable; default: every model).")
