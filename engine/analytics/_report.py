@@ -15,6 +15,7 @@ predictions or scores yet) says which command makes them instead of failing.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import html
 import io
@@ -32,7 +33,7 @@ from matplotlib.ticker import MaxNLocator
 from steptrace.predictions._experiments import experiment_name
 from steptrace.analytics._queries import run_query
 from steptrace.scoring._buckets import Bucket, step_bucket
-from steptrace.scoring._stats import bootstrap_interval
+from steptrace.scoring._stats import BootstrapBatch
 from steptrace.scoring._summary import ScoreSummary, fraction
 from steptrace.scoring._verdicts import Verdict
 from steptrace.store._store import QueryResult, StoreError, connect, first_line
@@ -291,30 +292,40 @@ def _difficulty_table(result: QueryResult) -> QueryResult:
     summary = _summary(result)
     columns = ["model", "label", "kind", "bucket_from", "bucket_to", "bucket", "tasks",
                "samples", "pass@1", "ci_low", "ci_high", "few"]
-    rows = []
-    by_task = summary._by_task
+    trivial = summary.trivial_kinds
+    batch = BootstrapBatch(summary.resamples, seed=summary.seed)
+    pending = []
     for experiment in summary.experiments():
-        mine = {t: vs for (e, t), vs in by_task.items()
-                if e == experiment and summary.tasks[t].get("line_steps") is not None}
-        steps = {t: step_bucket(int(summary.tasks[t]["line_steps"])) for t in mine}
-        counts = {}
+        mine = [(t, vs) for t, vs in summary._by_experiment[experiment]
+                if summary.tasks[t].get("line_steps") is not None]
+        steps = {t: step_bucket(int(summary.tasks[t]["line_steps"])) for t, _ in mine}
+        counts: dict[Bucket, int] = {}
         for bucket in steps.values():
             counts[bucket] = counts.get(bucket, 0) + 1
         groups = merged_buckets([(b.low, b.high, n) for b, n in counts.items()])
-        kinds = sorted({summary.tasks[t]["kind"] for t in mine})
+        lows = [low for low, _ in groups]
+        # each task once into its (kind, group) and, unless its kind is trivial, ("all",
+        # group): task id order, as the lists are
+        cells: dict[tuple[str, int], list[list[Verdict]]] = {}
+        for t, vs in mine:
+            group = bisect.bisect_right(lows, steps[t].low) - 1
+            kind = summary.tasks[t]["kind"]
+            cells.setdefault((kind, group), []).append(vs)
+            if kind not in trivial:
+                cells.setdefault(("all", group), []).append(vs)
+        kinds = sorted({kind for kind, _ in cells if kind != "all"})
         for kind in kinds + ["all"]:
-            for low, high in groups:
-                tasks = [vs for t, vs in sorted(mine.items())
-                         if low <= steps[t].low < high
-                         and (kind == "all" or summary.tasks[t]["kind"] == kind)]
+            for group, (low, high) in enumerate(groups):
+                tasks = cells.get((kind, group))
                 if not tasks:
                     continue
                 firsts = [sum(v.correct for v in vs) / len(vs) for vs in tasks]
-                ci = bootstrap_interval(np.array(firsts), summary.resamples, seed=summary.seed)
-                rows.append([*experiment, kind, low, high, _bucket(low, high), len(tasks),
-                             sum(len(vs) for vs in tasks), fraction(np.mean(firsts)),
-                             fraction(ci.low), fraction(ci.high),
-                             "few" if len(tasks) < MIN_TASKS else ""])
+                pending.append(([*experiment, kind, low, high, _bucket(low, high), len(tasks),
+                                 sum(len(vs) for vs in tasks), fraction(np.mean(firsts))],
+                                batch.add(firsts), len(tasks)))
+    batch.run()
+    rows = [[*head, fraction(batch.interval(h).low), fraction(batch.interval(h).high),
+             "few" if n < MIN_TASKS else ""] for head, h, n in pending]
     return _table(columns, rows)
 
 

@@ -79,20 +79,23 @@ def _splitmix64(state: np.uint64) -> tuple:
     return state, z ^ (z >> np.uint64(31))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def _bootstrap_means(scores: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """Means of ``resamples`` resamples (with replacement) of the rows of ``scores``
     (samples × models): one resample draws the same sample indices for every model, so
     the models stay paired. Row ``i`` of a resample is ``bits % n`` of the next
-    splitmix64 output."""
-    state = np.uint64(seed)
+    splitmix64 output. splitmix64's state is a counter (the k-th output mixes seed + k ×
+    the golden constant), so resample ``r`` starts at its own state, seed + r·n·golden,
+    and the resamples run in parallel with the same draws as one after the other."""
     n, models = scores.shape
+    un = np.uint64(n)
     means = np.empty((resamples, models))
-    for r in range(resamples):
+    for r in numba.prange(resamples):
+        state = np.uint64(seed) + np.uint64(r) * un * _GOLDEN
         total = np.zeros(models)
         for _ in range(n):
             state, bits = _splitmix64(state)
-            row = np.int64(bits % np.uint64(n))
+            row = np.int64(bits % un)
             for m in range(models):
                 total[m] += scores[row, m]
         for m in range(models):
@@ -119,6 +122,67 @@ def bootstrap_interval(scores: np.ndarray, resamples: int = 10_000, level: float
     tail = (1.0 - level) / 2
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return Interval(float(values.mean()), float(low), float(high), level)
+
+
+class BootstrapBatch:
+    """Many bootstrap intervals at once, each the same as ``bootstrap_interval`` (and
+    ``probability_a_beats_b``) of its values gives: the resamples of n values depend only
+    on n and the seed, so every set of values of one length is resampled in one pass of
+    the generator (``_bootstrap_means`` with a column per set), not one pass per set. A
+    report of five experiments over 15,000 tasks asks ~1,000 intervals of a few dozen
+    lengths: this is what makes it take seconds, not minutes.
+
+    Use: ``handle = batch.add(values)`` for every set, then ``batch.run()``, then
+    ``batch.interval(handle)`` (or ``batch.beats(a, b)`` for two sets added with
+    ``keep=True``)."""
+
+    def __init__(self, resamples: int = 10_000, level: float = 0.95, seed: int = 0) -> None:
+        self.resamples, self.level, self.seed = resamples, level, seed
+        self._values: list[np.ndarray] = []
+        self._keep: set[int] = set()
+        self._intervals: dict[int, Interval] = {}
+        self._means: dict[int, np.ndarray] = {}
+
+    def add(self, values, keep: bool = False) -> int:
+        """Queue one set of per-sample scores; ``keep``: keep its resampled means (for
+        ``beats``). Returns its handle."""
+        array = np.asarray(values, np.float64)
+        if array.ndim != 1 or array.size == 0:
+            raise ValueError("bootstrap needs a non-empty 1-d array of per-sample scores")
+        self._values.append(array)
+        if keep:
+            self._keep.add(len(self._values) - 1)
+        return len(self._values) - 1
+
+    def run(self) -> None:
+        """Resample every queued set: one pass of draws per distinct length."""
+        by_length: dict[int, list[int]] = {}
+        for handle, values in enumerate(self._values):
+            if handle not in self._intervals:
+                by_length.setdefault(values.size, []).append(handle)
+        tail = (1.0 - self.level) / 2
+        for handles in by_length.values():
+            means = _bootstrap_means(np.stack([self._values[h] for h in handles], axis=1),
+                                     self.resamples, self.seed)
+            for column, handle in enumerate(handles):
+                low, high = np.quantile(means[:, column], [tail, 1.0 - tail])
+                self._intervals[handle] = Interval(float(self._values[handle].mean()),
+                                                   float(low), float(high), self.level)
+                if handle in self._keep:
+                    self._means[handle] = means[:, column].copy()
+
+    def interval(self, handle: int) -> Interval:
+        return self._intervals[handle]
+
+    def beats(self, a: int, b: int) -> float:
+        """``probability_a_beats_b`` of the sets ``a`` and ``b`` (of one length, both
+        added with ``keep=True``)."""
+        ma, mb = self._means[a], self._means[b]
+        if ma.shape != mb.shape or self._values[a].size != self._values[b].size:
+            raise ValueError("paired comparison needs two per-sample score arrays of one length")
+        wins = np.count_nonzero(ma > mb)
+        ties = np.count_nonzero(ma == mb)
+        return float((wins + 0.5 * ties) / self.resamples)
 
 
 def probability_a_beats_b(a: np.ndarray, b: np.ndarray, resamples: int = 10_000,
