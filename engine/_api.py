@@ -477,7 +477,9 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
     return score_predictions(store_path(store), tasks, options, progress)
 
 
-def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSummary:
+def report(store: Store | str | os.PathLike, out: str | os.PathLike, *,
+           models: Iterable[str] = (), labels: Iterable[str] = (),
+           kinds: Iterable[str] = (), where: str | None = None) -> ReportSummary:
     """Write one self-contained HTML page of plots over the store (statuses, step
     distributions, tasks, accuracy by kind and difficulty with 95% intervals and n,
     coverage precision/recall/F1, incremental consistency, paired comparisons, accuracy
@@ -485,9 +487,14 @@ def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSu
     (``steptrace report``); return what it holds.
 
     store: the store: a path or an opened ``Store``.
-    out: the HTML file to write (its directory must exist)."""
+    out: the HTML file to write (its directory must exist).
+    models, labels: only these models' and labels' predictions (default: all).
+    kinds: only the tasks of these kinds (default: all).
+    where: only the runs this SQL condition selects (as ``make_tasks``'s), and their tasks."""
     from steptrace.analytics._report import write_report  # matplotlib loads only here
-    return write_report(store_path(store), Path(out))
+    from steptrace.analytics._report_filter import ReportFilter
+    return write_report(store_path(store), Path(out),
+                        selection=ReportFilter(tuple(models), tuple(labels), tuple(kinds), where))
 
 
 # ------------------------------------------------------------------ contamination

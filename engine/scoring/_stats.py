@@ -139,6 +139,7 @@ class BootstrapBatch:
     def __init__(self, resamples: int = 10_000, level: float = 0.95, seed: int = 0) -> None:
         self.resamples, self.level, self.seed = resamples, level, seed
         self._values: list[np.ndarray] = []
+        self._handles: dict[bytes, int] = {}
         self._keep: set[int] = set()
         self._intervals: dict[int, Interval] = {}
         self._means: dict[int, np.ndarray] = {}
@@ -149,10 +150,15 @@ class BootstrapBatch:
         array = np.asarray(values, np.float64)
         if array.ndim != 1 or array.size == 0:
             raise ValueError("bootstrap needs a non-empty 1-d array of per-sample scores")
-        self._values.append(array)
+        # the same values again (one experiment's pass@1 in each of its comparisons):
+        # the same handle, resampled once
+        key = array.tobytes()
+        handle = self._handles.setdefault(key, len(self._values))
+        if handle == len(self._values):
+            self._values.append(array)
         if keep:
-            self._keep.add(len(self._values) - 1)
-        return len(self._values) - 1
+            self._keep.add(handle)
+        return handle
 
     def run(self) -> None:
         """Resample every queued set: one pass of draws per distinct length."""

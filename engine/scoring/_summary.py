@@ -340,6 +340,25 @@ class ScoreSummary:
                 rows.append([*experiment, part] + self._pass_row(parts, batch))
         return columns, self._resolved(batch, rows)
 
+    def summary(self) -> tuple[list[str], list[list]]:
+        """The one table ``score`` prints by default: "by kind" with the columns a reader
+        compares (model, label, kind, tasks, pass@k, ci_low, ci_high, unparseable), a
+        pass@k column only where some task has k samples, a trivial kind named so
+        (``exception (trivial)``: after ``all``, left out of it)."""
+        columns, rows = self.by_kind()
+        keep = ["model", "label", "kind", "tasks",
+                *(f"pass@{k}" for k in self.ks
+                  if any(r[columns.index(f"pass@{k}")] is not None for r in rows)),
+                "ci_low", "ci_high", "unparseable"]
+        kind, trivial = columns.index("kind"), columns.index("trivial")
+        out = []
+        for row in rows:
+            row = list(row)
+            if row[trivial]:
+                row[kind] = f"{row[kind]} (trivial)"
+            out.append([row[columns.index(c)] for c in keep])
+        return keep, out
+
     def tables(self) -> list[tuple[str, list[str], list[list]]]:
         return [("by kind", *self.by_kind()), ("by difficulty", *self.by_difficulty()),
                 ("coverage", *self.coverage()),
