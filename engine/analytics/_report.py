@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import duckdb
 import matplotlib
 import matplotlib.colors
 import matplotlib.lines
@@ -33,7 +34,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from steptrace.predictions._experiments import experiment_name
+from steptrace.analytics._failures import anchor, cells as failure_cells, report_failures_page
 from steptrace.analytics._queries import run_query_on
+from steptrace.analytics._results_json import write_results
 from steptrace.analytics._report_filter import ReportFilter, open_filtered
 from steptrace.scoring._buckets import Bucket, step_bucket
 from steptrace.scoring._stats import BootstrapBatch
@@ -79,13 +82,16 @@ class ReportSummary:
     plots: list[str] = field(default_factory=list)         # ids of the plots drawn
     empty: dict[str, str] = field(default_factory=dict)    # section id → why it has none
     bytes: int = 0
+    failures: str | None = None  # the failures page (None: no wrong answer scored)
+    results: list[str] = field(default_factory=list)  # the results.json files written
 
     def as_rows(self) -> list[tuple[str, object]]:
         rows: list[tuple[str, object]] = [("report", self.out), ("runs", self.runs),
                                           ("programs", self.programs),
                                           ("plots", ", ".join(self.plots) or "-")]
         rows += [(f"no plot: {section}", reason) for section, reason in self.empty.items()]
-        return rows + [("bytes", self.bytes)]
+        return rows + [("bytes", self.bytes), ("failures", self.failures or "-"),
+                       ("results", ", ".join(self.results) or "-")]
 
 
 # ---------------------------------------------------------------- drawing
@@ -611,10 +617,21 @@ def _scope_ids(text: str, prefix: str) -> str:
         lambda m: m[1] + (f"{prefix}-{m[2]}" if m[2] in defined else m[2]), text)
 
 
-def table(result: QueryResult) -> str:
-    """The rows as an HTML table, every value escaped; numbers right-aligned."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in result.columns)
-    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in result.rows)
+def table(result: QueryResult, links: dict[tuple[str, str, str], str] | None = None) -> str:
+    """The rows as an HTML table, every value escaped; numbers right-aligned. ``links``:
+    a table of experiments and kinds gets a ``failures`` column, each row of a cell with
+    wrong answers linked to them (the failures page)."""
+    columns = list(result.columns)
+    linked = bool(links) and {"model", "label", "kind"} <= set(columns)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns + ["failures"] * linked)
+
+    def link(row: tuple) -> str:
+        key = tuple(row[columns.index(c)] for c in ("model", "label", "kind"))
+        href = links.get(key) if links else None
+        return (f'<td><a class="failures" href="{html.escape(href)}">wrong answers</a></td>'
+                if href else "<td></td>")
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + (link(row) if linked else "")
+                   + "</tr>" for row in result.rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -641,7 +658,7 @@ details { margin-top: .6rem; } summary { cursor: pointer; color: #3b6ea5; }
 
 
 def _section_html(section: Section, result: QueryResult | None, figure: Figure | None,
-                  reason: str | None) -> str:
+                  reason: str | None, links: dict | None = None) -> str:
     parts = [f'<section id="{section.id}"><h2>{html.escape(section.title)}</h2>']
     if figure is not None:
         parts.append(f'<figure class="plot" id="plot-{section.id}">'
@@ -653,7 +670,7 @@ def _section_html(section: Section, result: QueryResult | None, figure: Figure |
     if result is not None and result.rows:
         rows = len(result.rows)
         parts.append(f"<details><summary>Table: {rows} row{'s' if rows != 1 else ''}"
-                     f"</summary>{table(result)}</details>")
+                     f"</summary>{table(result, links)}</details>")
     return "".join(parts) + "</section>"
 
 
@@ -680,12 +697,18 @@ def write_report(db: str | Path, out: str | Path, now: dt.datetime | None = None
         with open_filtered(db, selection) as con:
             runs, programs = _counts(con)
             summary = ReportSummary(str(out), runs, programs)
+            links = _write_failures(con, db, out, summary)
             for section in SECTIONS:
                 if section.query not in results:  # sections share scored_samples: run it once
                     results[section.query] = (_run_per_kind(con, section.query, str(db))
                                               if section.per_kind
                                               else _run(con, section.query, str(db)))
-                sections.append(_render_section(section, results[section.query], summary))
+                sections.append(_render_section(section, results[section.query], summary,
+                                                links))
+                if section.id == "accuracy-kind" and isinstance(results[section.query],
+                                                                QueryResult):
+                    summary.results = write_results(_summary(results[section.query]), out,
+                                                    str(db), now)
     finally:
         _SUMMARIES.clear()
     page = _page(db, runs, programs, sections, now or dt.datetime.now(dt.timezone.utc),
@@ -723,8 +746,27 @@ def _run_per_kind(con, name: str, source: str) -> QueryResult | StoreError:
     return QueryResult(columns, rows)
 
 
+def _write_failures(con, db: str | Path, out: Path, summary: ReportSummary
+                    ) -> dict[tuple[str, str, str], str]:
+    """Write the failures page next to ``out`` (``NAME-failures.html``) when the store
+    has wrong answers; the link of each (model, label, kind) cell that has some."""
+    try:
+        found = failure_cells(con)
+    except duckdb.Error:  # no tasks, predictions or scores yet: no page
+        return {}
+    wrong = [(m, l, k) for m, l, k, n, _ in found if n]
+    if not wrong:
+        return {}
+    path = out.with_name(f"{out.stem}-failures.html")
+    page = report_failures_page(con, str(db))
+    with user_file(path):
+        path.write_text(page, encoding="utf-8")
+    summary.failures = str(path)
+    return {cell: f"{path.name}#{anchor(*cell)}" for cell in wrong}
+
+
 def _render_section(section: Section, found: QueryResult | StoreError,
-                    summary: ReportSummary) -> str:
+                    summary: ReportSummary, links: dict | None = None) -> str:
     """The section's HTML; records in ``summary`` whether it has a plot and why not."""
     result = section.select(found) if isinstance(found, QueryResult) else None
     figure, reason = None, None
@@ -739,7 +781,7 @@ def _render_section(section: Section, found: QueryResult | StoreError,
         summary.plots.append(section.id)
     else:
         summary.empty[section.id] = reason
-    return _section_html(section, result, figure, reason)
+    return _section_html(section, result, figure, reason, links)
 
 
 def _filtered(selection: ReportFilter) -> str:

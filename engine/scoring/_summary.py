@@ -140,6 +140,12 @@ class ScoreSummary:
         return row
 
     def by_kind(self) -> tuple[list[str], list[list]]:
+        """``_by_kind`` (computed once: the summary, the report and results.json read it)."""
+        columns, rows = self._by_kind
+        return list(columns), [list(r) for r in rows]
+
+    @cached_property
+    def _by_kind(self) -> tuple[list[str], list[list]]:
         """Per experiment and kind (and ``all``): tasks, samples, pass@k, the 95% interval
         of pass@1 (``ci_low``, ``ci_high``), the unparseable share of the samples, the
         share of tasks ``fully solved`` (every sample right) and ``unsolved`` (none
