@@ -334,3 +334,95 @@ def test_the_browser_check_sees_errors_requests_and_hidden_plots(tmp_path):
     assert page.requests == [bad.as_uri(), (tmp_path / "missing.png").as_uri()]
     assert [(b["id"], b["shown"], b["width"]) for b in boxes] == [("plot-a", True, 200),
                                                                   ("plot-b", False, 0)]
+
+
+def test_failures_drill_down_in_the_report_and_in_serve(stores, tmp_path):
+    """From a cell to its wrong answers: the report's failures page and serve's pages show
+    each with its prompt, raw response, extracted and expected answer and the trace at the
+    step the question is about (an output task: the run's last step; a state task: the
+    occurrence-th time its line runs), every text escaped; serve's trace link opens the
+    viewer at that step."""
+    import threading
+    import urllib.request
+    from steptrace.analytics._serve import make_server
+    db = tmp_path / "store.duckdb"
+    shutil.copy(stores[1], db)
+    hostile = "<script>alert('x')</script> & <b>bold</b>"
+    with duckdb.connect(str(db)) as con:
+        (t1,) = con.execute("SELECT task_id FROM tasks WHERE kind = 'output' AND run_id = 1"
+                            ).fetchone()
+        con.execute("UPDATE predictions SET raw_text = ? WHERE task_id = ? AND model = 'm2'",
+                    [hostile, t1])
+        last = con.execute("SELECT count(*) - 1 FROM steps WHERE run_id = 1").fetchone()[0]
+        line, occurrence, run = con.execute(
+            "SELECT line, occurrence, run_id FROM tasks WHERE kind = 'state' "
+            "AND run_id = 1").fetchone()
+        steps = con.execute("SELECT line, event FROM steps WHERE run_id = ? ORDER BY step",
+                            [run]).fetchall()
+    at = [i for i, (l, ev) in enumerate(steps) if l == line and ev == "line"][occurrence - 1]
+    out = tmp_path / "report.html"
+    summary = write_report(db, out)
+    page = Path(summary.failures).read_text()
+    m2_output = re.search(r'<section id="fail--m2--l1--output">(.*?)</section>', page,
+                          re.DOTALL).group(1)
+    assert m2_output.startswith("<h2>m2 [l1] · output: 1 wrong of 2</h2>")
+    assert hostile not in page and html.escape(hostile) in m2_output
+    assert (f"<dt>expected</dt><dd><pre>2</pre></dd><dt>extracted answer</dt>"
+            f"<dd><pre>x</pre></dd>") in m2_output
+    assert f"trace: run 1, step {last} (<code>steptrace serve</code>, then " \
+           f"<code>/run/1#step={last}</code>)" in m2_output
+    assert "<summary>prompt</summary><pre>" in m2_output and "<script" not in page
+    m1_exception = re.search(r'<section id="fail--m1--l1--exception">(.*?)</section>', page,
+                             re.DOTALL).group(1)
+    assert "<dt>extracted answer</dt><dd><pre>(unparseable)</pre></dd>" in m1_exception
+    assert "<summary>raw response</summary><pre>no idea</pre>" in m1_exception
+    server = make_server(db, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        index = urllib.request.urlopen(base + "/failures", timeout=30).read().decode()
+        assert ('<td>m2</td><td>l1</td><td>state</td><td>2</td><td>2</td><td><a href="'
+                '/failures?model=m2&amp;label=l1&amp;kind=state">wrong answers</a>') in index
+        cell = urllib.request.urlopen(base + "/failures?model=m2&label=l1&kind=state",
+                                      timeout=30).read().decode()
+        assert '<p id="count">2 wrong answers; 1-2 shown.</p>' in cell
+        assert f'<a class="trace" href="/run/{run}#step={at}">' in cell
+        with Browser() as browser:
+            viewer = browser.open(f"{base}/run/{run}#step={at}")
+            assert browser.evaluate(viewer, "window.steptraceViewer.step()") == at
+            assert viewer.console_errors == []
+        bad = urllib.request.Request(base + "/failures?model=m2")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(bad, timeout=30)
+        assert refused.value.code == 400
+        assert refused.value.read().decode() == "give model, label and kind (or none of them)\n"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_results_json_in_lm_evaluation_harness_layout(stores, tmp_path):
+    """One results.json per experiment next to the report: the by-kind pass@1 as acc, its
+    standard error over the tasks and score's interval, all as the group."""
+    out = tmp_path / "report.html"
+    summary = write_report(stores[1], out)
+    assert summary.results == [str(tmp_path / "report-results" / "m1__l1" / "results.json"),
+                               str(tmp_path / "report-results" / "m2__l1" / "results.json")]
+    m1 = json.loads(Path(summary.results[0]).read_text())
+    assert sorted(m1) == ["config", "configs", "date", "group_subtasks", "groups",
+                          "higher_is_better", "n-samples", "n-shot", "results", "steptrace",
+                          "versions"]
+    # m1's output tasks: 1, 1/2, 1/2 right (mean 0.6667, sample sd 0.2887, / sqrt 3)
+    assert m1["results"]["steptrace_output"] == {
+        "alias": "output", "acc,none": 0.6667, "acc_stderr,none": pytest.approx(1 / 6),
+        "acc_ci_low,none": 0.5, "acc_ci_high,none": 1.0}
+    assert m1["groups"]["steptrace"]["acc,none"] == 0.75
+    assert m1["n-samples"]["steptrace_output"] == {"original": 3, "effective": 3}
+    assert m1["group_subtasks"]["steptrace"] == [
+        "steptrace_coverage", "steptrace_exception", "steptrace_next_line",
+        "steptrace_output", "steptrace_state"]
+    assert m1["config"]["model"] == "m1" and m1["config"]["model_args"] == "label=l1"
+    # one task: no standard error (JSON null), never NaN
+    assert m1["results"]["steptrace_coverage"]["acc_stderr,none"] is None
