@@ -557,14 +557,16 @@ SECTIONS = (
     Section("tasks", "Tasks by kind", "Prediction tasks of the store by kind.",
             "tasks_by_kind", _tasks),
     Section("accuracy-kind", "Accuracy by kind",
-            "pass@1 of each experiment (model and label) by task kind, with its 95% "
-            "bootstrap interval over the tasks (error bar) and n, the tasks scored.",
+            "pass@1 by task kind, a panel per experiment (model and label), with its 95% "
+            "bootstrap interval over the tasks (error bar) and n, the tasks scored; a "
+            "trivial kind (every task one answer) after all, and not in it. Each table "
+            "row links to the cell's wrong answers.",
             "scored_samples", _accuracy_kind, _kind_table),
     Section("accuracy-difficulty", "Accuracy by difficulty",
-            f"pass@1 by difficulty bucket (line steps of the task's run), a line per kind, "
-            f"with 95% intervals and n; buckets of fewer than {MIN_TASKS} tasks are merged "
-            f"into their neighbours, a point of fewer than {MIN_TASKS} tasks of its kind is "
-            "hollow (and marked few in the table).",
+            f"pass@1 by difficulty bucket (line steps of the task's run), a panel per kind "
+            f"(n in its title), a line per experiment, with 95% intervals; buckets of fewer "
+            f"than {MIN_TASKS} tasks are merged into their neighbours, a point of fewer than "
+            f"{MIN_TASKS} tasks of its kind is hollow (and marked few in the table).",
             "scored_samples", _accuracy_difficulty, _difficulty_table),
     Section("coverage", "Coverage prediction",
             "REval's precision, recall and F1 of coverage answers (positive: the line "
@@ -583,7 +585,8 @@ SECTIONS = (
             nothing="fewer than two experiments with shared tasks"),
     Section("accuracy-method", "Accuracy by standard-library method",
             f"pass@1 on tasks whose program calls each str/list/dict method "
-            f"(CRUXEval Appendix A.3), a panel per task kind; the {MAX_METHODS} methods "
+            f"(CRUXEval Appendix A.3), a panel per task kind, a dot per experiment; the "
+            f"{MAX_METHODS} methods "
             f"with most tasks of the kind.",
             "accuracy_by_method", _accuracy_method, per_kind=True),
 )

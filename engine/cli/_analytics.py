@@ -135,8 +135,10 @@ def report_command(db: str, out: Path, models: tuple[str, ...], labels: tuple[st
     """Write an HTML page of plots over the store (statuses, step distributions, tasks,
     accuracy by kind and difficulty with 95% intervals and n, coverage precision/recall/F1,
     incremental consistency, paired comparisons, accuracy by standard-library method per
-    kind) with the tables behind them, collapsed. --model, --label, --kinds and --where
-    keep part of the store, in every section."""
+    kind) with the tables behind them, collapsed; beside it NAME-failures.html (the wrong
+    answers of each experiment and kind, linked from the tables) and one
+    lm-evaluation-harness results.json per experiment (NAME-results/). --model, --label,
+    --kinds and --where keep part of the store, in every section."""
     from steptrace import _api as api  # matplotlib loads only in the report itself
     summary = api.report(db, out, models=models, labels=labels,
                          kinds=() if kinds is None else [k for k in kinds.split(",")],
@@ -171,7 +173,9 @@ def view_command(run_id: int | None, sample_id: str | None, input_index: int, db
               help="Port to listen on (0: any free one).")
 def serve_command(db: str, host: str, port: int) -> None:
     """Browse the runs of the store in a browser: a list filtered by status and steps,
-    each run opening its `view` page. Runs until interrupted (Ctrl-C)."""
+    each run opening its `view` page; /failures: the wrong answers of each experiment and
+    task kind, each linked to its trace at the step asked about. Runs until interrupted
+    (Ctrl-C)."""
     from steptrace.analytics._serve import make_server
     try:
         server = make_server(db, host, port)
