@@ -31,21 +31,25 @@ WITH wrong AS (
            t.answer AS expected, p.raw_text, p.answer, {note} AS note
     FROM scores s JOIN tasks t USING (task_id)
     JOIN predictions p USING (task_id, model, label, sample_index)
-    WHERE NOT s.correct AND s.model = $model AND s.label = $label AND t.kind = $kind
-    ORDER BY s.task_id, s.sample_index LIMIT $limit OFFSET $offset),
+    WHERE NOT s.correct {cell}
+    {rows}),
 numbered AS (
     SELECT st.run_id, st.line, st.event,
            row_number() OVER (PARTITION BY st.run_id ORDER BY st.step) - 1 AS position,
            row_number() OVER (PARTITION BY st.run_id, st.line, st.event ORDER BY st.step)
                AS seen
     FROM steps st WHERE st.run_id IN (SELECT run_id FROM wrong))
-SELECT w.task_id, w.sample_index, w.run_id, w.line, w.line_steps, w.prompt, w.raw_text,
-       w.answer, w.expected, w.note,
+SELECT w.model, w.label, w.kind, w.task_id, w.sample_index, w.run_id, w.line,
+       w.line_steps, w.prompt, w.raw_text, w.answer, w.expected, w.note,
        coalesce((SELECT n.position FROM numbered n WHERE n.run_id = w.run_id
                  AND n.line = w.line AND n.event = 'line' AND n.seen = w.occurrence),
                 (SELECT max(n.position) FROM numbered n WHERE n.run_id = w.run_id)) AS step
-FROM wrong w ORDER BY w.task_id, w.sample_index
+FROM wrong w ORDER BY w.model, w.label, w.kind, w.task_id, w.sample_index
 """
+_ONE_CELL = ("AND s.model = $model AND s.label = $label AND t.kind = $kind",
+             "ORDER BY s.task_id, s.sample_index LIMIT $limit OFFSET $offset")
+_EVERY_CELL = ("", "QUALIFY row_number() OVER (PARTITION BY s.model, s.label, t.kind "
+               "ORDER BY s.task_id, s.sample_index) <= $limit")
 
 _COUNT_SQL = """
 SELECT count(*) FROM scores s JOIN tasks t USING (task_id)
@@ -73,11 +77,24 @@ def failures(con: duckdb.DuckDBPyConnection, model: str, label: str, kind: str,
     """(how many wrong answers the cell has, the ``limit`` from ``offset``)."""
     params = {"model": model, "label": label, "kind": kind}
     total = con.execute(_COUNT_SQL, params).fetchall()[0][0]
+    rows = con.execute(_sql(con, _ONE_CELL), {**params, "limit": limit, "offset": offset}
+                       ).fetchall()
+    return total, [Failure(*row[3:]) for row in rows]
+
+
+def first_failures(con: duckdb.DuckDBPyConnection, limit: int = PER_CELL
+                   ) -> dict[tuple[str, str, str], list[Failure]]:
+    """The first ``limit`` wrong answers of every (model, label, kind), in one query."""
+    found: dict[tuple[str, str, str], list[Failure]] = {}
+    for row in con.execute(_sql(con, _EVERY_CELL), {"limit": limit}).fetchall():
+        found.setdefault(tuple(row[:3]), []).append(Failure(*row[3:]))
+    return found
+
+
+def _sql(con: duckdb.DuckDBPyConnection, where: tuple[str, str]) -> str:
     # scores.note is score's; a scores table made by other means may lack it
     note = "s.note" if "note" in _columns(con, "scores") else "NULL"
-    rows = con.execute(_FAILURES_SQL.format(note=note),
-                       {**params, "limit": limit, "offset": offset}).fetchall()
-    return total, [Failure(*row) for row in rows]
+    return _FAILURES_SQL.format(note=note, cell=where[0], rows=where[1])
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
@@ -158,10 +175,11 @@ def report_failures_page(con: duckdb.DuckDBPyConnection, store: str) -> str:
     """The report's failures page: a section per cell, its first PER_CELL wrong answers."""
     e = html.escape
     sections = []
+    first = first_failures(con)
     for model, label, kind, wrong, scored in cells(con):
         if not wrong:
             continue
-        _, shown = failures(con, model, label, kind)
+        shown = first.get((model, label, kind), [])
         more = ("" if wrong <= len(shown) else
                 f"<p>{wrong - len(shown)} more: <code>steptrace serve --db {e(store)}</code>, "
                 f"then <code>{e(serve_link(model, label, kind))}</code>.</p>")

@@ -119,6 +119,38 @@ def _color(index: int, count: int) -> str:
     return matplotlib.colors.to_hex(matplotlib.colormaps["tab20"](index % 20))
 
 
+@dataclass(frozen=True)
+class Margins:
+    """A grid's fixed margins and gaps, in inches: the two largest figures (a panel per
+    kind) are laid out by these instead of matplotlib's constrained layout, whose passes
+    over every tick label took most of the report's drawing time. Each is sized for the
+    texts the figure writes there (tests/analytics/test_report_large.py checks none
+    overlaps); the legend goes in ``top``."""
+
+    left: float
+    right: float
+    top: float
+    bottom: float
+    wspace: float
+    hspace: float
+
+
+def _fixed_figure(panels: int, columns: int, panel_height: float, margins: Margins,
+                  width: float = 7.5) -> Figure:
+    """A figure for a grid of ``panels`` laid out by ``margins`` (no layout engine)."""
+    rows = math.ceil(panels / max(1, min(columns, panels)))
+    columns = max(1, min(columns, panels))
+    height = margins.top + margins.bottom + rows * panel_height + (rows - 1) * margins.hspace
+    figure = Figure(figsize=(width, height))
+    panel_width = (width - margins.left - margins.right
+                   - (columns - 1) * margins.wspace) / columns
+    figure.subplots_adjust(left=margins.left / width, right=1 - margins.right / width,
+                           top=1 - margins.top / height, bottom=margins.bottom / height,
+                           wspace=margins.wspace / panel_width,
+                           hspace=margins.hspace / panel_height)
+    return figure
+
+
 def _grid(figure: Figure, panels: int, columns: int, **kwargs) -> list:
     """``panels`` axes in a grid of ``columns``; the grid's unused cells removed."""
     columns = max(1, min(columns, panels))
@@ -195,12 +227,22 @@ def _experiment(row: dict) -> str:
     return experiment_name(row["model"], row["label"])
 
 
+LEGEND_ROW = 0.2  # inches per row of a legend above the panels
+
+
+def _legend_height(names: int) -> float:
+    return LEGEND_ROW * math.ceil(names / 3) if names > 1 else 0.0
+
+
 def _legend(figure: Figure, names: list[str]) -> None:
-    """One legend above every panel (outside them all): a marker per experiment."""
+    """One legend above every panel (outside them all): a marker per experiment, three a
+    row; in a constrained figure it takes its room, in a fixed one the top margin's."""
     handles = [matplotlib.lines.Line2D([], [], color=_color(i, len(names)), marker="o",
                                        linewidth=1) for i in range(len(names))]
-    figure.legend(handles, names, loc="outside upper center", ncols=min(3, len(names)),
-                  frameon=False, fontsize=FONT)
+    fixed = figure.get_layout_engine() is None
+    figure.legend(handles, names, loc="upper center" if fixed else "outside upper center",
+                  bbox_to_anchor=(0.5, 1.0) if fixed else None, ncols=min(3, len(names)),
+                  frameon=False, fontsize=FONT, borderaxespad=0.2)
 
 
 def _accuracy_method(result: QueryResult) -> Figure | None:
@@ -220,7 +262,10 @@ def _accuracy_method(result: QueryResult) -> Figure | None:
         panels.append((kind, sorted(tasks, key=lambda m: (-tasks[m], m))[:MAX_METHODS], mine))
     tallest = max(len(top) for _, top, _ in panels)
     columns = 2 if len(panels) > 1 else 1
-    figure = _figure(7.5, math.ceil(len(panels) / columns) * (ROW * tallest + 0.7) + 0.5)
+    # y: method names (up to 12 characters); x: 0.0 to 1.0 under the bottom panels
+    figure = _fixed_figure(len(panels), columns, ROW * tallest + 0.2, Margins(
+        left=0.95, right=0.15, top=0.35 + _legend_height(len(experiments)), bottom=0.55,
+        wspace=1.0, hspace=0.45))
     offsets = np.linspace(-0.3, 0.3, len(experiments)) if len(experiments) > 1 else [0.0]
     grid = _grid(figure, len(panels), columns, sharex=True)
     for axes, (kind, top, mine) in zip(grid, panels):
@@ -442,7 +487,11 @@ def _accuracy_difficulty(result: QueryResult) -> Figure | None:
     kinds += ["all"] * any(r["kind"] == "all" for r in rows)
     buckets = sorted({(r["bucket_from"], r["bucket_to"]) for r in rows})
     columns = 3 if len(kinds) > 2 else len(kinds)
-    figure = _figure(7.5, math.ceil(len(kinds) / columns) * 2.3 + 0.5)
+    # y: 0.0 to 1.0 in the first column and the figure's label; x: upright bucket
+    # labels (up to 11 characters) under a panel with none below it, then the label
+    figure = _fixed_figure(len(kinds), columns, 1.8, Margins(
+        left=0.75, right=0.15, top=0.35 + _legend_height(len(experiments)), bottom=1.05,
+        wspace=0.15, hspace=0.4))
     offsets = (np.linspace(-0.25, 0.25, len(experiments)) if len(experiments) > 1
                else [0.0])
     grid = _grid(figure, len(kinds), columns, sharex=True, sharey=True)
