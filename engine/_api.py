@@ -456,7 +456,9 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
     """Judge the stored predictions of ``tasks`` against their answers, store the verdicts
     in the ``scores`` table and return the summary: pass@k by experiment and kind, by
     difficulty, incremental consistency, paired comparisons (``steptrace score --tasks``;
-    ``summary.tables()`` and ``summary.as_dict()`` are what it prints).
+    ``summary.summary()`` is the table it prints by default, ``summary.tables()`` every
+    table, ``summary.as_dict()`` its JSON; ``summary.trivial_kinds`` the kinds whose every
+    task has one answer, left out of ``all``).
 
     store: the store holding the predictions: a path or an opened ``Store``.
     tasks: what ``make_tasks`` returned, a tasks file, a polars DataFrame of task rows

@@ -140,6 +140,7 @@ class BootstrapBatch:
         self.resamples, self.level, self.seed = resamples, level, seed
         self._values: list[np.ndarray] = []
         self._handles: dict[bytes, int] = {}
+        self._differences: dict[int, tuple[int, int]] = {}
         self._keep: set[int] = set()
         self._intervals: dict[int, Interval] = {}
         self._means: dict[int, np.ndarray] = {}
@@ -160,22 +161,49 @@ class BootstrapBatch:
             self._keep.add(handle)
         return handle
 
+    def add_difference(self, a: int, b: int) -> int:
+        """Queue the set ``values[a] − values[b]`` (two sets of one length added with
+        ``keep=True``). When both are whole numbers (a 0/1 pass@1 of one sample) it is
+        not resampled: each resample's sum of the differences is the difference of the
+        two sums, exactly (whole numbers below 2^50 add up exactly in any order), so its
+        means are derived from theirs to the bit; else it is resampled as any set."""
+        va, vb = self._values[a], self._values[b]
+        if va.size != vb.size:
+            raise ValueError("a difference needs two sets of one length")
+        queued = len(self._values)
+        handle = self.add(va - vb)
+        # derived only when new: the same values queued before (maybe a or b itself) are
+        # resampled as they are
+        if handle == queued and _whole(va) and _whole(vb):
+            self._differences[handle] = (a, b)
+            self._keep.update((a, b))
+        return handle
+
     def run(self) -> None:
-        """Resample every queued set: one pass of draws per distinct length."""
+        """Resample every queued set: one pass of draws per distinct length; then the
+        differences derived from their two sets' sums."""
         by_length: dict[int, list[int]] = {}
         for handle, values in enumerate(self._values):
-            if handle not in self._intervals:
+            if handle not in self._intervals and handle not in self._differences:
                 by_length.setdefault(values.size, []).append(handle)
-        tail = (1.0 - self.level) / 2
         for handles in by_length.values():
             means = _bootstrap_means(np.stack([self._values[h] for h in handles], axis=1),
                                      self.resamples, self.seed)
             for column, handle in enumerate(handles):
-                low, high = np.quantile(means[:, column], [tail, 1.0 - tail])
-                self._intervals[handle] = Interval(float(self._values[handle].mean()),
-                                                   float(low), float(high), self.level)
-                if handle in self._keep:
-                    self._means[handle] = means[:, column].copy()
+                self._resampled(handle, means[:, column])
+        for handle, (a, b) in self._differences.items():
+            if handle not in self._intervals:
+                n = self._values[handle].size
+                sums = np.rint(self._means[a] * n) - np.rint(self._means[b] * n)
+                self._resampled(handle, sums / n)
+
+    def _resampled(self, handle: int, means: np.ndarray) -> None:
+        tail = (1.0 - self.level) / 2
+        low, high = np.quantile(means, [tail, 1.0 - tail])
+        self._intervals[handle] = Interval(float(self._values[handle].mean()), float(low),
+                                           float(high), self.level)
+        if handle in self._keep:
+            self._means[handle] = means.copy()
 
     def interval(self, handle: int) -> Interval:
         return self._intervals[handle]
@@ -189,6 +217,11 @@ class BootstrapBatch:
         wins = np.count_nonzero(ma > mb)
         ties = np.count_nonzero(ma == mb)
         return float((wins + 0.5 * ties) / self.resamples)
+
+
+def _whole(values: np.ndarray) -> bool:
+    """Whole numbers whose sums stay exact in a float (below 2^50 in all)."""
+    return bool(np.all(values == np.rint(values)) and np.abs(values).sum() < 2.0 ** 50)
 
 
 def probability_a_beats_b(a: np.ndarray, b: np.ndarray, resamples: int = 10_000,

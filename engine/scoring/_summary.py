@@ -323,8 +323,11 @@ class ScoreSummary:
                 xa = np.array([pass1[(a, t)] for t in shared])
                 xb = np.array([pass1[(b, t)] for t in shared])
                 ha, hb = batch.add(xa, keep=True), batch.add(xb, keep=True)
+                hd = batch.add_difference(ha, hb)
                 rows.append([*a, *b, len(shared), fraction(xa.mean()), fraction(xb.mean()),
-                             fraction(xa.mean() - xb.mean()), *self._interval(batch, xa - xb),
+                             fraction(xa.mean() - xb.mean()),
+                             _Later(lambda hd=hd: fraction(batch.interval(hd).low)),
+                             _Later(lambda hd=hd: fraction(batch.interval(hd).high)),
                              _Later(lambda ha=ha, hb=hb: round(batch.beats(ha, hb), 4))])
         return columns, self._resolved(batch, rows)
 
