@@ -166,20 +166,17 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
         if not rows and wanted != "all":
             click.echo(f"no {title} rows: {EMPTY_REASONS.get(title, 'nothing scored for it')}",
                        err=True)
-    trivial = summary.trivial_kinds
-    if trivial and fmt == "table" and wanted in ("summary", "kind", "all"):
-        click.echo("trivial kinds (every task has one answer; listed after all, left out of "
-                   "it): " + ", ".join(f"{kind} ({answer!r})" for kind, answer in trivial.items()),
-                   err=True)
-    if fmt == "table" and wanted == "summary":
-        click.echo("more tables: --table kind, difficulty, coverage, consistency, "
-                   "correlation, comparison, error, or all", err=True)
     click.echo(f"{len(summary.verdicts)} predictions scored, {summary.errors} failed requests "
                f"left out, {summary.input_checks} input checks run in the sandbox, "
                f"{summary.input_checks_reused} judged before (read from the store)", err=True)
     if summary.stale:
         click.echo(f"{summary.stale} verdicts not stored: their predictions were made again "
                    "while scoring (score again)", err=True)
+    trivial = summary.trivial_kinds
+    if trivial and fmt == "table" and wanted in ("summary", "kind", "all"):
+        click.echo("trivial kinds (every task has one answer; listed after all, left out of "
+                   "it): " + ", ".join(f"{kind} ({answer!r})" for kind, answer in trivial.items()),
+                   err=True)
 
 
 @click.command("score-cruxeval")
