@@ -461,7 +461,9 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
     """Judge the stored predictions of ``tasks`` against their answers, store the verdicts
     in the ``scores`` table and return the summary: pass@k by experiment and kind, by
     difficulty, incremental consistency, paired comparisons (``steptrace score --tasks``;
-    ``summary.tables()`` and ``summary.as_dict()`` are what it prints).
+    ``summary.summary()`` is the table it prints by default, ``summary.tables()`` every
+    table, ``summary.as_dict()`` its JSON; ``summary.trivial_kinds`` the kinds whose every
+    task has one answer, left out of ``all``).
 
     store: the store holding the predictions: a path or an opened ``Store``.
     tasks: what ``make_tasks`` returned, a tasks file, a polars DataFrame of task rows
@@ -485,7 +487,9 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
         raise Interrupted(0, "verdicts") from None
 
 
-def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSummary:
+def report(store: Store | str | os.PathLike, out: str | os.PathLike, *,
+           models: Iterable[str] = (), labels: Iterable[str] = (),
+           kinds: Iterable[str] = (), where: str | None = None) -> ReportSummary:
     """Write one self-contained HTML page of plots over the store (statuses, step
     distributions, tasks, accuracy by kind and difficulty with 95% intervals and n,
     coverage precision/recall/F1, incremental consistency, paired comparisons, accuracy
@@ -493,9 +497,14 @@ def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSu
     (``steptrace report``); return what it holds.
 
     store: the store: a path or an opened ``Store``.
-    out: the HTML file to write (its directory must exist)."""
+    out: the HTML file to write (its directory must exist).
+    models, labels: only these models' and labels' predictions (default: all).
+    kinds: only the tasks of these kinds (default: all).
+    where: only the runs this SQL condition selects (as ``make_tasks``'s), and their tasks."""
     from steptrace.analytics._report import write_report  # matplotlib loads only here
-    return write_report(store_path(store), Path(out))
+    from steptrace.analytics._report_filter import ReportFilter
+    return write_report(store_path(store), Path(out),
+                        selection=ReportFilter(tuple(models), tuple(labels), tuple(kinds), where))
 
 
 # ------------------------------------------------------------------ contamination

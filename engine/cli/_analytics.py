@@ -12,7 +12,7 @@ import click
 
 from steptrace.analytics._defaults import (DATASET_CONFIG_NAMES, DEFAULT_DATASET_CONFIGS,
                                            DEFAULT_RUNS_PER_BUCKET, TRACE_EXPORT_FORMATS)
-from steptrace.cli._common import db_option, format_option
+from steptrace.cli._common import db_option, format_option, where_option
 from steptrace.cli._render import render
 from steptrace.tasks._names import LINE_VIEWS
 
@@ -173,14 +173,27 @@ def features(db: str, chunk_runs: int, fmt: str) -> None:
 @db_option
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="HTML file to write (one self-contained page).")
+@click.option("--model", "models", multiple=True, metavar="NAME",
+              help="Only this model's predictions (repeatable; default: every model).")
+@click.option("--label", "labels", multiple=True, metavar="LABEL",
+              help="Only the experiments of this label (repeatable; default: every one).")
+@click.option("--kinds", default=None, metavar="KIND,...",
+              help="Only tasks of these kinds, comma-separated (default: every kind).")
+@where_option
 @format_option
-def report_command(db: str, out: Path, fmt: str) -> None:
+def report_command(db: str, out: Path, models: tuple[str, ...], labels: tuple[str, ...],
+                   kinds: str | None, where: str | None, fmt: str) -> None:
     """Write an HTML page of plots over the store (statuses, step distributions, tasks,
     accuracy by kind and difficulty with 95% intervals and n, coverage precision/recall/F1,
     incremental consistency, paired comparisons, accuracy by standard-library method per
-    kind) with the tables behind them, collapsed."""
+    kind) with the tables behind them, collapsed; beside it NAME-failures.html (the wrong
+    answers of each experiment and kind, linked from the tables) and one
+    lm-evaluation-harness results.json per experiment (NAME-results/). --model, --label,
+    --kinds and --where keep part of the store, in every section."""
     from steptrace import _api as api  # matplotlib loads only in the report itself
-    summary = api.report(db, out)
+    summary = api.report(db, out, models=models, labels=labels,
+                         kinds=() if kinds is None else [k for k in kinds.split(",")],
+                         where=where)
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace report"))
 
 
@@ -211,7 +224,9 @@ def view_command(run_id: int | None, sample_id: str | None, input_index: int, db
               help="Port to listen on (0: any free one).")
 def serve_command(db: str, host: str, port: int) -> None:
     """Browse the runs of the store in a browser: a list filtered by status and steps,
-    each run opening its `view` page. Runs until interrupted (Ctrl-C)."""
+    each run opening its `view` page; /failures: the wrong answers of each experiment and
+    task kind, each linked to its trace at the step asked about. Runs until interrupted
+    (Ctrl-C)."""
     from steptrace.analytics._serve import make_server
     try:
         server = make_server(db, host, port)
