@@ -112,6 +112,14 @@ def kill_processes(processes: dict[int, tuple[int, str]]) -> None:
                 pass
 
 
+def _default_ctrl_c() -> None:
+    """In the child before it runs: SIGINT's default action. An ignored signal stays
+    ignored across exec, and CPython then installs no KeyboardInterrupt handler: a test
+    process that some earlier code left ignoring SIGINT would start a steptrace that
+    Ctrl-C cannot reach."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def steptrace_process(*args) -> Iterator[subprocess.Popen]:
     """``steptrace ARGS`` in a session of its own (its own process group, as a terminal's
@@ -119,7 +127,7 @@ def steptrace_process(*args) -> Iterator[subprocess.Popen]:
     running when the block ends."""
     process = subprocess.Popen([sys.executable, "-m", "steptrace.cli", *map(str, args)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=_default_ctrl_c)
     try:
         yield process
     finally:
