@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from steptrace.corpus._formats import (MEMORY_NAME, Corpus, CorpusError, CorpusLike,
                                        as_corpus_source, jobs_from_record)
-from steptrace.errors import InputError
+from steptrace.errors import InputError, Interrupted
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._backends import choose as choose_backend
 from steptrace.sandbox._backends import interpreter
@@ -191,7 +191,9 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
 
     corpus: a corpus file (JSONL; a directory of ``.py`` files; ``-`` for standard
         input), or records in memory: a list of dicts in the corpus record format (id,
-        code, input or inputs, output or outputs, entry) or a polars DataFrame of them
+        code, input or inputs, output or outputs, entry), a polars or pandas DataFrame of
+        them or a Hugging Face ``Dataset`` (a Parquet file or a ``save_to_disk`` directory
+        is a corpus path)
         (or the ``Corpus`` of ``steptrace.corpus.load_corpus``).
     store: the store to write (created if missing): a path or an opened ``Store``.
     workers: worker processes (default: one per CPU; 0 runs the jobs in this process).
@@ -217,7 +219,10 @@ def trace(corpus: CorpusLike, store: Store | str | os.PathLike, *, workers: int 
     python: the native backend's interpreter (a path; default ``$STEPTRACE_PYTHON``, else
         the newest CPython 3.12+ found: docs/guides/sandbox.md).
 
-    Bad records do not stop the trace: they are listed in ``summary.corpus_errors``."""
+    Bad records do not stop the trace: they are listed in ``summary.corpus_errors``;
+    but a corpus whose first 5 records are all bad (or that holds no good one) is not a
+    corpus: CorpusError, before a store is made. Ctrl-C: ``Interrupted``, saying how many
+    runs were stored."""
     from steptrace.sandbox._runtime import ISOLATIONS
     from steptrace.tracing._trace import TraceOptions, trace_corpus
     if isolation not in ISOLATIONS:
@@ -456,7 +461,9 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
     """Judge the stored predictions of ``tasks`` against their answers, store the verdicts
     in the ``scores`` table and return the summary: pass@k by experiment and kind, by
     difficulty, incremental consistency, paired comparisons (``steptrace score --tasks``;
-    ``summary.tables()`` and ``summary.as_dict()`` are what it prints).
+    ``summary.summary()`` is the table it prints by default, ``summary.tables()`` every
+    table, ``summary.as_dict()`` its JSON; ``summary.trivial_kinds`` the kinds whose every
+    task has one answer, left out of ``all``).
 
     store: the store holding the predictions: a path or an opened ``Store``.
     tasks: what ``make_tasks`` returned, a tasks file, a polars DataFrame of task rows
@@ -474,10 +481,15 @@ def score(store: Store | str | os.PathLike, tasks: TasksLike, *,
     options = ScoreOptions(models=tuple(models), labels=tuple(labels), ks=tuple(ks),
                            type_strict=type_strict, float_tolerance=float_tolerance,
                            workers=workers, limits=Limits(timeout_s=timeout_s), where=where)
-    return score_predictions(store_path(store), tasks, options, progress)
+    try:
+        return score_predictions(store_path(store), tasks, options, progress)
+    except KeyboardInterrupt:  # the verdicts are stored together, at the end
+        raise Interrupted(0, "verdicts") from None
 
 
-def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSummary:
+def report(store: Store | str | os.PathLike, out: str | os.PathLike, *,
+           models: Iterable[str] = (), labels: Iterable[str] = (),
+           kinds: Iterable[str] = (), where: str | None = None) -> ReportSummary:
     """Write one self-contained HTML page of plots over the store (statuses, step
     distributions, tasks, accuracy by kind and difficulty with 95% intervals and n,
     coverage precision/recall/F1, incremental consistency, paired comparisons, accuracy
@@ -485,9 +497,14 @@ def report(store: Store | str | os.PathLike, out: str | os.PathLike) -> ReportSu
     (``steptrace report``); return what it holds.
 
     store: the store: a path or an opened ``Store``.
-    out: the HTML file to write (its directory must exist)."""
+    out: the HTML file to write (its directory must exist).
+    models, labels: only these models' and labels' predictions (default: all).
+    kinds: only the tasks of these kinds (default: all).
+    where: only the runs this SQL condition selects (as ``make_tasks``'s), and their tasks."""
     from steptrace.analytics._report import write_report  # matplotlib loads only here
-    return write_report(store_path(store), Path(out))
+    from steptrace.analytics._report_filter import ReportFilter
+    return write_report(store_path(store), Path(out),
+                        selection=ReportFilter(tuple(models), tuple(labels), tuple(kinds), where))
 
 
 # ------------------------------------------------------------------ contamination

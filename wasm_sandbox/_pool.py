@@ -198,11 +198,13 @@ class WorkerPool:
         inbox_read, inbox_write = os.pipe()
         results_read, results_write = os.pipe()
         try:
-            # the same interpreter finds the same installed steptrace
+            # the same interpreter finds the same installed steptrace; in a process group
+            # of its own, so that a terminal's Ctrl-C reaches only the parent, which stops
+            # the workers itself (each would otherwise print its own traceback)
             process = subprocess.Popen(
                 [sys.executable, "-m", "steptrace.sandbox._worker", str(inbox_read),
                  str(results_write)], pass_fds=(inbox_read, results_write),
-                stdin=subprocess.DEVNULL)
+                stdin=subprocess.DEVNULL, process_group=0)
         except BaseException:
             remove_root(files_root)
             os.close(inbox_write)

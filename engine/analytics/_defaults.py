@@ -8,3 +8,7 @@ DEFAULT_RUNS_PER_BUCKET = 10_000  # consecutive run ids per Parquet partition of
 # The formats of export-traces (steptrace.analytics._trace_formats.FORMATS), named here for
 # the CLI's help, which must not import DuckDB.
 TRACE_EXPORT_FORMATS = ("jsonl", "pythontutor", "cwm", "scratchpad", "lines")
+# The configs of export-dataset (steptrace.analytics._dataset.DATASET_CONFIGS) and those
+# written unless --tables says otherwise.
+DATASET_CONFIG_NAMES = ("corpus", "runs", "programs", "tasks", "predictions", "scores")
+DEFAULT_DATASET_CONFIGS = ("corpus", "tasks", "predictions", "scores")

@@ -305,14 +305,21 @@ def run_query(name: str, db: str | Path | None = None, parquet: str | Path | Non
               params: Mapping[str, str] | None = None,
               directory: Path = QUERIES_DIR) -> QueryResult:
     """Run the named query (parameters as text, validated) on a store or an export."""
+    with open_source(db, parquet) as con:
+        return run_query_on(con, name, _where(db, parquet), params, directory)
+
+
+def run_query_on(con: duckdb.DuckDBPyConnection, name: str, source: str,
+                 params: Mapping[str, str] | None = None,
+                 directory: Path = QUERIES_DIR) -> QueryResult:
+    """The named query on an open connection (``source`` names it in errors): the
+    report runs all its queries on one connection, over its filtered views."""
     query = get_query(name, directory)
     values = query.bind(params or {})
-    with open_source(db, parquet) as con:
-        missing = missing_requirement(con, query)
-        if missing:
-            raise StoreError(missing)
-        return _execute(con, query.sql, values,
-                        f"query {name} failed on {_where(db, parquet)}")
+    missing = missing_requirement(con, query)
+    if missing:
+        raise StoreError(missing)
+    return _execute(con, query.sql, values, f"query {name} failed on {source}")
 
 
 def run_sql(sql: str, db: str | Path | None = None, parquet: str | Path | None = None,

@@ -15,6 +15,7 @@ predictions or scores yet) says which command makes them instead of failing.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import html
 import io
@@ -24,15 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import duckdb
 import matplotlib
+import matplotlib.colors
+import matplotlib.lines
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from steptrace.predictions._experiments import experiment_name
-from steptrace.analytics._queries import run_query
+from steptrace.analytics._failures import anchor, cells as failure_cells, report_failures_page
+from steptrace.analytics._queries import run_query_on
+from steptrace.analytics._results_json import write_results
+from steptrace.analytics._report_filter import ReportFilter, open_filtered
 from steptrace.scoring._buckets import Bucket, step_bucket
-from steptrace.scoring._stats import bootstrap_interval
+from steptrace.scoring._stats import BootstrapBatch
 from steptrace.scoring._summary import ScoreSummary, fraction
 from steptrace.scoring._verdicts import Verdict
 from steptrace.store._store import QueryResult, StoreError, connect, first_line
@@ -75,65 +82,118 @@ class ReportSummary:
     plots: list[str] = field(default_factory=list)         # ids of the plots drawn
     empty: dict[str, str] = field(default_factory=dict)    # section id → why it has none
     bytes: int = 0
+    failures: str | None = None  # the failures page (None: no wrong answer scored)
+    results: list[str] = field(default_factory=list)  # the results.json files written
 
     def as_rows(self) -> list[tuple[str, object]]:
         rows: list[tuple[str, object]] = [("report", self.out), ("runs", self.runs),
                                           ("programs", self.programs),
                                           ("plots", ", ".join(self.plots) or "-")]
         rows += [(f"no plot: {section}", reason) for section, reason in self.empty.items()]
-        return rows + [("bytes", self.bytes)]
+        return rows + [("bytes", self.bytes), ("failures", self.failures or "-"),
+                       ("results", ", ".join(self.results) or "-")]
 
 
 # ---------------------------------------------------------------- drawing
+# Every figure is drawn to be read at any size of store (issue 36: all 18 kinds and five
+# experiments made legends spill over the next panels and labels overlap): one message
+# per plot, small multiples (a panel per experiment, kind or measure) in a grid, a
+# legend only above the panels (a figure legend, outside every axes), numbers written in
+# a column of their own at the right of each panel (never on the bars), tick labels
+# turned upright when there are many. tests/analytics/test_report_large.py checks in
+# Chromium that no two texts overlap and none leaves its figure or enters another panel.
+FONT = 7.5            # points: every text written on a plot
+ROW = 0.2             # inches per row of a horizontal panel
+NUMBERS_FROM = 1.04   # data x where a panel's column of numbers starts (values end at 1)
+SPAN = 1.7            # a pass@1 panel's x axis: 0 to SPAN, the numbers in (1, SPAN)
+
+
 def _figure(width: float = 7.0, height: float = 3.2) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _value_label(value: float, fraction: bool) -> str:
-    """The number written on a bar: a 0.0 pass@1 is then visible; a missing one (NaN, no
-    bar) gets no label, so "wrong every time" and "no such task" never look alike."""
-    if math.isnan(value):
-        return ""
-    return f"{value:.2f}" if fraction else f"{value:g}"
+def _color(index: int, count: int) -> str:
+    """The index-th of ``count`` series' colours: the palette, or tab20 beyond it."""
+    if count <= len(PALETTE):
+        return PALETTE[index % len(PALETTE)]
+    return matplotlib.colors.to_hex(matplotlib.colormaps["tab20"](index % 20))
 
 
-def _bars(labels: list[str], series: dict[str, list[float]], ylabel: str,
-          horizontal: bool = False, fraction: bool = False) -> Figure:
-    """Grouped bars with their values written on them: a group per label, a bar per
-    series. ``fraction``: values are shares in [0, 1] (pass@1), else whole counts."""
-    height = max(3.2, 0.28 * len(labels) * max(1, len(series)) + 1.2) if horizontal else 3.2
-    figure = _figure(7.0, height)
+@dataclass(frozen=True)
+class Margins:
+    """A grid's fixed margins and gaps, in inches: the two largest figures (a panel per
+    kind) are laid out by these instead of matplotlib's constrained layout, whose passes
+    over every tick label took most of the report's drawing time. Each is sized for the
+    texts the figure writes there (tests/analytics/test_report_large.py checks none
+    overlaps); the legend goes in ``top``."""
+
+    left: float
+    right: float
+    top: float
+    bottom: float
+    wspace: float
+    hspace: float
+
+
+def _fixed_figure(panels: int, columns: int, panel_height: float, margins: Margins,
+                  width: float = 7.5) -> Figure:
+    """A figure for a grid of ``panels`` laid out by ``margins`` (no layout engine)."""
+    rows = math.ceil(panels / max(1, min(columns, panels)))
+    columns = max(1, min(columns, panels))
+    height = margins.top + margins.bottom + rows * panel_height + (rows - 1) * margins.hspace
+    figure = Figure(figsize=(width, height))
+    panel_width = (width - margins.left - margins.right
+                   - (columns - 1) * margins.wspace) / columns
+    figure.subplots_adjust(left=margins.left / width, right=1 - margins.right / width,
+                           top=1 - margins.top / height, bottom=margins.bottom / height,
+                           wspace=margins.wspace / panel_width,
+                           hspace=margins.hspace / panel_height)
+    return figure
+
+
+def _grid(figure: Figure, panels: int, columns: int, **kwargs) -> list:
+    """``panels`` axes in a grid of ``columns``; the grid's unused cells removed."""
+    columns = max(1, min(columns, panels))
+    rows = math.ceil(panels / columns)
+    grid = figure.subplots(rows, columns, squeeze=False, **kwargs).ravel().tolist()
+    for extra in grid[panels:]:
+        figure.delaxes(extra)
+    return grid[:panels]
+
+
+def _outer_labels(grid: list, columns: int) -> None:
+    """Tick labels only where a grid of shared axes needs them: x on a panel with none
+    below it, y in the first column (fewer texts: a page that draws faster)."""
+    for i, axes in enumerate(grid):
+        axes.tick_params(axis="x", labelbottom=i + columns >= len(grid))
+        axes.tick_params(axis="y", labelleft=i % columns == 0)
+
+
+def _tick_labels(axes, labels: list[str]) -> None:
+    """x tick labels, upright (rotated 90°) when more than 6, so none overlaps another."""
+    many = len(labels) > 6
+    axes.set_xticks(range(len(labels)), labels, rotation=90 if many else 0,
+                    fontsize=FONT)
+
+
+def _counts_bars(labels: list[str], counts: list[int], xlabel: str) -> Figure:
+    """Horizontal bars of whole counts, a bar per label, each count written after its
+    bar inside the axes (room kept by the x margin)."""
+    figure = _figure(7.0, max(1.6, ROW * len(labels) + 0.9))
     axes = figure.subplots()
-    width = 0.8 / max(1, len(series))
-    for i, (name, values) in enumerate(series.items()):
-        positions = [x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))]
-        draw = axes.barh if horizontal else axes.bar
-        bars = draw(positions, values, width, label=name, color=PALETTE[i % len(PALETTE)])
-        axes.bar_label(bars, [_value_label(v, fraction) for v in values], padding=2,
-                       fontsize="x-small")
-    ticks = range(len(labels))
-    values_axis = axes.xaxis if horizontal else axes.yaxis
-    if fraction:
-        (axes.set_xlim if horizontal else axes.set_ylim)(0, 1.1)
-    else:
-        values_axis.set_major_locator(MaxNLocator(integer=True))
-        axes.margins(**{"x" if horizontal else "y": 0.12})
-    if horizontal:
-        axes.set_yticks(list(ticks), labels)
-        axes.invert_yaxis()
-        axes.set_xlabel(ylabel)
-    else:
-        axes.set_xticks(list(ticks), labels, rotation=30 if len(labels) > 6 else 0,
-                        ha="right" if len(labels) > 6 else "center")
-        axes.set_ylabel(ylabel)
-    if len(series) > 1:
-        axes.legend(frameon=False, fontsize="small")
+    bars = axes.barh(range(len(labels)), counts, 0.7, color=PALETTE[0])
+    axes.bar_label(bars, [f"{c:,}" for c in counts], padding=2, fontsize=FONT)
+    axes.set_yticks(range(len(labels)), labels, fontsize=FONT)
+    axes.invert_yaxis()
+    axes.set_xlim(0, max(counts + [1]) * 1.2)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel(xlabel)
     return figure
 
 
 def _status(result: QueryResult) -> Figure | None:
     rows = _dicts(result)
-    return _bars([r["status"] for r in rows], {"runs": [r["runs"] for r in rows]}, "runs")
+    return _counts_bars([r["status"] for r in rows], [r["runs"] for r in rows], "runs")
 
 
 def _bucket(low: int, high: int) -> str:
@@ -142,17 +202,15 @@ def _bucket(low: int, high: int) -> str:
 
 
 def _steps(result: QueryResult) -> Figure | None:
+    """A panel per measure (line steps, instruction steps): runs per bucket."""
     rows = _dicts(result)
     measures = list(dict.fromkeys(r["measure"] for r in rows))
     figure = _figure(7.0, 3.0 * len(measures))
-    for axes, measure in zip(figure.subplots(len(measures), 1, squeeze=False)[:, 0], measures):
+    for axes, measure in zip(_grid(figure, len(measures), 1), measures):
         mine = [r for r in rows if r["measure"] == measure]
-        bars = axes.bar(range(len(mine)), [r["runs"] for r in mine], color=PALETTE[0])
-        axes.bar_label(bars, padding=2, fontsize="x-small")
+        axes.bar(range(len(mine)), [r["runs"] for r in mine], color=PALETTE[0])
         axes.yaxis.set_major_locator(MaxNLocator(integer=True))
-        axes.margins(y=0.12)
-        axes.set_xticks(range(len(mine)), [_bucket(r["bucket_from"], r["bucket_to"])
-                                           for r in mine], rotation=30, ha="right")
+        _tick_labels(axes, [_bucket(r["bucket_from"], r["bucket_to"]) for r in mine])
         axes.set_title(measure.replace("_", " "), fontsize="medium")
         axes.set_ylabel("runs")
     return figure
@@ -160,7 +218,7 @@ def _steps(result: QueryResult) -> Figure | None:
 
 def _tasks(result: QueryResult) -> Figure | None:
     rows = _dicts(result)
-    return _bars([r["kind"] for r in rows], {"tasks": [r["tasks"] for r in rows]}, "tasks")
+    return _counts_bars([r["kind"] for r in rows], [r["tasks"] for r in rows], "tasks")
 
 
 def _experiment(row: dict) -> str:
@@ -169,13 +227,32 @@ def _experiment(row: dict) -> str:
     return experiment_name(row["model"], row["label"])
 
 
+LEGEND_ROW = 0.2  # inches per row of a legend above the panels
+
+
+def _legend_height(names: int) -> float:
+    return LEGEND_ROW * math.ceil(names / 3) if names > 1 else 0.0
+
+
+def _legend(figure: Figure, names: list[str]) -> None:
+    """One legend above every panel (outside them all): a marker per experiment, three a
+    row; in a constrained figure it takes its room, in a fixed one the top margin's."""
+    handles = [matplotlib.lines.Line2D([], [], color=_color(i, len(names)), marker="o",
+                                       linewidth=1) for i in range(len(names))]
+    fixed = figure.get_layout_engine() is None
+    figure.legend(handles, names, loc="upper center" if fixed else "outside upper center",
+                  bbox_to_anchor=(0.5, 1.0) if fixed else None, ncols=min(3, len(names)),
+                  frameon=False, fontsize=FONT, borderaxespad=0.2)
+
+
 def _accuracy_method(result: QueryResult) -> Figure | None:
-    """One panel per task kind: pass@1 by method, the MAX_METHODS methods with most tasks
-    of the kind, a bar per experiment."""
+    """A panel per task kind: pass@1 by method (the MAX_METHODS methods with most tasks
+    of the kind), a dot per experiment; one legend above the panels."""
     rows = [r for r in _dicts(result) if r["pass_at_1"] is not None]
     if not rows:
         return None
     kinds = sorted({r["kind"] for r in rows})
+    experiments = sorted({_experiment(r) for r in rows})
     panels = []
     for kind in kinds:
         mine = [r for r in rows if r["kind"] == kind]
@@ -183,35 +260,33 @@ def _accuracy_method(result: QueryResult) -> Figure | None:
         for r in mine:
             tasks[r["method"]] = max(tasks.get(r["method"], 0), r["tasks"])
         panels.append((kind, sorted(tasks, key=lambda m: (-tasks[m], m))[:MAX_METHODS], mine))
-    experiments = sorted({_experiment(r) for r in rows})
-    heights = [0.2 * len(top) * len(experiments) + 0.3 for _, top, _ in panels]
-    gap, top_margin, bottom_margin = 0.55, 0.3, 0.55  # inches
-    total = sum(heights) + gap * (len(panels) - 1) + top_margin + bottom_margin
-    # fixed margins, not the constrained layout: its solution for panels of unequal
-    # heights varies in the last bits between runs, and the page must be the same bytes
-    figure = Figure(figsize=(7.0, total))
-    figure.subplots_adjust(left=0.2, right=0.95, top=1 - top_margin / total,
-                           bottom=bottom_margin / total,
-                           hspace=gap / (sum(heights) / len(panels)))
-    grid = figure.subplots(len(panels), 1, squeeze=False,
-                           gridspec_kw={"height_ratios": heights})[:, 0]
+    tallest = max(len(top) for _, top, _ in panels)
+    columns = 2 if len(panels) > 1 else 1
+    # y: method names (up to 12 characters); x: 0.0 to 1.0 under the bottom panels
+    figure = _fixed_figure(len(panels), columns, ROW * tallest + 0.2, Margins(
+        left=0.95, right=0.15, top=0.35 + _legend_height(len(experiments)), bottom=0.55,
+        wspace=1.0, hspace=0.45))
+    offsets = np.linspace(-0.3, 0.3, len(experiments)) if len(experiments) > 1 else [0.0]
+    grid = _grid(figure, len(panels), columns, sharex=True)
     for axes, (kind, top, mine) in zip(grid, panels):
         values = {(_experiment(r), r["method"]): r["pass_at_1"] for r in mine}
-        width = 0.8 / len(experiments)
         for i, e in enumerate(experiments):
-            positions = [y + (i - (len(experiments) - 1) / 2) * width for y in range(len(top))]
-            shown = [float(values.get((e, m), math.nan)) for m in top]
-            bars = axes.barh(positions, shown, width, label=e, color=PALETTE[i % len(PALETTE)])
-            axes.bar_label(bars, [_value_label(v, True) for v in shown], padding=2,
-                           fontsize="x-small")
-        axes.set_yticks(range(len(top)), top, fontsize="small")
-        axes.invert_yaxis()
-        axes.set_xlim(0, 1.1)
-        axes.set_title(f"{kind} tasks", fontsize="medium")
+            shown = [(y + offsets[i], float(values[(e, m)])) for y, m in enumerate(top)
+                     if (e, m) in values]
+            axes.plot([v for _, v in shown], [y for y, _ in shown], "o", markersize=3,
+                      color=_color(i, len(experiments)))
+        axes.set_yticks(range(len(top)), top, fontsize=FONT)
+        axes.set_ylim(tallest - 0.5, -0.5)
+        axes.set_xlim(-0.02, 1.02)
+        axes.tick_params(axis="x", labelsize=FONT)
+        axes.set_title(f"{kind} tasks", fontsize=FONT + 1)
+    for i, axes in enumerate(grid):
+        axes.tick_params(axis="x", labelbottom=i + columns >= len(grid))
     if len(experiments) > 1:
-        grid[0].legend(frameon=False, fontsize="x-small", loc="lower right")
-    grid[-1].set_xlabel("pass@1")
+        _legend(figure, experiments)
+    figure.supxlabel("pass@1", fontsize=FONT + 1)
     return figure
+
 
 
 # ---------------------------------------------------------------- statistics of scored samples
@@ -285,36 +360,48 @@ def merged_buckets(counts: list[tuple[int, int, int]], minimum: int = MIN_TASKS
 
 def _difficulty_table(result: QueryResult) -> QueryResult:
     """pass@1 with ci_low, ci_high and n per experiment, kind and line-step bucket, the
-    buckets with fewer than MIN_TASKS tasks (of the experiment, every kind) merged into
-    their neighbours (``merged_buckets``); ``few`` marks a point of fewer than MIN_TASKS
-    tasks of its kind, which the plot draws hollow."""
+    buckets with fewer than MIN_TASKS tasks (of every kind and experiment together, so
+    every experiment and kind has the same buckets) merged into their neighbours
+    (``merged_buckets``); ``few`` marks a point of fewer than MIN_TASKS tasks of its
+    kind, which the plot draws hollow. ``all`` leaves out the trivial kinds (as score's
+    "by kind" does)."""
     summary = _summary(result)
     columns = ["model", "label", "kind", "bucket_from", "bucket_to", "bucket", "tasks",
                "samples", "pass@1", "ci_low", "ci_high", "few"]
-    rows = []
-    by_task = summary._by_task
+    trivial = summary.trivial_kinds
+    batch = BootstrapBatch(summary.resamples, seed=summary.seed)
+    pending = []
+    steps = {t: step_bucket(int(task["line_steps"])) for t, task in summary.tasks.items()
+             if task.get("line_steps") is not None}
+    counts: dict[Bucket, int] = {}
+    for bucket in steps.values():
+        counts[bucket] = counts.get(bucket, 0) + 1
+    groups = merged_buckets([(b.low, b.high, n) for b, n in counts.items()])
+    lows = [low for low, _ in groups]
     for experiment in summary.experiments():
-        mine = {t: vs for (e, t), vs in by_task.items()
-                if e == experiment and summary.tasks[t].get("line_steps") is not None}
-        steps = {t: step_bucket(int(summary.tasks[t]["line_steps"])) for t in mine}
-        counts = {}
-        for bucket in steps.values():
-            counts[bucket] = counts.get(bucket, 0) + 1
-        groups = merged_buckets([(b.low, b.high, n) for b, n in counts.items()])
-        kinds = sorted({summary.tasks[t]["kind"] for t in mine})
+        mine = [(t, vs) for t, vs in summary._by_experiment[experiment] if t in steps]
+        # each task once into its (kind, group) and, unless its kind is trivial, ("all",
+        # group): task id order, as the lists are
+        cells: dict[tuple[str, int], list[list[Verdict]]] = {}
+        for t, vs in mine:
+            group = bisect.bisect_right(lows, steps[t].low) - 1
+            kind = summary.tasks[t]["kind"]
+            cells.setdefault((kind, group), []).append(vs)
+            if kind not in trivial:
+                cells.setdefault(("all", group), []).append(vs)
+        kinds = sorted({kind for kind, _ in cells if kind != "all"})
         for kind in kinds + ["all"]:
-            for low, high in groups:
-                tasks = [vs for t, vs in sorted(mine.items())
-                         if low <= steps[t].low < high
-                         and (kind == "all" or summary.tasks[t]["kind"] == kind)]
+            for group, (low, high) in enumerate(groups):
+                tasks = cells.get((kind, group))
                 if not tasks:
                     continue
                 firsts = [sum(v.correct for v in vs) / len(vs) for vs in tasks]
-                ci = bootstrap_interval(np.array(firsts), summary.resamples, seed=summary.seed)
-                rows.append([*experiment, kind, low, high, _bucket(low, high), len(tasks),
-                             sum(len(vs) for vs in tasks), fraction(np.mean(firsts)),
-                             fraction(ci.low), fraction(ci.high),
-                             "few" if len(tasks) < MIN_TASKS else ""])
+                pending.append(([*experiment, kind, low, high, _bucket(low, high), len(tasks),
+                                 sum(len(vs) for vs in tasks), fraction(np.mean(firsts))],
+                                batch.add(firsts), len(tasks)))
+    batch.run()
+    rows = [[*head, fraction(batch.interval(h).low), fraction(batch.interval(h).high),
+             "few" if n < MIN_TASKS else ""] for head, h, n in pending]
     return _table(columns, rows)
 
 
@@ -336,93 +423,128 @@ def _errors(values: list[float], lows: list, highs: list) -> np.ndarray:
                      [hi - v if hi is not None else 0.0 for v, hi in zip(values, highs)]])
 
 
-def _interval_bars(axes, labels: list[str], series: dict[str, list[dict]], value: str) -> None:
-    """Grouped bars of ``value`` per label and series, each with its 95% interval as an
-    error bar (group ``errorbars``: a path per interval) and its n written under the
-    value (text group ``n-labels``: one per bar)."""
-    width = 0.8 / max(1, len(series))
-    for i, (name, rows) in enumerate(series.items()):
-        present = [(x, r) for x, r in enumerate(rows) if r is not None]
-        positions = [x + (i - (len(series) - 1) / 2) * width for x, _ in present]
-        values = [r[value] for _, r in present]
-        axes.bar(positions, values, width, label=name, color=PALETTE[i % len(PALETTE)])
-        errors = axes.errorbar(positions, values,
-                               yerr=_errors(values, [r["ci_low"] for _, r in present],
-                                            [r["ci_high"] for _, r in present]),
-                               fmt="none", ecolor="#222", capsize=3, linewidth=1)
-        errors.lines[2][0].set_gid(f"errorbars-{i}")
-        for position, (_, r) in zip(positions, present):
-            axes.text(position, -0.02, f"{r[value]:.2f}\nn={r['n']}", ha="center", va="top",
-                      fontsize="x-small", gid=f"n-label-{i}-{position:.3f}")
-    axes.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 6 else 0,
-                    ha="right" if len(labels) > 6 else "center")
-    axes.tick_params(axis="x", pad=24)
-    axes.set_ylim(0, 1.05)
-    if len(series) > 1:
-        axes.legend(frameon=False, fontsize="small")
+def _interval_panel(axes, labels: list[str], rows: list[tuple[int, dict]], panel: int,
+                    color: str, value: str, bars: bool = True) -> None:
+    """One horizontal panel of values in [0, 1]: for each (y, row) a bar (or a dot) to the
+    row's ``value`` with its 95% interval (an error bar: group ``errorbars-PANEL``, a path
+    per row in the given order) and, in the panel's column of numbers right of 1, the
+    value and n (text ``n-label-PANEL-Y``). ``labels`` are the y ticks."""
+    ys = [y for y, _ in rows]
+    values = [r[value] for _, r in rows]
+    if bars:
+        axes.barh(ys, values, 0.7, color=color)
+    errors = axes.errorbar(values, ys, xerr=_errors(values, [r["ci_low"] for _, r in rows],
+                                                    [r["ci_high"] for _, r in rows]),
+                           fmt="none" if bars else "o", color="#222" if bars else color,
+                           ecolor="#222", capsize=2, linewidth=1, markersize=4)
+    errors.lines[2][0].set_gid(f"errorbars-{panel}")
+    for y, r in rows:
+        axes.text(NUMBERS_FROM, y, f"{r[value]:.2f}  n={r['n']:,}", va="center",
+                  fontsize=FONT, gid=f"n-label-{panel}-{y}")
+    axes.axvline(1.0, color="#bbb", linewidth=0.6)
+    axes.set_xlim(0, SPAN)
+    axes.set_xticks([0, 0.5, 1], ["0", "0.5", "1"], fontsize=FONT)
+    axes.set_yticks(range(len(labels)), labels, fontsize=FONT)
+    axes.set_ylim(len(labels) - 0.5, -0.5)
 
 
-def _interval_plot(rows: list[dict], label: str, value: str, n: str, ylabel: str,
-                   order: list[str] | None = None) -> Figure | None:
-    """Bars of ``value`` by ``label`` (a series per experiment) with intervals and n."""
-    rows = [r for r in rows if r.get(value) is not None]
-    if not rows:
-        return None
-    labels = order or list(dict.fromkeys(r[label] for r in rows))
-    experiments = sorted({_experiment(r) for r in rows})
-    series = {e: [next(({**r, "n": r[n]} for r in rows
-                        if _experiment(r) == e and r[label] == x), None) for x in labels]
-              for e in experiments}
-    figure = _figure(7.0, 3.4)
-    axes = figure.subplots()
-    _interval_bars(axes, labels, series, value)
-    axes.set_ylabel(ylabel)
-    return figure
+def _kind_order(rows: list[dict]) -> list[str]:
+    """Kinds as the table orders them: the kinds, ``all``, then the trivial ones."""
+    kinds = sorted({r["kind"] for r in rows if r["kind"] != "all" and not r.get("trivial")})
+    trivial = sorted({r["kind"] for r in rows if r.get("trivial")})
+    return kinds + ["all"] * any(r["kind"] == "all" for r in rows) + trivial
 
 
 def _accuracy_kind(result: QueryResult) -> Figure | None:
-    return _interval_plot(_dicts(result), "kind", "pass@1", "tasks", "pass@1 (95% CI)")
+    """A panel per experiment: pass@1 by kind with its interval, value and n."""
+    rows = [{**r, "n": r["tasks"]} for r in _dicts(result) if r["pass@1"] is not None]
+    if not rows:
+        return None
+    experiments = list(dict.fromkeys(_experiment(r) for r in rows))  # the table's order
+    kinds = _kind_order(rows)
+    columns = 2 if len(experiments) > 1 else 1
+    figure = _figure(7.5, math.ceil(len(experiments) / columns) * (ROW * len(kinds) + 0.8)
+                     + 0.3)
+    for panel, (axes, e) in enumerate(zip(_grid(figure, len(experiments), columns), experiments)):
+        mine = [(kinds.index(r["kind"]), r) for r in rows if _experiment(r) == e]
+        _interval_panel(axes, [k + " (trivial)" if any(r["kind"] == k and r.get("trivial")
+                                                      for r in rows) else k for k in kinds],
+                        mine, panel, _color(panel, len(experiments)), "pass@1")
+        axes.set_title(e, fontsize=FONT + 1)
+    figure.supxlabel("pass@1 (95% CI), n tasks", fontsize=FONT + 1)
+    return figure
 
 
 def _accuracy_difficulty(result: QueryResult) -> Figure | None:
-    """One panel per experiment: pass@1 by merged line-step bucket, a line per kind, each
-    point with its 95% interval (error bar) and n; a point of fewer than MIN_TASKS
-    tasks is hollow."""
-    rows = [r for r in _dicts(result) if r["pass@1"] is not None and r["kind"] != "all"]
+    """A panel per kind (and all): pass@1 by merged line-step bucket, a line per
+    experiment, each point with its 95% interval; a point of fewer than MIN_TASKS tasks
+    is hollow; n in the panel's title; one legend above the panels."""
+    rows = [r for r in _dicts(result) if r["pass@1"] is not None]
     if not rows:
         return None
-    models = sorted({_experiment(r) for r in rows})
-    every_kind = sorted({r["kind"] for r in rows})  # one colour per kind in every panel
-    figure = _figure(7.0, 2.9 * len(models))
-    panels = figure.subplots(len(models), 1, squeeze=False)[:, 0]
-    for panel, (axes, model) in enumerate(zip(panels, models)):
-        mine = [r for r in rows if _experiment(r) == model]
-        buckets = sorted({(r["bucket_from"], r["bucket_to"]) for r in mine})
-        kinds = sorted({r["kind"] for r in mine})
-        width = 0.6 / max(1, len(kinds))
-        for i, kind in enumerate(kinds):
-            points = sorted((buckets.index((r["bucket_from"], r["bucket_to"])), r)
-                            for r in mine if r["kind"] == kind)
-            xs = [x + (i - (len(kinds) - 1) / 2) * width for x, _ in points]
-            ys = [r["pass@1"] for _, r in points]
-            color = PALETTE[every_kind.index(kind) % len(PALETTE)]
+    experiments = list(dict.fromkeys(_experiment(r) for r in rows))
+    kinds = sorted({r["kind"] for r in rows if r["kind"] != "all"})
+    kinds += ["all"] * any(r["kind"] == "all" for r in rows)
+    buckets = sorted({(r["bucket_from"], r["bucket_to"]) for r in rows})
+    columns = 3 if len(kinds) > 2 else len(kinds)
+    # y: 0.0 to 1.0 in the first column and the figure's label; x: upright bucket
+    # labels (up to 11 characters) under a panel with none below it, then the label
+    figure = _fixed_figure(len(kinds), columns, 1.8, Margins(
+        left=0.75, right=0.15, top=0.35 + _legend_height(len(experiments)), bottom=1.05,
+        wspace=0.15, hspace=0.4))
+    offsets = (np.linspace(-0.25, 0.25, len(experiments)) if len(experiments) > 1
+               else [0.0])
+    grid = _grid(figure, len(kinds), columns, sharex=True, sharey=True)
+    for panel, (axes, kind) in enumerate(zip(grid, kinds)):
+        mine = [r for r in rows if r["kind"] == kind]
+        for i, e in enumerate(experiments):
+            points = [(buckets.index((r["bucket_from"], r["bucket_to"])) + offsets[i], r)
+                      for r in mine if _experiment(r) == e]
+            if not points:
+                continue
+            xs, ys = [x for x, _ in points], [r["pass@1"] for _, r in points]
+            color = _color(i, len(experiments))
             errors = axes.errorbar(xs, ys, yerr=_errors(ys, [r["ci_low"] for _, r in points],
                                                         [r["ci_high"] for _, r in points]),
-                                   fmt="-", color=color, capsize=3, linewidth=1, label=kind)
+                                   fmt="-", color=color, capsize=2, linewidth=1)
             errors.lines[2][0].set_gid(f"errorbars-{panel}-{i}")
             for x, (_, r) in zip(xs, points):
-                axes.plot([x], [r["pass@1"]], marker="o", color=color,
+                axes.plot([x], [r["pass@1"]], marker="o", markersize=3, color=color,
                           markerfacecolor="white" if r["few"] else color)
-                axes.text(x, -0.12, f"n={r['tasks']}", ha="center", va="top",
-                          fontsize="x-small", gid=f"n-label-{panel}-{i}-{x:.3f}")
-        axes.set_xticks(range(len(buckets)), [_bucket(*b) for b in buckets])
-        axes.tick_params(axis="x", pad=14)
+        counts = sorted({sum(r["tasks"] for r in mine if _experiment(r) == e)
+                         for e in experiments} - {0})
+        n = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,}-{counts[-1]:,}"
+        axes.set_title(f"{kind} (n={n})", fontsize=FONT + 1)
+        _tick_labels(axes, [_bucket(*b) for b in buckets])
+        axes.set_xlim(-0.5, len(buckets) - 0.5)
         axes.set_ylim(-0.05, 1.05)
-        axes.set_title(model, fontsize="medium")
-        axes.set_ylabel("pass@1 (95% CI)")
-        axes.set_xlabel(f"line steps of the task's run (buckets of < {MIN_TASKS} tasks "
-                        "merged; hollow: < 10 tasks of the kind)")
-        axes.legend(frameon=False, fontsize="small")
+        axes.tick_params(axis="y", labelsize=FONT)
+    _outer_labels(grid, columns)
+    if len(experiments) > 1:
+        _legend(figure, experiments)
+    figure.supxlabel(f"line steps of the task's run (buckets of < {MIN_TASKS} tasks merged;"
+                     f" hollow: < {MIN_TASKS} tasks)", fontsize=FONT + 1)
+    figure.supylabel("pass@1 (95% CI)", fontsize=FONT + 1)
+    return figure
+
+
+def _experiment_panels(rows: list[dict], measures: list[str], xlabel: str) -> Figure | None:
+    """A panel per measure: a dot per experiment with its interval, value and n."""
+    rows = [r for r in rows if r["value"] is not None]
+    if not rows:
+        return None
+    experiments = list(dict.fromkeys(_experiment(r) for r in rows))
+    measures = [m for m in measures if any(r["measure"] == m for r in rows)]
+    figure = _figure(7.5, ROW * len(experiments) + 1.2)
+    grid = _grid(figure, len(measures), len(measures), sharey=True)
+    for panel, (axes, measure) in enumerate(zip(grid, measures)):
+        mine = [(experiments.index(_experiment(r)), r) for r in rows if r["measure"] == measure]
+        _interval_panel(axes, experiments, mine, panel, PALETTE[0], "value", bars=False)
+        if panel:
+            axes.tick_params(axis="y", labelleft=False)
+        if len(measures) > 1:
+            axes.set_title(measure, fontsize=FONT + 1)
+    figure.supxlabel(xlabel, fontsize=FONT + 1)
     return figure
 
 
@@ -433,41 +555,46 @@ def _coverage(result: QueryResult) -> Figure | None:
         for measure in ("precision", "recall", "f1"):
             rows.append({"model": r["model"], "label": r["label"], "measure": measure,
                          "value": r[measure], "ci_low": r[f"{measure} ci_low"],
-                         "ci_high": r[f"{measure} ci_high"], "questions": r["questions"]})
-    return _interval_plot(rows, "measure", "value", "questions", "coverage (95% CI)",
-                          ["precision", "recall", "f1"])
+                         "ci_high": r[f"{measure} ci_high"], "n": r["questions"]})
+    return _experiment_panels(rows, ["precision", "recall", "f1"],
+                              "coverage (95% CI), n questions")
 
 
 def _consistency(result: QueryResult) -> Figure | None:
-    rows = [{**r, "what": "incremental consistency"} for r in _dicts(result)]
-    return _interval_plot(rows, "what", "IC", "chains", "IC (95% CI)")
+    rows = [{**r, "measure": "IC", "value": r["IC"], "n": r["chains"]} for r in _dicts(result)]
+    return _experiment_panels(rows, ["IC"], "incremental consistency (95% CI), n chains")
 
 
 def _comparison(result: QueryResult) -> Figure | None:
     """A forest plot: per pair of experiments the difference of pass@1 (A − B) over the
-    tasks both answered, with its paired 95% interval and n."""
+    tasks both answered, with its paired 95% interval, n and P(A beats B) written in the
+    panel's column right of +1."""
     rows = _dicts(result)
     if not rows:
         return None
-    figure = _figure(7.0, max(2.2, 0.45 * len(rows) + 1.2))
+    figure = _figure(7.5, ROW * 1.4 * len(rows) + 1.0)
     axes = figure.subplots()
     ys = list(range(len(rows)))
     diffs = [r["difference"] for r in rows]
     errors = axes.errorbar(diffs, ys, xerr=_errors(diffs, [r["ci_low"] for r in rows],
                                                    [r["ci_high"] for r in rows]),
-                           fmt="o", color=PALETTE[0], capsize=3, linewidth=1)
+                           fmt="o", color=PALETTE[0], capsize=2, linewidth=1, markersize=4)
     errors.lines[2][0].set_gid("errorbars-0")
     for y, r in zip(ys, rows):
-        axes.text(1.08, y, f"n={r['tasks']}  P(A>B)={r['P(A beats B)']:.2f}", va="center",
-                  fontsize="x-small", gid=f"n-label-0-{y}")
-    axes.axvline(0, color="#888", linewidth=0.8)
+        axes.text(1.08, y, f"{r['difference']:+.2f}  n={r['tasks']:,}  "
+                           f"P(A>B)={r['P(A beats B)']:.2f}", va="center", fontsize=FONT,
+                  gid=f"n-label-0-{y}")
+    for x in (-1, 0, 1):
+        axes.axvline(x, color="#888" if x == 0 else "#ccc", linewidth=0.7)
     axes.set_yticks(ys, [f"{experiment_name(r['model A'], r['label A'])} − "
                          f"{experiment_name(r['model B'], r['label B'])}" for r in rows],
-                    fontsize="small")
-    axes.invert_yaxis()
-    axes.set_xlim(-1.05, 1.05)
-    axes.set_xlabel("difference of pass@1, A − B (paired 95% CI)")
+                    fontsize=FONT)
+    axes.set_ylim(len(rows) - 0.5, -0.5)
+    axes.set_xlim(-1.05, 2.2)
+    axes.set_xticks([-1, -0.5, 0, 0.5, 1], ["-1", "-0.5", "0", "0.5", "1"], fontsize=FONT)
+    axes.set_xlabel("difference of pass@1, A − B (paired 95% CI)", fontsize=FONT + 1)
     return figure
+
 
 
 SECTIONS = (
@@ -479,14 +606,16 @@ SECTIONS = (
     Section("tasks", "Tasks by kind", "Prediction tasks of the store by kind.",
             "tasks_by_kind", _tasks),
     Section("accuracy-kind", "Accuracy by kind",
-            "pass@1 of each experiment (model and label) by task kind, with its 95% "
-            "bootstrap interval over the tasks (error bar) and n, the tasks scored.",
+            "pass@1 by task kind, a panel per experiment (model and label), with its 95% "
+            "bootstrap interval over the tasks (error bar) and n, the tasks scored; a "
+            "trivial kind (every task one answer) after all, and not in it. Each table "
+            "row links to the cell's wrong answers.",
             "scored_samples", _accuracy_kind, _kind_table),
     Section("accuracy-difficulty", "Accuracy by difficulty",
-            f"pass@1 by difficulty bucket (line steps of the task's run), a line per kind, "
-            f"with 95% intervals and n; buckets of fewer than {MIN_TASKS} tasks are merged "
-            f"into their neighbours, a point of fewer than {MIN_TASKS} tasks of its kind is "
-            "hollow (and marked few in the table).",
+            f"pass@1 by difficulty bucket (line steps of the task's run), a panel per kind "
+            f"(n in its title), a line per experiment, with 95% intervals; buckets of fewer "
+            f"than {MIN_TASKS} tasks are merged into their neighbours, a point of fewer than "
+            f"{MIN_TASKS} tasks of its kind is hollow (and marked few in the table).",
             "scored_samples", _accuracy_difficulty, _difficulty_table),
     Section("coverage", "Coverage prediction",
             "REval's precision, recall and F1 of coverage answers (positive: the line "
@@ -505,7 +634,8 @@ SECTIONS = (
             nothing="fewer than two experiments with shared tasks"),
     Section("accuracy-method", "Accuracy by standard-library method",
             f"pass@1 on tasks whose program calls each str/list/dict method "
-            f"(CRUXEval Appendix A.3), a panel per task kind; the {MAX_METHODS} methods "
+            f"(CRUXEval Appendix A.3), a panel per task kind, a dot per experiment; the "
+            f"{MAX_METHODS} methods "
             f"with most tasks of the kind.",
             "accuracy_by_method", _accuracy_method, per_kind=True),
 )
@@ -539,10 +669,21 @@ def _scope_ids(text: str, prefix: str) -> str:
         lambda m: m[1] + (f"{prefix}-{m[2]}" if m[2] in defined else m[2]), text)
 
 
-def table(result: QueryResult) -> str:
-    """The rows as an HTML table, every value escaped; numbers right-aligned."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in result.columns)
-    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in result.rows)
+def table(result: QueryResult, links: dict[tuple[str, str, str], str] | None = None) -> str:
+    """The rows as an HTML table, every value escaped; numbers right-aligned. ``links``:
+    a table of experiments and kinds gets a ``failures`` column, each row of a cell with
+    wrong answers linked to them (the failures page)."""
+    columns = list(result.columns)
+    linked = bool(links) and {"model", "label", "kind"} <= set(columns)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns + ["failures"] * linked)
+
+    def link(row: tuple) -> str:
+        key = tuple(row[columns.index(c)] for c in ("model", "label", "kind"))
+        href = links.get(key) if links else None
+        return (f'<td><a class="failures" href="{html.escape(href)}">wrong answers</a></td>'
+                if href else "<td></td>")
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + (link(row) if linked else "")
+                   + "</tr>" for row in result.rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -569,7 +710,7 @@ details { margin-top: .6rem; } summary { cursor: pointer; color: #3b6ea5; }
 
 
 def _section_html(section: Section, result: QueryResult | None, figure: Figure | None,
-                  reason: str | None) -> str:
+                  reason: str | None, links: dict | None = None) -> str:
     parts = [f'<section id="{section.id}"><h2>{html.escape(section.title)}</h2>']
     if figure is not None:
         parts.append(f'<figure class="plot" id="plot-{section.id}">'
@@ -581,22 +722,19 @@ def _section_html(section: Section, result: QueryResult | None, figure: Figure |
     if result is not None and result.rows:
         rows = len(result.rows)
         parts.append(f"<details><summary>Table: {rows} row{'s' if rows != 1 else ''}"
-                     f"</summary>{table(result)}</details>")
+                     f"</summary>{table(result, links)}</details>")
     return "".join(parts) + "</section>"
 
 
-def _counts(db: str | Path) -> tuple[int, int]:
-    con = connect(db, read_only=True)
-    try:
-        return (con.execute("SELECT count(*) FROM runs").fetchall()[0][0],
-                con.execute("SELECT count(*) FROM programs").fetchall()[0][0])
-    finally:
-        con.close()
+def _counts(con) -> tuple[int, int]:
+    return (con.execute("SELECT count(*) FROM runs").fetchall()[0][0],
+            con.execute("SELECT count(*) FROM programs").fetchall()[0][0])
 
 
-def write_report(db: str | Path, out: str | Path,
-                 now: dt.datetime | None = None) -> ReportSummary:
-    """Run the queries behind every section on ``db`` and write the page to ``out``.
+def write_report(db: str | Path, out: str | Path, now: dt.datetime | None = None,
+                 selection: ReportFilter = ReportFilter()) -> ReportSummary:
+    """Run the queries behind every section on ``db`` (restricted to ``selection``: the
+    report's --model, --label, --kinds and --where) and write the page to ``out``.
     ``now`` is the time the page says it was made (default: the current time); with the
     same store and ``now`` the page is the same bytes."""
     if not Path(db).exists():
@@ -604,46 +742,55 @@ def write_report(db: str | Path, out: str | Path,
     out = Path(out)
     if not out.parent.is_dir():
         raise InputError(f"cannot write {out}: no directory {out.parent}")
-    runs, programs = _counts(db)
-    summary = ReportSummary(str(out), runs, programs)
     results: dict[str, QueryResult | StoreError] = {}
     sections = []
     _SUMMARIES.clear()
     try:
-        for section in SECTIONS:
-            if section.query not in results:  # sections share scored_samples: run it once
-                results[section.query] = (_run_per_kind(section.query, db) if section.per_kind
-                                          else _run(section.query, db))
-            sections.append(_render_section(section, results[section.query], summary))
+        with open_filtered(db, selection) as con:
+            runs, programs = _counts(con)
+            summary = ReportSummary(str(out), runs, programs)
+            links = _write_failures(con, db, out, summary)
+            for section in SECTIONS:
+                if section.query not in results:  # sections share scored_samples: run it once
+                    results[section.query] = (_run_per_kind(con, section.query, str(db))
+                                              if section.per_kind
+                                              else _run(con, section.query, str(db)))
+                sections.append(_render_section(section, results[section.query], summary,
+                                                links))
+                if section.id == "accuracy-kind" and isinstance(results[section.query],
+                                                                QueryResult):
+                    summary.results = write_results(_summary(results[section.query]), out,
+                                                    str(db), now)
     finally:
         _SUMMARIES.clear()
-    page = _page(db, runs, programs, sections, now or dt.datetime.now(dt.timezone.utc))
+    page = _page(db, runs, programs, sections, now or dt.datetime.now(dt.timezone.utc),
+                 selection)
     with user_file(out):
         out.write_text(page, encoding="utf-8")
     summary.bytes = len(page.encode("utf-8"))
     return summary
 
 
-def _run(name: str, db: str | Path, params: dict[str, str] | None = None
+def _run(con, name: str, source: str, params: dict[str, str] | None = None
          ) -> QueryResult | StoreError:
     """The query's result, or the one-line error of a store without its tables (which
     the section shows instead of a plot)."""
     try:
-        return run_query(name, db=db, params=params)
+        return run_query_on(con, name, source, params=params)
     except StoreError as exc:
         return exc
 
 
-def _run_per_kind(name: str, db: str | Path) -> QueryResult | StoreError:
+def _run_per_kind(con, name: str, source: str) -> QueryResult | StoreError:
     """The query run once per task kind of the store (its ``kind`` parameter), its rows
     after a leading ``kind`` column, in kind order."""
-    kinds = _run("tasks_by_kind", db)
+    kinds = _run(con, "tasks_by_kind", source)
     if isinstance(kinds, StoreError):
         return kinds
     columns: list[str] = []
     rows: list[tuple] = []
     for kind in sorted(row[0] for row in kinds.rows):
-        found = _run(name, db, {"kind": kind})
+        found = _run(con, name, source, {"kind": kind})
         if isinstance(found, StoreError):
             return found
         columns = ["kind"] + found.columns
@@ -651,8 +798,27 @@ def _run_per_kind(name: str, db: str | Path) -> QueryResult | StoreError:
     return QueryResult(columns, rows)
 
 
+def _write_failures(con, db: str | Path, out: Path, summary: ReportSummary
+                    ) -> dict[tuple[str, str, str], str]:
+    """Write the failures page next to ``out`` (``NAME-failures.html``) when the store
+    has wrong answers; the link of each (model, label, kind) cell that has some."""
+    try:
+        found = failure_cells(con)
+    except duckdb.Error:  # no tasks, predictions or scores yet: no page
+        return {}
+    wrong = [(m, l, k) for m, l, k, n, _ in found if n]
+    if not wrong:
+        return {}
+    path = out.with_name(f"{out.stem}-failures.html")
+    page = report_failures_page(con, str(db))
+    with user_file(path):
+        path.write_text(page, encoding="utf-8")
+    summary.failures = str(path)
+    return {cell: f"{path.name}#{anchor(*cell)}" for cell in wrong}
+
+
 def _render_section(section: Section, found: QueryResult | StoreError,
-                    summary: ReportSummary) -> str:
+                    summary: ReportSummary, links: dict | None = None) -> str:
     """The section's HTML; records in ``summary`` whether it has a plot and why not."""
     result = section.select(found) if isinstance(found, QueryResult) else None
     figure, reason = None, None
@@ -667,11 +833,18 @@ def _render_section(section: Section, found: QueryResult | StoreError,
         summary.plots.append(section.id)
     else:
         summary.empty[section.id] = reason
-    return _section_html(section, result, figure, reason)
+    return _section_html(section, result, figure, reason, links)
+
+
+def _filtered(selection: ReportFilter) -> str:
+    """The page's word on its filter (nothing without one)."""
+    if selection.empty:
+        return ""
+    return f" (only {html.escape(selection.describe())})"
 
 
 def _page(db: str | Path, runs: int, programs: int, sections: list[str],
-          now: dt.datetime) -> str:
+          now: dt.datetime, selection: ReportFilter) -> str:
     made = now.strftime("%Y-%m-%d %H:%M %Z").strip()
     links = "".join(f'<a href="#{s.id}">{html.escape(s.title)}</a>' for s in SECTIONS)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -679,5 +852,6 @@ def _page(db: str | Path, runs: int, programs: int, sections: list[str],
             "<link rel=\"icon\" href=\"data:,\"><title>steptrace report</title>"
             f"<style>{STYLE}</style></head><body><h1>steptrace report</h1>"
             f"<p class=\"meta\">Store <code>{html.escape(str(db))}</code>: {runs} runs of "
-            f"{programs} programs. Made {html.escape(made)}.</p><nav>{links}</nav>"
+            f"{programs} programs{_filtered(selection)}. Made {html.escape(made)}.</p>"
+            f"<nav>{links}</nav>"
             + "".join(sections) + "</body></html>\n")

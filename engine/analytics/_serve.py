@@ -2,7 +2,11 @@
 
 ``GET /`` lists the runs (run id, sample, input, status, steps, outcome), filtered by
 ``status`` and ``max_steps`` and paged by ``offset`` (``PAGE_RUNS`` a page), each linked to
-``GET /run/ID``, the ``steptrace view`` page of that run. Every request opens the store
+``GET /run/ID``, the ``steptrace view`` page of that run (``#step=N``: at step N).
+``GET /failures`` lists the experiments and task kinds scored, with their wrong answers,
+and ``GET /failures?model=M&label=L&kind=K`` every wrong answer of one (``PAGE_RUNS`` a
+page): prompt, raw response, extracted and expected answer, linked to the trace viewer at
+the step the question is about (engine/analytics/_failures.py). Every request opens the store
 read-only and closes it. The server is for one user on their own machine: it binds to
 127.0.0.1 unless told otherwise, serves nothing else, and escapes every text it shows.
 """
@@ -15,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from steptrace.analytics._failures import (cells, failure_html, failures, page as failure_page,
+                                           serve_link)
 from steptrace.analytics._viewer import render_page, view_data
 from steptrace.errors import SteptraceError
 from steptrace.store._store import StoreError, connect
@@ -72,7 +78,8 @@ def runs_page(db: str | Path, status: str | None = None, max_steps: int | None =
         'style-src \'unsafe-inline\'"><link rel="icon" href="data:,">'
         "<title>steptrace runs</title><style>body{font:14px system-ui,sans-serif;margin:1em}"
         "td,th{padding:.1em .6em;text-align:left}</style></head><body>"
-        f"<h1>Runs of {e(str(db))}</h1>"
+        f"<h1>Runs of {e(str(db))}</h1><p><a href=\"/failures\">wrong answers</a> by "
+        "experiment and task kind</p>"
         '<form method="get" action="/">status <select name="status"><option value="">any'
         f'</option>{options}</select> at most <input name="max_steps" type="number" min="0" '
         f'value="{"" if max_steps is None else int(max_steps)}"> line steps '
@@ -81,6 +88,57 @@ def runs_page(db: str | Path, status: str | None = None, max_steps: int | None =
         "<table><thead><tr><th>run</th><th>sample</th><th>input</th><th>status</th>"
         f"<th>line steps</th><th>outcome</th></tr></thead><tbody>{body}</tbody></table>"
         f"{more}</body></html>")
+
+
+def _scored(db: str | Path):
+    """The store opened read-only, or a ServeError when it has no scores yet."""
+    con = connect(db, read_only=True)
+    present = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    missing = [t for t in ("tasks", "predictions", "scores") if t not in present]
+    if missing:
+        con.close()
+        raise ServeError(404, f"no {missing[0]} table in {db}: run steptrace "
+                              f"{'score' if missing[0] == 'scores' else missing[0].rstrip('s')}"
+                              " first")
+    return con
+
+
+def failures_index(db: str | Path) -> str:
+    """Every experiment and kind scored: wrong of scored, linked to its wrong answers."""
+    con = _scored(db)
+    try:
+        found = cells(con)
+    finally:
+        con.close()
+    e = html.escape
+    def link(model: str, label: str, kind: str, wrong: int) -> str:
+        return (f'<a href="{e(serve_link(model, label, kind))}">wrong answers</a>'
+                if wrong else "")
+    rows = "".join(
+        f"<tr><td>{e(m)}</td><td>{e(l)}</td><td>{e(k)}</td><td>{wrong}</td><td>{scored}</td>"
+        f"<td>{link(m, l, k, wrong)}</td></tr>" for m, l, k, wrong, scored in found)
+    return failure_page("steptrace failures",
+                        f'<p><a href="/">runs</a></p><table><thead><tr><th>model</th>'
+                        "<th>label</th><th>kind</th><th>wrong</th><th>scored</th><th></th>"
+                        f"</tr></thead><tbody>{rows}</tbody></table>")
+
+
+def failures_page(db: str | Path, model: str, label: str, kind: str, offset: int) -> str:
+    """One cell's wrong answers, PAGE_RUNS a page, each linked to its trace at its step."""
+    con = _scored(db)
+    try:
+        total, shown = failures(con, model, label, kind, PAGE_RUNS, offset)
+    finally:
+        con.close()
+    e = html.escape
+    more = ("" if offset + PAGE_RUNS >= total else
+            f'<p><a id="more" href="{e(serve_link(model, label, kind, offset + PAGE_RUNS))}">'
+            "next wrong answers</a></p>")
+    return failure_page(
+        f"{model} [{label}] · {kind}",
+        f'<p><a href="/failures">every experiment and kind</a></p><p id="count">{total} wrong '
+        f"answers; {offset + 1 if shown else 0}-{offset + len(shown)} shown.</p>"
+        + "".join(failure_html(f, link_traces=True) for f in shown) + more)
 
 
 def answer(db: str | Path, target: str) -> str:
@@ -102,6 +160,13 @@ def answer(db: str | Path, target: str) -> str:
 
     if url.path == "/":
         return runs_page(db, one("status"), number("max_steps"), number("offset") or 0)
+    if url.path == "/failures":
+        model, label, kind = one("model"), one("label"), one("kind")
+        if model is None and label is None and kind is None:
+            return failures_index(db)
+        if model is None or label is None or kind is None:
+            raise ServeError(400, "give model, label and kind (or none of them)")
+        return failures_page(db, model, label, kind, number("offset") or 0)
     found = re.fullmatch(r"/run/(\d{1,18})", url.path)
     if found:
         try:

@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import duckdb
 
+from steptrace.corpus._text import as_created
 from steptrace.errors import InputError
 from steptrace.sandbox._result_schema import STATUSES
 from steptrace.store._store import (FINISHED_STATUSES, StoreError, connect, first_line,
@@ -346,7 +347,7 @@ def export_traces(store: str | os.PathLike, out: str | os.PathLike, format: str 
                          f"{', '.join(FORMATS)}")
     selection = Selection(tuple(statuses), max_steps, max_trace_lines, lines)
     if lines != "monitoring" and not FORMATS[format].line_views:
-        raise InputError(f"--lines {lines} goes with --format lines: the settrace view's own "
+        raise InputError(f"--lines {lines} goes with --trace-format lines: the settrace view's own "
                          f"line events have no recorded state for {format} (jsonl holds "
                          "them as settrace_lines)")
     render = FORMATS[format].render
@@ -364,6 +365,7 @@ def export_traces(store: str | os.PathLike, out: str | os.PathLike, format: str 
         raise InputError(f"cannot write {out}: {exc.strerror or exc}") from exc
     summary = TraceExportSummary(format, out)
     try:
+        as_created(handle.fileno())
         with handle:
             for batch in iter_run_batches(db_path, selection, batch_runs, batch_steps):
                 summary.batches += 1

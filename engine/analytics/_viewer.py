@@ -466,7 +466,13 @@ document.addEventListener("click", event => {
   setTimeout(() => target.classList.remove("flash"), 800);
 });
 if (N === 0) document.getElementById("where").textContent = "no steps recorded";
-go(0);
+// #step=N opens the page at step N (the failures pages link a question's step so)
+const fromHash = () => {
+  const asked = /^#step=(\d{1,12})$/.exec(location.hash);
+  return asked ? Number(asked[1]) : 0;
+};
+window.addEventListener("hashchange", () => go(fromHash()));
+go(fromHash());
 window.steptraceViewer = {go, step: () => current, steps: N};
 })();
 """

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import click
 
-from steptrace.analytics._defaults import DEFAULT_RUNS_PER_BUCKET, TRACE_EXPORT_FORMATS
-from steptrace.cli._common import db_option, format_option
+from steptrace.analytics._defaults import (DATASET_CONFIG_NAMES, DEFAULT_DATASET_CONFIGS,
+                                           DEFAULT_RUNS_PER_BUCKET, TRACE_EXPORT_FORMATS)
+from steptrace.cli._common import db_option, format_option, where_option
 from steptrace.cli._render import render
 from steptrace.tasks._names import LINE_VIEWS
 
@@ -59,23 +60,55 @@ def query_command(name: str | None, list_queries: bool, db: str, parquet: Path |
 
 @click.command("export")
 @db_option
-@click.option("--parquet", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Directory to write (must be empty, or use --force).")
+@click.option("--parquet", type=click.Path(file_okay=False, path_type=Path),
+              help="Deprecated: the old name of --out (a warning says so).")
 @click.option("--runs-per-bucket", type=click.IntRange(min=1), default=DEFAULT_RUNS_PER_BUCKET,
               show_default=True, help="Consecutive run ids per Parquet partition.")
 @click.option("--force", is_flag=True, help="Replace an export already in the directory.")
 @format_option
-def export_command(db: str, parquet: Path, runs_per_bucket: int, force: bool, fmt: str) -> None:
-    """Write every table of the store as Hive-partitioned Parquet (by run_id bucket)."""
+def export_command(db: str, out: Path | None, parquet: Path | None, runs_per_bucket: int,
+                   force: bool, fmt: str) -> None:
+    """Write every table of the store as Hive-partitioned Parquet (by run_id bucket) into
+    the directory --out."""
     from steptrace.analytics._export import export_parquet
-    summary = export_parquet(db, parquet, force=force, runs_per_bucket=runs_per_bucket)
+    if (out is None) == (parquet is None):
+        raise click.UsageError("give the directory to write as --out DIR")
+    if parquet is not None:
+        click.echo("warning: export --parquet DIR is deprecated; use --out DIR (every "
+                   "export names what it writes with --out)", err=True)
+    summary = export_parquet(db, out or parquet, force=force, runs_per_bucket=runs_per_bucket)
     click.echo(render(["table", "rows", "files", "partition_by"], summary.as_rows(), fmt,
                       title=f"steptrace export -> {summary.directory}"))
 
 
+@click.command("export-dataset")
+@db_option
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory to write (must be empty, or use --force).")
+@click.option("--tables", default=",".join(DEFAULT_DATASET_CONFIGS), show_default=True,
+              metavar="CONFIG,...", help=f"Configs to write: {', '.join(DATASET_CONFIG_NAMES)}.")
+@click.option("--name", default=None, help="The card's title [default: the store's name].")
+@click.option("--force", is_flag=True, help="Replace an export already in the directory.")
+@format_option
+def export_dataset_command(db: str, out: Path, tables: str, name: str | None, force: bool,
+                           fmt: str) -> None:
+    """Write the store's corpus, tasks, predictions and scores (or runs, programs) as a
+    Hugging Face dataset in the Hub's layout, with its card: one config per table, Parquet
+    (datasets.load_dataset(OUT, "tasks"))."""
+    from steptrace.analytics._dataset import export_dataset, parse_configs
+    summary = export_dataset(db, out, parse_configs(tables), force=force, name=name)
+    click.echo(render(["config", "rows"], summary.as_rows(), fmt,
+                      title=f"steptrace export-dataset -> {summary.directory}"))
+
+
 @click.command("export-traces")
-@click.option("--format", "export_format", required=True, metavar="FORMAT",
+@click.option("--trace-format", "trace_format", metavar="FORMAT",
               help=f"Trace format: {', '.join(TRACE_EXPORT_FORMATS)} (docs/guides/exports.md).")
+@click.option("--format", "fmt", metavar="FORMAT", default="table", show_default=True,
+              help="Output format of the summary: table, json or csv (as in every command; "
+                   "a trace format here is the deprecated spelling of --trace-format).")
 @db_option
 @click.option("--out", required=True, type=click.Path(path_type=Path),
               help="JSONL file to write, one run a line (replaced when the export is done).")
@@ -88,21 +121,39 @@ def export_command(db: str, parquet: Path, runs_per_bucket: int, force: bool, fm
 @click.option("--batch-runs", type=click.IntRange(min=1), default=256, show_default=True,
               help="Runs read from the store at once (memory is bounded by one batch).")
 @click.option("--lines", type=click.Choice(LINE_VIEWS), default="monitoring", show_default=True,
-              help="With --format lines: the steps' line events (monitoring) or those "
+              help="With --trace-format lines: the steps' line events (monitoring) or those "
                    "sys.settrace reports (settrace; runs without a recorded settrace view "
                    "are left out).")
-def export_traces_command(export_format: str, db: str, out: Path, statuses: str,
-                          max_steps: int | None, max_trace_lines: int | None,
+def export_traces_command(trace_format: str | None, fmt: str, db: str, out: Path,
+                          statuses: str, max_steps: int | None, max_trace_lines: int | None,
                           batch_runs: int, lines: str) -> None:
-    """Write the stored traces as training data, one run a line in run id order: jsonl
-    (steptrace's own record), pythontutor, cwm, scratchpad or lines (the line events
-    alone)."""
+    """Write the stored traces as training data, one run a line in run id order
+    (--trace-format): jsonl (steptrace's own record), pythontutor, cwm, scratchpad or
+    lines (the line events alone)."""
     from steptrace.analytics._trace_export import export_traces
-    summary = export_traces(db, out, export_format,
+    from steptrace.cli._render import FORMATS
+    if fmt in TRACE_EXPORT_FORMATS:  # the old spelling: --format was the trace format
+        if trace_format is not None:
+            raise click.UsageError("give the trace format once, as --trace-format")
+        click.echo(f"warning: export-traces --format {fmt} is deprecated; use --trace-format "
+                   f"{fmt} (--format is the summary's table, json or csv, as everywhere)",
+                   err=True)
+        trace_format, fmt = fmt, "table"
+    elif fmt not in FORMATS:
+        raise click.BadParameter(f"{fmt!r} is not one of {', '.join(FORMATS)}",
+                                 param_hint="'--format'")
+    if trace_format is None:
+        raise click.UsageError("give the trace format: --trace-format "
+                               f"{'|'.join(TRACE_EXPORT_FORMATS)}")
+    summary = export_traces(db, out, trace_format,
                             statuses=[s.strip() for s in statuses.split(",") if s.strip()],
                             max_steps=max_steps, max_trace_lines=max_trace_lines,
                             batch_runs=batch_runs, lines=lines)
-    click.echo(render(["item", "value"], summary.as_rows(), "table",
+    if fmt == "json":
+        import json
+        click.echo(json.dumps(dict(summary.as_rows()), indent=2))
+        return
+    click.echo(render(["item", "value"], summary.as_rows(), fmt,
                       title="steptrace export-traces"))
 
 
@@ -122,14 +173,27 @@ def features(db: str, chunk_runs: int, fmt: str) -> None:
 @db_option
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="HTML file to write (one self-contained page).")
+@click.option("--model", "models", multiple=True, metavar="NAME",
+              help="Only this model's predictions (repeatable; default: every model).")
+@click.option("--label", "labels", multiple=True, metavar="LABEL",
+              help="Only the experiments of this label (repeatable; default: every one).")
+@click.option("--kinds", default=None, metavar="KIND,...",
+              help="Only tasks of these kinds, comma-separated (default: every kind).")
+@where_option
 @format_option
-def report_command(db: str, out: Path, fmt: str) -> None:
+def report_command(db: str, out: Path, models: tuple[str, ...], labels: tuple[str, ...],
+                   kinds: str | None, where: str | None, fmt: str) -> None:
     """Write an HTML page of plots over the store (statuses, step distributions, tasks,
     accuracy by kind and difficulty with 95% intervals and n, coverage precision/recall/F1,
     incremental consistency, paired comparisons, accuracy by standard-library method per
-    kind) with the tables behind them, collapsed."""
+    kind) with the tables behind them, collapsed; beside it NAME-failures.html (the wrong
+    answers of each experiment and kind, linked from the tables) and one
+    lm-evaluation-harness results.json per experiment (NAME-results/). --model, --label,
+    --kinds and --where keep part of the store, in every section."""
     from steptrace import _api as api  # matplotlib loads only in the report itself
-    summary = api.report(db, out)
+    summary = api.report(db, out, models=models, labels=labels,
+                         kinds=() if kinds is None else [k for k in kinds.split(",")],
+                         where=where)
     click.echo(render(["item", "value"], summary.as_rows(), fmt, title="steptrace report"))
 
 
@@ -160,7 +224,9 @@ def view_command(run_id: int | None, sample_id: str | None, input_index: int, db
               help="Port to listen on (0: any free one).")
 def serve_command(db: str, host: str, port: int) -> None:
     """Browse the runs of the store in a browser: a list filtered by status and steps,
-    each run opening its `view` page. Runs until interrupted (Ctrl-C)."""
+    each run opening its `view` page; /failures: the wrong answers of each experiment and
+    task kind, each linked to its trace at the step asked about. Runs until interrupted
+    (Ctrl-C)."""
     from steptrace.analytics._serve import make_server
     try:
         server = make_server(db, host, port)

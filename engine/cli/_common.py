@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable
 import click
 
 from steptrace.cli._render import FORMATS, render
-from steptrace.predictions._options import DEFAULT_API_KEY_ENV, PredictOptions
+from steptrace.predictions._options import DEFAULT_API_KEY_ENV, ENDPOINTS, PredictOptions
 from steptrace.store._defaults import DEFAULT_DB
 
 if TYPE_CHECKING:
@@ -89,6 +89,18 @@ def request_options(temperature: float) -> Callable[[Callable], Callable]:
                      default=PredictOptions.max_retries, show_default=True,
                      help="Retries of a request after a 429, a 5xx, a timeout or a dropped "
                           "connection (the client backs off and honours Retry-After)."),
+        click.option("--endpoint", type=click.Choice(ENDPOINTS),
+                     default=PredictOptions.endpoint, show_default=True,
+                     help="chat: /v1/chat/completions (the prompt as the user's message); "
+                          "completions: /v1/completions (the prompt continued as it is: "
+                          "base models, CRUXEval's protocol)."),
+        click.option("--stop", "stop", multiple=True, metavar="TEXT",
+                     help="A stop sequence (repeatable; \\n in it is a newline): the server "
+                          "ends the answer before it, e.g. --stop '[/ANSWER]'."),
+        click.option("--extra-body", metavar="JSON", default=None,
+                     help="More request fields, a JSON object sent as it is, e.g. "
+                          "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}' "
+                          "(vLLM) or '{\"reasoning_effort\": \"low\"}'."),
     ]
 
     def apply(command):
@@ -100,7 +112,8 @@ def request_options(temperature: float) -> Callable[[Callable], Callable]:
 
 def request_settings(model: str, base_url: str | None, api_key_env: str | None,
                      temperature: float, max_tokens: int, top_p: float | None,
-                     concurrency: int, timeout: float, max_retries: int,
+                     concurrency: int, timeout: float, max_retries: int, endpoint: str,
+                     stop: tuple[str, ...], extra_body: str | None,
                      **experiment) -> PredictOptions:
     """PredictOptions from the request options (and predict's samples, label, system
     prompt and redo), warning when the named key is unset."""
@@ -111,7 +124,23 @@ def request_settings(model: str, base_url: str | None, api_key_env: str | None,
                           api_key_env=api_key_env or DEFAULT_API_KEY_ENV,
                           temperature=temperature, max_tokens=max_tokens, top_p=top_p,
                           concurrency=concurrency, timeout_s=timeout, max_retries=max_retries,
+                          endpoint=endpoint, extra_body=extra_body,
+                          stop=tuple(text.replace("\\n", "\n") for text in stop),
                           **experiment)
+
+
+# Bad-record warnings printed one a line; the rest are counted in one more line (the
+# summary's "corpus records skipped as bad" and --format json list them all).
+MAX_WARNINGS = 20
+
+
+def echo_warnings(errors: list[str]) -> None:
+    """The first ``MAX_WARNINGS`` of ``errors`` as warnings on stderr, then how many more."""
+    for error in errors[:MAX_WARNINGS]:
+        click.echo(f"warning: {error}", err=True)
+    if len(errors) > MAX_WARNINGS:
+        click.echo(f"warning: ... and {len(errors) - MAX_WARNINGS} more bad records (--format "
+                   "json lists them all)", err=True)
 
 
 def _echo_summary(summary, fmt: str, title: str) -> None:

@@ -17,8 +17,9 @@ from steptrace.predictions._options import PredictOptions
 
 @click.command("predict")
 @click.option("--tasks", "tasks_path", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
-              help="Tasks JSONL, as written by `steptrace tasks`.")
+              type=click.Path(path_type=Path),
+              help="Tasks JSONL, as written by `steptrace tasks` (or its Parquet file, or a "
+                   "Hugging Face dataset of tasks saved with save_to_disk).")
 @request_options(temperature=PredictOptions.temperature)
 @click.option("--samples", type=click.IntRange(min=1), default=PredictOptions.samples,
               show_default=True, help="Samples per task (one request each).")
@@ -30,12 +31,15 @@ from steptrace.predictions._options import PredictOptions
 @click.option("--redo", is_flag=True,
               help="Delete this experiment's stored predictions (and scores) of these "
                    "tasks, then ask again.")
+@click.option("--max-requests", type=click.IntRange(min=1), default=None,
+              help="A request budget: ask at most this many (task, sample) pairs in this run "
+                   "(the first not stored); run again for the rest [default: all].")
 @db_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @format_option
 def predict_command(tasks_path: Path, samples: int, system_prompt: str | None,
-                    label: str | None, redo: bool, db: str, quiet: bool, fmt: str,
-                    **request) -> None:
+                    label: str | None, redo: bool, max_requests: int | None, db: str,
+                    quiet: bool, fmt: str, **request) -> None:
     """Ask a model every task (one request per task and sample) and store its responses
     and their parsed answers in the predictions table, under the experiment's label
     (the settings are recorded in the experiments table). A re-run of the same
@@ -44,7 +48,7 @@ def predict_command(tasks_path: Path, samples: int, system_prompt: str | None,
     from steptrace import _api as api
     from steptrace.store._store import require_store
     options = request_settings(samples=samples, system_prompt=system_prompt, label=label,
-                               redo=redo, **request)
+                               redo=redo, max_requests=max_requests, **request)
     require_store(db)
     with _progress_bar("predict", quiet) as progress:
         summary = api.predict(tasks_path, db, options=options,

@@ -33,10 +33,20 @@ workers_option = click.option(
 
 quiet_option = click.option("--quiet", is_flag=True, help="No progress bar.")
 
-SCORE_TABLES = {"kind": "by kind", "difficulty": "by difficulty", "coverage": "coverage",
+SCORE_TABLES = {"summary": "summary", "kind": "by kind", "difficulty": "by difficulty",
+                "coverage": "coverage",
                 "consistency": "incremental consistency",
                 "correlation": "input output correlation", "comparison": "paired comparison",
                 "error": "error parts"}
+
+
+# Why a table asked for by name has no rows.
+EMPTY_REASONS = {
+    "coverage": "no coverage tasks scored",
+    "incremental consistency": "no question chains scored (make tasks with --chains)",
+    "input output correlation": "fewer than two runs with both input and output tasks scored",
+    "paired comparison": "fewer than two experiments with shared tasks",
+    "error parts": "no error tasks scored"}
 
 
 def _when_checks_run(progress) -> Callable[[int, int], None]:
@@ -63,8 +73,9 @@ def _ks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ..
 
 
 @click.command()
-@click.option("--tasks", "tasks_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Score the stored predictions of these tasks (JSONL from steptrace tasks).")
+@click.option("--tasks", "tasks_path", type=click.Path(path_type=Path),
+              help="Score the stored predictions of these tasks (JSONL from steptrace tasks, "
+                   "its Parquet file, or a dataset of tasks saved with save_to_disk).")
 @db_option
 @click.option("--model", "models", multiple=True, metavar="NAME",
               help="Only this model (repeatable; default: every model).")
@@ -77,9 +88,11 @@ def _ks(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ..
               help="Values must also have the same types (1 != 1.0 != True).")
 @click.option("--float-tolerance", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Floats equal within this relative and absolute tolerance.")
-@click.option("--table", "table", type=click.Choice(["all", *SCORE_TABLES]), default="all",
-              show_default=True, help="Which table to print (csv prints one: 'all' means "
-                                      "'kind' there).")
+@click.option("--table", "table", type=click.Choice(["all", *SCORE_TABLES]),
+              default="summary", show_default=True,
+              help="Which table to print: summary (pass@k with its interval per experiment "
+                   "and kind), one of the others, or all (every table that has rows; csv "
+                   "prints one: 'all' means 'kind' there).")
 @click.option("--cruxeval", "cruxeval", type=click.Path(dir_okay=False, path_type=Path),
               hidden=True, help="Deprecated: use score-cruxeval GENERATIONS.")
 @click.option("--mode", hidden=True, help="Deprecated: score-cruxeval's --mode.")
@@ -101,13 +114,16 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
     """Score predictions, every check in the sandbox (a fresh instance per candidate).
 
     --tasks TASKS.jsonl: judge the stored predictions of these tasks, store the verdicts
-    in the scores table, print pass@k by experiment (model and label) and kind, by
+    in the scores table and print one summary table: pass@k with its interval per
+    experiment (model and label) and kind. A kind whose every task has one answer (e.g.
+    CRUXEval's exception tasks, all "none") is trivial: listed after all and left out of
+    it. --table prints another table instead (or all of them): by kind in full, by
     difficulty, coverage precision/recall/F1, REval's incremental consistency, the
-    input-output correlation and paired comparisons of every two experiments (two models,
-    or one model's two labels), and error tasks' type and message scored apart (EXE).
-    Shares are fractions; intervals are ci_low and ci_high. Each input check's verdict is
-    kept in the store (the checks table): scoring again runs only the checks not judged
-    yet.
+    input-output correlation, paired comparisons of every two experiments, and error
+    tasks' type and message scored apart (EXE); a table without rows is a line saying
+    why. Shares are fractions; intervals are ci_low and ci_high. Each input check's
+    verdict is kept in the store (the checks table): scoring again runs only the checks
+    not judged yet.
 
     CRUXEval generations in the official format: see score-cruxeval (`score --cruxeval`
     still runs it, deprecated)."""
@@ -139,15 +155,29 @@ def score(tasks_path: Path | None, db: str, models: tuple[str, ...], labels: tup
         click.echo(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False))
         return
     wanted = "kind" if fmt == "csv" and table == "all" else table
-    tables = [t for t in summary.tables() if wanted == "all" or t[0] == SCORE_TABLES[wanted]]
-    click.echo("\n\n".join(render(columns, rows, fmt, title=f"steptrace score: {title}")
-                            for title, columns, rows in tables))
+    if wanted == "summary":
+        tables = [("summary", *summary.summary())]
+    else:
+        tables = [t for t in summary.tables() if wanted == "all" or t[0] == SCORE_TABLES[wanted]]
+    shown = [t for t in tables if t[2]]  # no empty table: a line says why instead
+    if shown:
+        click.echo("\n\n".join(render(columns, rows, fmt, title=f"steptrace score: {title}")
+                                for title, columns, rows in shown))
+    for title, _, rows in tables:
+        if not rows and wanted != "all":
+            click.echo(f"no {title} rows: {EMPTY_REASONS.get(title, 'nothing scored for it')}",
+                       err=True)
     click.echo(f"{len(summary.verdicts)} predictions scored, {summary.errors} failed requests "
                f"left out, {summary.input_checks} input checks run in the sandbox, "
                f"{summary.input_checks_reused} judged before (read from the store)", err=True)
     if summary.stale:
         click.echo(f"{summary.stale} verdicts not stored: their predictions were made again "
                    "while scoring (score again)", err=True)
+    trivial = summary.trivial_kinds
+    if trivial and fmt == "table" and wanted in ("summary", "kind", "all"):
+        click.echo("trivial kinds (every task has one answer; listed after all, left out of "
+                   "it): " + ", ".join(f"{kind} ({answer!r})" for kind, answer in trivial.items()),
+                   err=True)
 
 
 @click.command("score-cruxeval")

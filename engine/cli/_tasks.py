@@ -66,3 +66,20 @@ def tasks_command(db: str, kinds: str, per_run: int, seed: int, chains: int, pro
                              engine=engine, address=address, where=where, lines=lines)
     click.echo(render(["kind", "tasks", "runs"], summary.rows(), fmt, title="steptrace tasks"))
     click.echo(summary.timing_text(), err=True)
+
+
+@click.command("cruxeval-prompts")
+@click.argument("repository", type=click.Path(path_type=Path))
+@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=True,
+                                                      file_okay=False),
+              help="Directory to write output.cruxeval.txt and input.cruxeval.txt into.")
+@format_option
+def cruxeval_prompts_command(repository: Path, out: Path, fmt: str) -> None:
+    """Turn the official CRUXEval prompts (REPOSITORY: a checkout of facebookresearch/
+    cruxeval, or its prompts.py, read and never run) into templates for tasks --prompt
+    cruxeval --template-dir OUT."""
+    from steptrace.tasks._official import OFFICIAL_PROMPTS, write_official_templates
+    written = write_official_templates(repository, out)
+    rows = [(path.name, OFFICIAL_PROMPTS[path.name.split(".")[0]][0]) for path in written]
+    click.echo(render(["template", "from"], rows, fmt,
+                      title=f"steptrace cruxeval-prompts -> {out}"))

@@ -13,13 +13,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from steptrace.cli._common import _progress_bar, _progress_callback, db_option, format_option
+from steptrace.cli._common import (_progress_bar, _progress_callback, db_option, echo_warnings,
+                                   format_option)
 from steptrace.cli._render import render
 from steptrace.sandbox._limits import BACKENDS, ISOLATIONS, Limits
 from steptrace.sharding._defaults import DEFAULT_SHARD_SIZE, ENGINES
 
 if TYPE_CHECKING:
     from steptrace.tracing._trace import TraceSummary
+
+# Steps ``show`` prints unless asked for more (--limit 0: all of them).
+SHOW_LIMIT = 1000
 
 @click.command()
 @click.option("--force", is_flag=True, help="Rebuild even if the cache is valid.")
@@ -249,7 +253,8 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
           max_script_stdout: int, max_file_bytes: int, max_files: int, isolation: str,
           force: bool, lock: Path | None, backend: str | None, python: str | None,
           quiet: bool, no_loop_detection: bool, fmt: str) -> None:
-    """Trace every job of CORPUS (JSONL file or directory of .py files; - or a pipe is
+    """Trace every job of CORPUS (JSONL file, directory of .py files, Parquet file or a
+    Hugging Face dataset saved with save_to_disk or in the Hub's layout; - or a pipe is
     read once, into a temporary file) into the store; with --out, of every CORPUS into a
     shard directory."""
     from steptrace.corpus._formats import demo_corpus_path
@@ -277,8 +282,7 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
                                 progress=_progress_callback(progress), packages=lock,
                                 loop_detection=not no_loop_detection, backend=backend,
                                 python=python)
-        for error in summary.corpus_errors:
-            click.echo(f"warning: {error}", err=True)
+        echo_warnings(summary.corpus_errors)
         for note in summary.notes:
             click.echo(f"note: {note}", err=True)
         echo_trace_summary(summary, db, fmt)
@@ -305,8 +309,7 @@ def trace(corpus: tuple[Path, ...], demo: bool, db: str, out: Path | None, engin
                                     limits=limits, progress=bar, shard_progress=shard_progress,
                                     packages=lock, plan_only=plan_only, on_note=notes.append,
                                     trust_guest=trust_guest, backend=backend, python=python)
-    for error in sharded.corpus_errors:
-        click.echo(f"warning: {error}", err=True)
+    echo_warnings(sharded.corpus_errors)
     for note in notes:
         click.echo(f"note: {note}", err=True)
     if fmt == "json":
@@ -397,15 +400,24 @@ def analyse(db: str, determinism: bool, workers: int | None, timeout: float, qui
 @click.option("--sample-id", help="Show the run of this sample id instead.")
 @click.option("--input-index", type=int, default=0, show_default=True,
               help="With --sample-id: which of the sample's inputs.")
+@click.option("--steps", "step_range", metavar="FIRST:STOP",
+              help="Only steps FIRST to STOP-1, as a Python slice (100:200; 5000: from step "
+                   "5000; :50 the first 50).")
+@click.option("--limit", type=click.IntRange(min=0), default=SHOW_LIMIT, show_default=True,
+              help="At most this many steps (0: no limit); a line says which were shown.")
 @db_option
 @format_option
-def show(run_id: int | None, sample_id: str | None, input_index: int, db: str, fmt: str) -> None:
-    """Show one run: the program and its trace step by step."""
-    from steptrace.analytics._show import load_run
+def show(run_id: int | None, sample_id: str | None, input_index: int, step_range: str | None,
+         limit: int, db: str, fmt: str) -> None:
+    """Show one run: the program and its trace step by step (up to --limit steps, from
+    --steps)."""
+    from steptrace.analytics._show import StepRange, load_run
     from steptrace.corpus._formats import source_lines
     if (run_id is None) == (sample_id is None):
         raise click.UsageError("give a RUN_ID or --sample-id (not both)")
-    view = load_run(db, run_id=run_id, sample_id=sample_id, input_index=input_index)
+    asked = StepRange.parse(step_range, limit or None)
+    view = load_run(db, run_id=run_id, sample_id=sample_id, input_index=input_index,
+                    steps=asked)
     columns = ["step", "event", "func", "line", "depth", "frame", "code", "changed"]
     rows = [(s.step, s.event, s.func, s.line, s.depth, s.frame,
              ("  " * s.depth) + s.source, s.changes_text()) for s in view.steps]
@@ -421,11 +433,14 @@ def show(run_id: int | None, sample_id: str | None, input_index: int, db: str, f
                   "globals": [dict(zip(("name", "value", "type", "truncated", "object_id"),
                                        row)) for row in s.globals]}
                  for row, s in zip(rows, view.steps)]
-        click.echo(json.dumps({"run": run, "code": view.code, "steps": steps}, indent=2,
-                              ensure_ascii=False))
+        shown = {"first": view.first, "count": len(steps), "of": view.run.get("n_steps") or 0}
+        click.echo(json.dumps({"run": run, "code": view.code, "steps": steps,
+                               "steps_shown": shown}, indent=2, ensure_ascii=False))
         return
     if fmt == "csv":
         click.echo(render(columns, rows, "csv"))
+        if view.omitted:
+            click.echo(f"note: {view.omitted}", err=True)
         return
     from steptrace.store._runs import call_text
     r = view.run
@@ -438,3 +453,5 @@ def show(run_id: int | None, sample_id: str | None, input_index: int, db: str, f
     header += [f"{i:>3}  {line}" for i, line in enumerate(source_lines(view.code), start=1)]
     click.echo("\n".join(header))
     click.echo(render(columns, rows, "table"))
+    if view.omitted:
+        click.echo(view.omitted)

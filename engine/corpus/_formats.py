@@ -55,6 +55,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence, Union
 
 from steptrace.corpus._environment import record_environment, request_fields
+from steptrace.corpus._frames import (frame_rows, hub_files, is_frame, is_hf_dataset,
+                                      is_saved_dataset, parquet_rows, saved_dataset_rows)
 from steptrace.corpus._meta import record_meta
 from steptrace.corpus._statements import MODULE  # a script's entry: its module code's name
 from steptrace.corpus._text import (NotRegularFileError, NotUtf8Error, decode_line, decode_text,
@@ -273,6 +275,8 @@ class Records:
         if is_polars_frame(self.rows):
             for row in self.rows.iter_rows(named=True):
                 yield {key: value for key, value in row.items() if value is not None}
+        elif is_frame(self.rows):  # pandas, Hugging Face datasets
+            yield from frame_rows(self.rows)
         else:
             yield from self.rows
 
@@ -304,11 +308,18 @@ def as_corpus_source(corpus: CorpusLike, name: str | None = None) -> str | Path 
         return corpus
     if isinstance(corpus, Records):
         return corpus if name is None else Records(corpus.rows, name)
-    if is_polars_frame(corpus):
+    if is_polars_frame(corpus) or is_frame(corpus):
+        if is_hf_dataset(corpus) and type(corpus).__name__ != "Dataset":
+            try:
+                next(frame_rows(corpus))
+            except InputError as exc:  # a DatasetDict: which split
+                raise CorpusError(str(exc)) from None
+            raise CorpusError(f"a corpus is a Dataset (it is read twice), not "
+                              f"{type(corpus).__name__}")
         return Records(corpus, name or MEMORY_NAME)
     if isinstance(corpus, (bytes, bytearray, Mapping)) or not isinstance(corpus, Iterable):
-        raise CorpusError(f"a corpus is a path, a list of records (dicts) or a polars "
-                          f"DataFrame, not {type(corpus).__name__}")
+        raise CorpusError(f"a corpus is a path, a list of records (dicts), a polars or pandas "
+                          f"DataFrame or a Hugging Face Dataset, not {type(corpus).__name__}")
     rows = corpus if isinstance(corpus, Sequence) else list(corpus)
     return Records(rows, name or MEMORY_NAME)
 
@@ -385,6 +396,18 @@ def iter_corpus(path: CorpusLike) -> Iterator[Job | str]:
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"corpus not found: {path}")
+    try:
+        table = is_table(path)
+    except InputError as exc:
+        raise CorpusError(str(exc)) from None
+    if table:
+        try:
+            yield from _iter_table(path)
+        except CorpusError:
+            raise
+        except InputError as exc:
+            raise CorpusError(str(exc)) from None
+        return
     if path.is_dir():
         empty = True
         for job_or_error in _iter_directory(path):
@@ -404,9 +427,35 @@ def _collect(corpus: Corpus, item: Job | str) -> None:
         corpus.jobs.append(item)
 
 
+class _IdOwners:
+    """Which program each record id of a corpus names, to refuse a record that gives an
+    id already given to another program (other code, entry or shape): its runs would be
+    stored beside the first one's under one ``sample_id``, and every later look-up by id
+    (``show --sample-id``, tasks, scores) would mix two programs. A record repeating a
+    program with its id (more inputs) is fine. Holds the id and a hash of the program's
+    key per id."""
+
+    def __init__(self) -> None:
+        self.owners: dict[str, tuple[int, str]] = {}  # id -> (hash of the program key, where)
+
+    def conflict(self, jobs: list[Job], where: str) -> str | None:
+        """The message for a record whose ``jobs`` reuse another program's id, else None
+        (the id is now taken)."""
+        if not jobs:
+            return None
+        program = jobs[0].program
+        owner = self.owners.setdefault(program.sample_id, (hash(program.key), where))
+        if owner[0] == hash(program.key):
+            return None
+        return (f"{where}: id {program.sample_id!r} is already the id of another program "
+                f"({owner[1]}); the record is skipped (give each program its own id)")
+
+
 def _iter_jsonl(lines, path: Path) -> Iterator[Job | str]:
     """Records of a JSONL file read as bytes: a line that is not UTF-8 or not JSON is one
-    bad record (reported with its line number); the others still load."""
+    bad record (reported with its line number), and so is a record whose id another
+    program has (``_IdOwners``); the others still load."""
+    owners = _IdOwners()
     for lineno, raw in enumerate(lines, start=1):
         try:
             line = decode_line(raw, path, lineno).rstrip("\r\n")
@@ -421,19 +470,92 @@ def _iter_jsonl(lines, path: Path) -> Iterator[Job | str]:
             yield f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
             continue
         try:
-            yield from jobs_from_record(record, source=path.name, default_id=str(lineno))
+            jobs = jobs_from_record(record, source=path.name, default_id=str(lineno))
         except CorpusError as exc:
             yield f"{path}:{lineno}: {exc}"
+            continue
+        conflict = owners.conflict(jobs, f"{path}:{lineno}")
+        yield from jobs if conflict is None else (conflict,)
+
+
+# Keys that tell a file steptrace wrote for another step from a corpus, and the hint for it.
+_OTHER_FILES = ((("task_id", "prompt"), "it looks like a tasks file (steptrace tasks --out): "
+                 "give it to steptrace predict --tasks"),
+                (("task_id", "raw_text"), "it looks like predictions, not a corpus"))
+
+
+def not_a_corpus_hint(corpus: "str | Path | Spooled | Records") -> str:
+    """What to do with a corpus whose first records are all bad: read its first record
+    and say what file it looks like (a tasks file), else what a corpus record holds."""
+    first: object = None
+    try:
+        if isinstance(corpus, Records):
+            first = next(iter(corpus), None)
+        else:
+            path = corpus.copy if isinstance(corpus, Spooled) else Path(corpus)
+            if path.is_file():
+                with open(path, "rb") as handle:
+                    line = next((raw for raw in handle if raw.strip()), b"")
+                first = json.loads(line.decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        first = None
+    if isinstance(first, Mapping):
+        for keys, hint in _OTHER_FILES:
+            if all(key in first for key in keys):
+                return hint
+    return ("a corpus record is a JSON object with 'code' and 'input' or 'inputs' "
+            "(docs/guides/corpus.md)")
 
 
 def _iter_records(records: Records) -> Iterator[Job | str]:
     """Records in memory, as ``_iter_jsonl`` reads the lines of a file of them: a record
     without ``id`` is numbered from 1, and a bad one is reported by that number."""
-    for number, record in enumerate(records, start=1):
+    return _iter_rows(records, records.name, f"{records.name} record")
+
+
+def _iter_table(path: Path) -> Iterator[Job | str]:
+    """The rows of a table on disk (steptrace.corpus._frames): a dataset saved with
+    ``save_to_disk``, a Parquet file, or the data files of a directory in the Hub's
+    layout (Parquet or JSONL), read as records named ``FILE row N``."""
+    if path.is_dir() and is_saved_dataset(path):
+        yield from _iter_rows(saved_dataset_rows(path), path.name, f"{path} row")
+        return
+    if path.is_file():
+        yield from _iter_rows(parquet_rows(path), path.name, f"{path} row")
+        return
+    for file in hub_files(path) or ():
+        if file.suffix == ".parquet":
+            yield from _iter_rows(parquet_rows(file), file.name, f"{file} row")
+        else:
+            with _open_bytes(file) as handle:
+                yield from _iter_jsonl(handle, file)
+
+
+def is_table(path: Path) -> bool:
+    """Whether ``path`` is read by ``_iter_table``: a Parquet file, a ``save_to_disk``
+    directory, or a directory of data files in the Hub's layout (and no ``.py`` files)."""
+    if path.is_file():
+        return path.suffix == ".parquet"
+    if not path.is_dir():
+        return False
+    if is_saved_dataset(path):
+        return True
+    return not any(path.glob("*.py")) and hub_files(path) is not None
+
+
+def _iter_rows(rows: Iterable[object], source: str, where: str) -> Iterator[Job | str]:
+    """Records read one at a time, as ``_iter_jsonl`` reads a file's lines: a record
+    without ``id`` is numbered from 1, and a bad one is reported as ``{where} N``."""
+    owners = _IdOwners()
+    for number, record in enumerate(rows, start=1):
+        where_this = f"{where} {number}"
         try:
-            yield from jobs_from_record(record, source=records.name, default_id=str(number))
+            jobs = jobs_from_record(record, source=source, default_id=str(number))
         except CorpusError as exc:
-            yield f"{records.name} record {number}: {exc}"
+            yield f"{where_this}: {exc}"
+            continue
+        conflict = owners.conflict(jobs, where_this)
+        yield from jobs if conflict is None else (conflict,)
 
 
 def _iter_directory(root: Path) -> Iterator[Job | str]:

@@ -102,6 +102,26 @@ def file_error(exc: OSError, path: str | Path, doing: str = "read") -> InputErro
     return InputError(f"cannot {doing} {path}: {exc.strerror or exc}")
 
 
+def current_umask() -> int:
+    """The process's umask, read from /proc (Linux), else set and restored."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
+
+
+def as_created(fd: int) -> None:
+    """Give a file made by ``tempfile`` (mode 0600, to be renamed into the place of a file
+    the user asked for) the mode ``open()`` would have given it: 0666 less the umask, so
+    an export is as readable as any other file the user writes."""
+    os.fchmod(fd, 0o666 & ~current_umask())
+
+
 @contextmanager
 def user_file(path: str | Path, doing: str = "write") -> Iterator[None]:
     """``with user_file(out):`` around the reading or writing of one file the user named:

@@ -1,4 +1,7 @@
-"""Model predictions for tasks, over any OpenAI-compatible chat-completions API.
+"""Model predictions for tasks, over any OpenAI-compatible API: chat completions, or
+completions (``endpoint``: a prompt continued as it is, for base models), with the
+request options of ``PredictOptions`` (stop sequences, extra body fields, a timeout per
+request, a budget of requests per run).
 
 One request per (task, sample index), because many servers ignore ``n``; at most
 ``concurrency`` in flight. Retries with backoff on 429, 5xx, timeouts and dropped
@@ -48,9 +51,9 @@ from steptrace.predictions._experiments import (PREDICTIONS_DDL, SCORES_DDL, Exp
 from steptrace.store._store import StoreError, StoreLockedError, connect, first_line
 from steptrace.store._tables import PREDICTIONS
 from steptrace.corpus._text import open_utf8
-from steptrace.tasks._source import (TasksLike, in_memory_tasks, is_tasks_file, task_digest,
-                                    tasks_name)
-from steptrace.errors import InputError, PredictError
+from steptrace.tasks._source import (TasksLike, in_memory_tasks, is_tasks_file, table_tasks,
+                                    task_digest, tasks_name)
+from steptrace.errors import InputError, Interrupted, PredictError
 
 if TYPE_CHECKING:
     import openai
@@ -158,6 +161,7 @@ class PredictSummary(RequestCounter):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    not_asked: int = 0     # pairs left for a later run by the request budget (max_requests)
 
     def count(self, row: Prediction) -> None:
         super().count(row)
@@ -175,7 +179,9 @@ class PredictSummary(RequestCounter):
                 ("errors", self.errors), ("unparseable", self.unparseable),
                 ("prompt tokens", self.prompt_tokens),
                 ("completion tokens", self.completion_tokens),
-                ("seconds", f"{self.seconds:.2f}"), ("requests/s", f"{rate:.1f}")]
+                ("seconds", f"{self.seconds:.2f}"), ("requests/s", f"{rate:.1f}")] + (
+                    [("not asked (--max-requests; run again)", self.not_asked)]
+                    if self.not_asked else [])
 
 
 # ------------------------------------------------------------------ tasks file
@@ -186,6 +192,10 @@ def load_tasks(path: TasksLike) -> list[Task]:
     if not is_tasks_file(path):
         return _unique(((where, number, _task_from_record(record, where)) for number, (
             where, record) in enumerate(in_memory_tasks(path), start=1)), "record")
+    table = table_tasks(path)
+    if table is not None:  # Parquet, a saved dataset
+        return _unique(((where, number, _task_from_record(record, where)) for number, (
+            where, record) in enumerate(table, start=1)), "row")
     path = Path(path)
     if not path.is_file():
         raise TasksFileError(f"tasks file not found: {path}")
@@ -304,6 +314,12 @@ def experiment_for(options: PredictOptions, tasks: list[Task]) -> Experiment:
     temperature = float(options.temperature)
     label = options.label or default_label(style, temperature, options.top_p,
                                            options.max_tokens, options.system_prompt)
+    settings = options.request_settings()
+    if options.label is None and settings is not None:
+        # the endpoint, and a digest of the stop sequences and extra fields: other request
+        # settings, another default label
+        label += "-" + options.endpoint + ("" if not (options.stop or options.extra_body) else
+                                           "-r" + sha256(json.dumps(settings, sort_keys=True))[:8])
     return Experiment(options.model, check_label(label), style, options.system_prompt,
                       temperature, options.top_p, options.max_tokens)
 
@@ -360,9 +376,10 @@ class PredictionStore:
             if changed:
                 raise ExperimentError(
                     f"label {experiment.label!r} of model {experiment.model!r} holds "
-                    f"predictions of {changed} of these tasks asked with other prompts (task "
-                    f"{example}): the tasks were made from another template; give another "
-                    "--label, or --redo to replace them")
+                    f"predictions of {changed} of these tasks asked with other prompts or "
+                    f"request settings (task {example}): the tasks were made from another "
+                    "template, or the endpoint, stop sequences or extra body differ; give "
+                    "another --label, or --redo to replace them")
             rows = con.execute(
                 "SELECT p.task_id, p.sample_index FROM predictions p JOIN wanted_prompts w "
                 "USING (task_id) WHERE p.model = ? AND p.label = ? AND p.error IS NULL",
@@ -437,13 +454,21 @@ def predict(tasks_path: TasksLike, db: str | Path, options: PredictOptions,
     done: set[tuple[str, int]] = set()
     if tasks:  # an empty tasks file records no experiment
         done, summary.deleted = store.begin(
-            experiment, {task.task_id: sha256(task.prompt) for task in tasks}, options.redo)
+            experiment, {task.task_id: options.prompt_digest(task.prompt) for task in tasks},
+            options.redo)
     pairs = [(task, sample) for task in tasks for sample in range(options.samples)]
     todo = [(task, sample) for task, sample in pairs if (task.task_id, sample) not in done]
     summary.pairs, summary.skipped = len(pairs), len(pairs) - len(todo)
+    if options.max_requests is not None and len(todo) > options.max_requests:
+        # the budget: the first pairs now, the rest by a later run (the same command)
+        summary.not_asked = len(todo) - options.max_requests
+        todo = todo[:options.max_requests]
     run = RequestRun(options, store, summary, progress or (lambda done, total: None),
                      label=experiment.label)
-    fatal = run.run(todo)
+    try:
+        fatal = run.run(todo)
+    except KeyboardInterrupt:  # the answers received were flushed (RequestRun.execute)
+        raise Interrupted(summary.requests, "predictions") from None
     summary.seconds = time.perf_counter() - started
     if fatal is not None:
         if not run.write_failed:
@@ -532,12 +557,19 @@ class RequestRun:
         import openai
         options = self.options
         started = time.perf_counter()
-        optional = {"max_tokens": options.max_tokens, "top_p": options.top_p}
+        optional = {"max_tokens": options.max_tokens, "top_p": options.top_p,
+                    "stop": list(options.stop) or None,
+                    "extra_body": options.request_fields() or None}
+        sent = {name: value for name, value in optional.items() if value is not None}
         try:
-            response = await client.chat.completions.create(
-                model=options.model, messages=messages(task.prompt, options.system_prompt),
-                temperature=options.temperature,
-                **{name: value for name, value in optional.items() if value is not None})
+            if options.endpoint == "completions":
+                response = await client.completions.create(
+                    model=options.model, prompt=task.prompt, temperature=options.temperature,
+                    **sent)
+            else:
+                response = await client.chat.completions.create(
+                    model=options.model, messages=messages(task.prompt, options.system_prompt),
+                    temperature=options.temperature, **sent)
         except openai.OpenAIError as exc:
             fatal = fatal_message(exc, options, self.where)
             if fatal is not None:
@@ -550,7 +582,7 @@ class RequestRun:
             row = _prediction(task, sample, options.model, response, _ms_since(started),
                               self.extract)
         row.label, row.prompt_style, row.prompt_sha256 = (self.label, task.prompt_style,
-                                                          sha256(task.prompt))
+                                                          options.prompt_digest(task.prompt))
         return row
 
     async def _write_batches(self) -> None:
@@ -655,11 +687,13 @@ def _extract_task_answer(text: str | None, task: Task) -> str | None:
 
 def _prediction(task: Task, sample: int, model: str, response, latency_ms: float,
                 extract: Callable[[str | None, Task], str | None]) -> Prediction:
-    """A row from a completion, tolerating servers that leave fields out."""
+    """A row from a chat completion or a completion (its choice's ``text``), tolerating
+    servers that leave fields out."""
     choices = getattr(response, "choices", None) or []
     choice = choices[0] if choices else None
     message = getattr(choice, "message", None)
-    text = getattr(message, "content", None)
+    text = getattr(message, "content", None) if message is not None else getattr(
+        choice, "text", None)
     usage = getattr(response, "usage", None)
     answer = extract(text, task)
     return Prediction(

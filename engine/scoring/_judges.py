@@ -33,6 +33,7 @@ extraction), so it loads numba only when a batch of traces is judged.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -80,12 +81,29 @@ class Judge:
         raise ValueError("a prediction checked in the sandbox has no judge here")
 
 
+CACHED_CHARS = 1_000  # texts up to this long are parsed once (their values are small)
+
+
 def literal(text: str) -> Any:
-    """``text`` as a Python literal, or NO_LITERAL."""
+    """``text`` as a Python literal, or NO_LITERAL. A short text's value is parsed once
+    and kept (``_short_literal``): scoring compares one task's answer with every sample
+    of every experiment, and a state_any answer's values with every value named. The
+    judges only compare values, never change them, so one value can serve every call."""
+    if len(text) <= CACHED_CHARS:
+        return _short_literal(text)
+    return _parse_literal(text)
+
+
+def _parse_literal(text: str) -> Any:
     try:
         return ast.literal_eval(text.strip())
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return NO_LITERAL
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _short_literal(text: str) -> Any:
+    return _parse_literal(text)
 
 
 def values_equal(a: Any, b: Any, type_strict: bool = False, tolerance: float = 0.0) -> bool:

@@ -12,7 +12,8 @@ import pyarrow as pa
 
 from steptrace.corpus._text import open_utf8
 from steptrace.scoring._verdicts import ScoreError
-from steptrace.tasks._source import MEMORY_NAME, TasksLike, in_memory_tasks, is_tasks_file
+from steptrace.tasks._source import (MEMORY_NAME, TasksLike, in_memory_tasks, is_tasks_file,
+                                    table_tasks)
 from steptrace.sandbox._packages import PackageLock
 from steptrace.store._store import guest_locks
 
@@ -25,6 +26,9 @@ def load_task_file(path: TasksLike) -> dict[str, dict]:
     (steptrace.tasks._source), checked the same way."""
     if not is_tasks_file(path):
         return _task_records(in_memory_tasks(path), MEMORY_NAME)
+    table = table_tasks(path)
+    if table is not None:  # Parquet, a saved dataset
+        return _task_records(table, str(path))
     path = Path(path)
     if not path.is_file():
         raise ScoreError(f"tasks file not found: {path}")

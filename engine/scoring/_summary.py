@@ -17,13 +17,13 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from steptrace.scoring._buckets import step_bucket
-from steptrace.scoring._stats import (bootstrap_interval, confusion, incremental_consistency,
-                                      pass_at_k, pearson, probability_a_beats_b)
+from steptrace.scoring._stats import (BootstrapBatch, confusion, incremental_consistency,
+                                      pass_at_k, pearson)
 from steptrace.scoring._verdicts import ExperimentKey, Verdict
 from steptrace.scoring._judges import _boolean
 from steptrace.tasks._names import CHAIN_KINDS
@@ -33,6 +33,19 @@ from steptrace.tasks._names import CHAIN_KINDS
 # github.com/r-eval/REval); tasks --chains makes them.
 CONSISTENCY_KINDS = CHAIN_KINDS
 CHAIN_SCORES = (1.0, 0.5, 0.25, 0.125, 0.0)  # the scores a four-question chain can have
+# A kind is trivial in a scoring when at least this many of its tasks were scored and all
+# have one same expected answer (CRUXEval's 800 ``exception`` tasks all answer "none"):
+# answering that constant gets every one right, so the kind is reported after ``all``
+# and left out of it (``trivial_kinds``).
+TRIVIAL_MIN_TASKS = 10
+
+
+class _Later:
+    """A table cell computed after the table's bootstrap batch has run (``_resolved``):
+    every interval of a table is asked first and resampled in one batch."""
+
+    def __init__(self, value: Callable[[], object]) -> None:
+        self.value = value
 
 
 def fraction(value: float | None) -> float | None:
@@ -65,27 +78,61 @@ class ScoreSummary:
             grouped[(v.experiment, v.task_id)].append(v)
         return grouped
 
+    @cached_property
+    def _by_experiment(self) -> dict[ExperimentKey, list[tuple[str, list[Verdict]]]]:
+        """Per experiment, its (task id, verdicts) in task id order, sorted once: the
+        tables select from these lists instead of sorting every verdict per row."""
+        grouped: dict[ExperimentKey, list[tuple[str, list[Verdict]]]] = defaultdict(list)
+        for (e, t), vs in sorted(self._by_task.items()):
+            grouped[e].append((t, vs))
+        return grouped
+
     def experiments(self) -> list[ExperimentKey]:
         """The (model, label) pairs scored, in the tables' order."""
-        return sorted({e for e, _ in self._by_task})
+        return sorted(self._by_experiment)
+
+    @cached_property
+    def trivial_kinds(self) -> dict[str, str]:
+        """Kind → its one expected answer, for each kind of at least TRIVIAL_MIN_TASKS
+        scored tasks that all have the same answer (see TRIVIAL_MIN_TASKS)."""
+        answers: dict[str, set[str]] = defaultdict(set)
+        counts: Counter = Counter()
+        for task_id in {t for _, t in self._by_task}:
+            task = self.tasks[task_id]
+            answers[task["kind"]].add(str(task["answer"]))
+            counts[task["kind"]] += 1
+        return {kind: next(iter(found)) for kind, found in sorted(answers.items())
+                if len(found) == 1 and counts[kind] >= TRIVIAL_MIN_TASKS}
 
     def task_pass1(self) -> dict[tuple[ExperimentKey, str], float]:
         """Per (experiment, task): the share of its samples that are right (pass@1)."""
         return {key: sum(v.correct for v in vs) / len(vs) for key, vs in self._by_task.items()}
 
-    def _interval(self, values: list[float]) -> tuple[float | None, float | None]:
-        """(ci_low, ci_high) of the mean of per-task (or per-chain) values."""
-        ci = bootstrap_interval(np.array(values, np.float64), self.resamples, seed=self.seed)
-        return fraction(ci.low), fraction(ci.high)
+    def _batch(self) -> BootstrapBatch:
+        return BootstrapBatch(self.resamples, seed=self.seed)
 
-    def _pass_row(self, groups: list[list[Verdict]]) -> list:
+    @staticmethod
+    def _interval(batch: BootstrapBatch, values: list[float]) -> list[_Later]:
+        """(ci_low, ci_high) cells of the mean of per-task (or per-chain) values, filled
+        when the batch has run (``_resolved``)."""
+        handle = batch.add(values)
+        return [_Later(lambda: fraction(batch.interval(handle).low)),
+                _Later(lambda: fraction(batch.interval(handle).high))]
+
+    @staticmethod
+    def _resolved(batch: BootstrapBatch, rows: list[list]) -> list[list]:
+        """The rows with every cell the batch computes filled in (the batch run once)."""
+        batch.run()
+        return [[c.value() if isinstance(c, _Later) else c for c in row] for row in rows]
+
+    def _pass_row(self, groups: list[list[Verdict]], batch: BootstrapBatch) -> list:
         n_tasks = len(groups)
         samples = sum(len(g) for g in groups)
         row: list = [n_tasks, samples]
         for k in self.ks:
             values = [pass_at_k(len(g), sum(v.correct for v in g), k) for g in groups if len(g) >= k]
             row.append(fraction(np.mean(values)) if values else None)
-        row.extend(self._interval([sum(v.correct for v in g) / len(g) for g in groups]))
+        row.extend(self._interval(batch, [sum(v.correct for v in g) / len(g) for g in groups]))
         unparsed = sum(not v.parsed for g in groups for v in g)
         row.append(fraction(unparsed / samples) if samples else None)
         row.append(fraction(np.mean([all(v.correct for v in g) for g in groups])))
@@ -93,25 +140,39 @@ class ScoreSummary:
         return row
 
     def by_kind(self) -> tuple[list[str], list[list]]:
+        """``_by_kind`` (computed once: the summary, the report and results.json read it)."""
+        columns, rows = self._by_kind
+        return list(columns), [list(r) for r in rows]
+
+    @cached_property
+    def _by_kind(self) -> tuple[list[str], list[list]]:
         """Per experiment and kind (and ``all``): tasks, samples, pass@k, the 95% interval
         of pass@1 (``ci_low``, ``ci_high``), the unparseable share of the samples, the
         share of tasks ``fully solved`` (every sample right) and ``unsolved`` (none
-        right: CRUXEval's analyses), and for ``trace`` the mean normalised edit distance."""
+        right: CRUXEval's analyses), and for ``trace`` the mean normalised edit distance.
+        A trivial kind (``trivial_kinds``) is left out of ``all`` and listed after it,
+        its ``trivial`` cell naming the one answer."""
         columns = (["model", "label", "kind", "tasks", "samples"] + [f"pass@{k}" for k in self.ks]
                    + ["ci_low", "ci_high", "unparseable", "fully solved", "unsolved",
-                      "trace distance"])
-        by_task = self._by_task
+                      "trace distance", "trivial"])
+        trivial = self.trivial_kinds
+        batch = self._batch()
         rows = []
-        for experiment in self.experiments():
-            kinds = sorted({self.tasks[t]["kind"] for e, t in by_task if e == experiment})
-            for kind in kinds + ["all"]:
-                groups = [vs for (e, t), vs in sorted(by_task.items())
-                          if e == experiment and (kind == "all" or self.tasks[t]["kind"] == kind)]
-                row = [*experiment, kind] + self._pass_row(groups)
+        for experiment, mine in self._by_experiment.items():
+            per_kind: dict[str, list[list[Verdict]]] = defaultdict(list)
+            for task_id, vs in mine:
+                per_kind[self.tasks[task_id]["kind"]].append(vs)
+            kinds = sorted(k for k in per_kind if k not in trivial)
+            every = [vs for task_id, vs in mine if self.tasks[task_id]["kind"] not in trivial]
+            shown = [(k, per_kind[k]) for k in kinds] + [("all", every)] * bool(every)
+            shown += [(k, per_kind[k]) for k in sorted(per_kind) if k in trivial]
+            for kind, groups in shown:
+                row = [*experiment, kind] + self._pass_row(groups, batch)
                 distances = [v.distance for g in groups for v in g if v.distance is not None]
                 row.append(round(float(np.mean(distances)), 4) if kind == "trace" and distances else None)
+                row.append(f"every answer {trivial[kind]}" if kind in trivial else None)
                 rows.append(row)
-        return columns, rows
+        return columns, self._resolved(batch, rows)
 
     def by_difficulty(self) -> tuple[list[str], list[list]]:
         """pass@1 (with its 95% interval) per experiment by bucket of the task's run's line
@@ -119,13 +180,11 @@ class ScoreSummary:
         the report have them) and by the loop nesting around the task's line (0, 1, 2+)."""
         columns = ["model", "label", "feature", "bucket", "tasks", "samples", "pass@1",
                    "ci_low", "ci_high"]
-        by_task = self._by_task
+        batch = self._batch()
         rows = []
-        for experiment in self.experiments():
+        for experiment, mine in self._by_experiment.items():
             buckets: dict[tuple[str, str, int], list[list[Verdict]]] = defaultdict(list)
-            for (e, task_id), vs in by_task.items():
-                if e != experiment:
-                    continue
+            for task_id, vs in mine:
                 task = self.tasks[task_id]
                 steps = task.get("line_steps")
                 if steps is not None:
@@ -137,8 +196,8 @@ class ScoreSummary:
                 n = sum(len(g) for g in groups)
                 firsts = [sum(v.correct for v in g) / len(g) for g in groups]
                 rows.append([*experiment, feature, label, len(groups), n,
-                             fraction(np.mean(firsts)), *self._interval(firsts)])
-        return columns, rows
+                             fraction(np.mean(firsts)), *self._interval(batch, firsts)])
+        return columns, self._resolved(batch, rows)
 
     def coverage(self) -> tuple[list[str], list[list]]:
         """Coverage prediction as REval reports it: per experiment, over its coverage
@@ -211,13 +270,14 @@ class ScoreSummary:
         with its 95% interval over the chains and how many chains have each score."""
         columns = (["model", "label", "chains", "IC", "ci_low", "ci_high"]
                    + [f"score {s:g}" for s in CHAIN_SCORES])
+        batch = self._batch()
         rows = []
         for experiment, found in sorted(self.chains().items()):
             scores = [incremental_consistency(list(chain)) for chain in found]
             counts = Counter(scores)
             rows.append([*experiment, len(scores), fraction(np.mean(scores)),
-                         *self._interval(scores), *(counts[s] for s in CHAIN_SCORES)])
-        return columns, rows
+                         *self._interval(batch, scores), *(counts[s] for s in CHAIN_SCORES)])
+        return columns, self._resolved(batch, rows)
 
     def difficulty_correlation(self) -> tuple[list[str], list[list]]:
         """CRUXEval's input-output difficulty correlation per experiment: Pearson's r
@@ -253,19 +313,23 @@ class ScoreSummary:
                    "difference", "ci_low", "ci_high", "P(A beats B)"]
         pass1 = self.task_pass1()
         experiments = self.experiments()
+        batch = self._batch()
         rows = []
         for i, a in enumerate(experiments):
             for b in experiments[i + 1:]:
-                shared = sorted(t for e, t in pass1 if e == a and (b, t) in pass1)
+                shared = [t for t, _ in self._by_experiment[a] if (b, t) in pass1]
                 if not shared:
                     continue
                 xa = np.array([pass1[(a, t)] for t in shared])
                 xb = np.array([pass1[(b, t)] for t in shared])
-                p = probability_a_beats_b(xa, xb, self.resamples, seed=self.seed)
+                ha, hb = batch.add(xa, keep=True), batch.add(xb, keep=True)
+                hd = batch.add_difference(ha, hb)
                 rows.append([*a, *b, len(shared), fraction(xa.mean()), fraction(xb.mean()),
-                             fraction(xa.mean() - xb.mean()), *self._interval(list(xa - xb)),
-                             round(p, 4)])
-        return columns, rows
+                             fraction(xa.mean() - xb.mean()),
+                             _Later(lambda hd=hd: fraction(batch.interval(hd).low)),
+                             _Later(lambda hd=hd: fraction(batch.interval(hd).high)),
+                             _Later(lambda ha=ha, hb=hb: round(batch.beats(ha, hb), 4))])
+        return columns, self._resolved(batch, rows)
 
     def error_parts(self) -> tuple[list[str], list[list]]:
         """``error`` tasks scored as EXE scores them: the type alone (``error.type``), the
@@ -273,17 +337,36 @@ class ScoreSummary:
         kind"), from each verdict's ``type_correct`` / ``message_correct``."""
         columns = (["model", "label", "part", "tasks", "samples"] + [f"pass@{k}" for k in self.ks]
                    + ["ci_low", "ci_high", "unparseable", "fully solved", "unsolved"])
+        batch = self._batch()
         rows = []
-        for experiment in self.experiments():
-            groups = [vs for (e, t), vs in sorted(self._by_task.items())
-                      if e == experiment and self.tasks[t]["kind"] == "error"]
+        for experiment, mine in self._by_experiment.items():
+            groups = [vs for t, vs in mine if self.tasks[t]["kind"] == "error"]
             if not groups:
                 continue
             for part, field in (("error.type", "type_correct"),
                                 ("error.message", "message_correct"), ("error", "correct")):
                 parts = [[replace(v, correct=bool(getattr(v, field))) for v in g] for g in groups]
-                rows.append([*experiment, part] + self._pass_row(parts))
-        return columns, rows
+                rows.append([*experiment, part] + self._pass_row(parts, batch))
+        return columns, self._resolved(batch, rows)
+
+    def summary(self) -> tuple[list[str], list[list]]:
+        """The one table ``score`` prints by default: "by kind" with the columns a reader
+        compares (model, label, kind, tasks, pass@k, ci_low, ci_high, unparseable), a
+        pass@k column only where some task has k samples, a trivial kind named so
+        (``exception (trivial)``: after ``all``, left out of it)."""
+        columns, rows = self.by_kind()
+        keep = ["model", "label", "kind", "tasks",
+                *(f"pass@{k}" for k in self.ks
+                  if any(r[columns.index(f"pass@{k}")] is not None for r in rows)),
+                "ci_low", "ci_high", "unparseable"]
+        kind, trivial = columns.index("kind"), columns.index("trivial")
+        out = []
+        for row in rows:
+            row = list(row)
+            if row[trivial]:
+                row[kind] = f"{row[kind]} (trivial)"
+            out.append([row[columns.index(c)] for c in keep])
+        return keep, out
 
     def tables(self) -> list[tuple[str, list[str], list[list]]]:
         return [("by kind", *self.by_kind()), ("by difficulty", *self.by_difficulty()),

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from steptrace.corpus._formats import CorpusError, Job, Program, iter_corpus
+from steptrace.corpus._text import as_created
 from steptrace.errors import InputError, SandboxError, StoreError
 from steptrace.sandbox._limits import ISOLATIONS, Limits
 from steptrace.sandbox._packages import PackageLock, parse_lock
@@ -316,6 +317,7 @@ def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        as_created(fd)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)

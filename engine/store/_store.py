@@ -15,14 +15,16 @@ DuckDB stores them as the schema's VARCHAR columns.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import math
 import os
 import re
 import stat
 import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -159,6 +161,12 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     except StoreError:
         con.close()
         raise
+    except BaseException:  # Ctrl-C while this call made a new store: leave no half of one
+        con.close()
+        if not existed and not waited:
+            for made in (path, path.with_name(path.name + ".wal")):
+                made.unlink(missing_ok=True)
+        raise
     return con
 
 
@@ -229,11 +237,10 @@ def _is_lock_error(exc: duckdb.Error) -> bool:
 
 def _open_waiting(path: Path, read_only: bool) -> tuple[duckdb.DuckDBPyConnection, bool]:
     """``duckdb.connect``, trying again for up to ``lock_wait_s()`` while another process
-    holds the file's lock; the connection, and whether it had to wait. DuckDB lets one
-    process open a file for writing, or any number for reading only, and a connection
-    keeps its lock until it is closed; steptrace's writers (predict, score) hold theirs
-    only for short transactions, so a wait of a few seconds lets commands take turns
-    instead of failing."""
+    holds the file's lock; the connection, and whether it had to wait. DuckDB lets one process open a file for writing, or any
+    number for reading only, and a connection keeps its lock until it is closed;
+    steptrace's writers (trace, predict, score) hold theirs only for short transactions,
+    so a wait of a few seconds lets commands take turns instead of failing."""
     deadline = time.monotonic() + lock_wait_s()
     pause = 0.01
     waited = False
@@ -259,6 +266,36 @@ def _open_error(path: Path, exc: duckdb.Error) -> StoreError:
     return StoreLockedError(
         f"database {path} is in use by {who}: a store is open to one writing process or to "
         f"reading processes only (waited {lock_wait_s():g} s; ${LOCK_WAIT_ENV} sets how long)")
+
+
+@contextmanager
+def single_trace(path: str | Path) -> Iterator[None]:
+    """Held by a ``trace`` into ``path`` for its whole run: a second trace of the store
+    waits ``lock_wait_s()`` for it, then stops with one line. A trace opens the store
+    only for each commit (``TraceWriter``), so DuckDB's own lock no longer keeps a second
+    trace out, and two traces would hand out the same run ids. The lock is ``flock`` on
+    the store file, which Linux keeps apart from the ``fcntl`` locks DuckDB takes (and it
+    goes with the process: a killed trace leaves none behind)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise StoreError(f"cannot open database {path}: {exc.strerror or exc}") from exc
+    try:
+        deadline = time.monotonic() + lock_wait_s()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StoreLockedError(
+                        f"database {path} is being traced into by another process: one "
+                        f"trace writes a store at a time (waited {lock_wait_s():g} s; "
+                        f"${LOCK_WAIT_ENV} sets how long)") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def require_store(path: str | Path) -> None:
@@ -371,9 +408,16 @@ COMBINE_BYTES = 8 << 20
 
 class TraceWriter:
     """Appends batches of traced runs to a store; assigns run and program ids. Sets the
-    DuckDB instance's ``memory_limit`` to ``WRITER_MEMORY_LIMIT``."""
+    DuckDB instance's ``memory_limit`` to ``WRITER_MEMORY_LIMIT``.
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, force: bool = False,
+    Given a connection, it writes through it; given ``con=None`` it opens the store at
+    ``path`` for each transaction and closes it after (``trace``): DuckDB lets one process
+    hold a file for writing and no other process open it meanwhile, not even to read, so
+    a connection held for a whole trace would lock ``sql``, ``show`` and every other
+    command out for hours. Between commits the store is free, and a reader waits at most
+    for one commit (``$STEPTRACE_LOCK_WAIT``)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection | None, force: bool = False,
                  path: str | Path = "", guest: tuple[str, PackageLock | None] | None = None,
                  ids: CorpusIds | None = None) -> None:
         """``guest``: the key and package lock of the guest build the runs come from,
@@ -391,16 +435,31 @@ class TraceWriter:
         self._held_ids: list[int] = []  # the run ids of the held runs
         self._saved: tuple | None = None  # the ids' state before the first held add
         self.held_bytes = 0  # Arrow bytes of the held tables
+        self.stored = 0  # runs committed by this writer
         try:
-            con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
-            self.next_run_id = con.execute(
-                "SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
-            self.next_program_id = con.execute(
-                "SELECT coalesce(max(program_id), 0) + 1 FROM programs").fetchone()[0]
-            self.program_ids: dict[str, int] = dict(
-                con.execute("SELECT program_key, program_id FROM programs").fetchall())
+            with self._open() as con:
+                self.next_run_id = con.execute(
+                    "SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
+                self.next_program_id = con.execute(
+                    "SELECT coalesce(max(program_id), 0) + 1 FROM programs").fetchone()[0]
+                self.program_ids: dict[str, int] = dict(
+                    con.execute("SELECT program_key, program_id FROM programs").fetchall())
         except duckdb.Error as exc:
             raise StoreError(f"cannot read database {path}: {first_line(exc)}") from exc
+
+    @contextmanager
+    def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The writer's connection, or the store opened for one transaction and closed
+        after it (``con=None``), waiting ``lock_wait_s()`` for another process's hold."""
+        if self.con is not None:
+            yield self.con
+            return
+        con = connect(self.path)
+        try:
+            con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
+            yield con
+        finally:
+            con.close()
 
     def register_guest(self) -> None:
         """Record the guest build now, in a transaction of its own, instead of with the
@@ -409,24 +468,11 @@ class TraceWriter:
         if self._guest is None:
             return
         try:
-            with transaction(self.con):
-                register_guest(self.con, *self._guest)
+            with self._open() as con, transaction(con):
+                register_guest(con, *self._guest)
         except duckdb.Error as exc:
             raise StoreError(f"cannot write to database {self.path}: {first_line(exc)}") from exc
         self._guest = None
-
-    def stored_keys(self, keys: Iterable[str]) -> set[str]:
-        """The subset of ``keys`` already stored as runs."""
-        table = pa.table({"run_key": pa.array(list(keys), pa.string())})
-        self.con.register("wanted_keys", table)
-        try:
-            found = self.con.execute(
-                "SELECT r.run_key FROM runs r JOIN wanted_keys w USING (run_key)").fetchall()
-        except duckdb.Error as exc:
-            raise StoreError(f"cannot read database {self.path}: {first_line(exc)}") from exc
-        finally:
-            self.con.unregister("wanted_keys")
-        return {key for (key,) in found}
 
     def write(self, batch: Iterable[TracedRun]) -> list[int]:
         """Commit ``batch`` (and any runs added before) in one transaction; return the run
@@ -458,11 +504,24 @@ class TraceWriter:
         self.held_bytes += sum(table.get_total_buffer_size() for table in tables)
         return count
 
-    def commit(self) -> list[int]:
+    def commit(self, keep_if_busy: bool = False) -> list[int] | None:
         """Store the held runs in one transaction; return their run ids. When it fails
-        nothing of them is stored and their ids are given again."""
+        nothing of them is stored and their ids are given again. With ``con=None`` and a
+        store another process holds past ``lock_wait_s()``: with ``keep_if_busy`` (a
+        commit that can come later) None, the runs staying held for the next commit,
+        else StoreLockedError."""
         if not self._held:
             return []
+        with ExitStack() as stack:
+            try:
+                con = stack.enter_context(self._open())
+            except StoreLockedError:
+                if not keep_if_busy:
+                    raise
+                return None
+            return self._commit(con)
+
+    def _commit(self, con: duckdb.DuckDBPyConnection) -> list[int]:
         # Many small pieces are combined first (DuckDB inserts one Arrow chunk faster than
         # fifty: 20 ms for CRUXEval's 800 runs); large held rows are inserted as they are,
         # since combining copies every one of them at the moment the most is held.
@@ -472,13 +531,13 @@ class TraceWriter:
         saved = self._saved
         run_ids = self._held_ids
         self._held, self._held_ids, self._saved, self.held_bytes = [], [], None, 0
-        con = self.con
         try:
             with transaction(con):
                 if self._guest is not None:
                     register_guest(con, *self._guest)
-                self._insert(*tables)
+                self._insert(con, *tables)
             self._guest = None
+            self.stored += len(run_ids)
         except BaseException as exc:
             # nothing of these runs is stored: forget the ids handed out for them
             self.next_run_id, self.next_program_id, self.program_ids = saved
@@ -487,10 +546,9 @@ class TraceWriter:
             raise
         return run_ids
 
-    def _insert(self, runs: pa.Table, steps: pa.Table, states: pa.Table, programs: pa.Table,
-                objects: pa.Table, attributes: pa.Table, global_states: pa.Table,
-                settrace_lines: pa.Table, files: pa.Table) -> None:
-        con = self.con
+    def _insert(self, con: duckdb.DuckDBPyConnection, runs: pa.Table, steps: pa.Table,
+                states: pa.Table, programs: pa.Table, objects: pa.Table, attributes: pa.Table,
+                global_states: pa.Table, settrace_lines: pa.Table, files: pa.Table) -> None:
         if self.force:
             con.register("replaced", pa.table({"run_key": runs.column("run_key")}))
             present = {name for (name,) in con.execute(

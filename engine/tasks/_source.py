@@ -18,6 +18,7 @@ import os
 from typing import Any, Iterable, Iterator, Mapping
 
 from steptrace.corpus._formats import is_polars_frame
+from steptrace.corpus._frames import frame_rows, is_frame
 from steptrace.errors import InputError
 
 MEMORY_NAME = "<memory>"  # how summaries and messages name tasks given in memory
@@ -56,14 +57,33 @@ def in_memory_tasks(tasks: TasksLike) -> Iterator[tuple[str, object]]:
         yield f"{MEMORY_NAME} record {number}", record
 
 
+def table_tasks(path: TasksLike) -> Iterator[tuple[str, object]] | None:
+    """``(where, record)`` for each task of a tasks file that is a table (a Parquet file,
+    as ``tasks --out`` writes beside the JSONL, or a dataset saved with ``save_to_disk``,
+    steptrace.corpus._frames), None for a JSONL file (read by lines)."""
+    from pathlib import Path
+    from steptrace.corpus._frames import is_saved_dataset, parquet_rows, saved_dataset_rows
+    path = Path(path)
+    if path.is_file() and path.suffix == ".parquet":
+        rows = parquet_rows(path, keep_missing=True)
+    elif is_saved_dataset(path):
+        rows = saved_dataset_rows(path, keep_missing=True)
+    else:
+        return None
+    return ((f"{path} row {number}", record) for number, record in enumerate(rows, start=1))
+
+
 def _records(tasks: TasksLike) -> Iterable[object]:
     frame = getattr(tasks, "tasks", None)
     if is_polars_frame(frame):
         tasks = frame
     if is_polars_frame(tasks):
         return tasks.iter_rows(named=True)
+    if is_frame(tasks):  # pandas, Hugging Face datasets
+        return frame_rows(tasks, keep_missing=True)
     if isinstance(tasks, (bytes, bytearray, Mapping)) or not isinstance(tasks, Iterable):
         raise InputError(f"tasks are a tasks file's path, what make_tasks returned, a polars "
-                         f"DataFrame or a list of task records (dicts), not "
+                         f"or pandas DataFrame, a Hugging Face Dataset or a list of task "
+                         f"records (dicts), not "
                          f"{type(tasks).__name__}")
     return tasks

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -30,11 +30,13 @@ from typing import Callable, Iterable, Iterator, TypeVar
 import duckdb
 
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
-                                       spool)
+                                       not_a_corpus_hint, spool)
 from steptrace.corpus._meta import MODEL_WRITTEN, is_model_written
-from steptrace.errors import StoreError
+from steptrace.corpus._formats import CorpusError
+from steptrace.errors import Interrupted, StoreError
 from steptrace.store._ids import CorpusOrder, corpus_ids
-from steptrace.store._store import TracedRun, TraceWriter, connect, first_line, run_matches
+from steptrace.store._store import (TracedRun, TraceWriter, connect, first_line, run_matches,
+                                    single_trace)
 from steptrace.sandbox._backends import WASI, identity
 from steptrace.sandbox._build import cache_key
 from steptrace.sandbox._limits import Limits
@@ -44,6 +46,12 @@ from steptrace.sandbox._result_schema import STATUSES  # noqa: F401  (re-exporte
 from steptrace.sandbox._runner import run_chunks
 
 T = TypeVar("T")
+# Bad records at the start of a corpus, before any good one, that stop a trace: the file
+# is not a corpus (a tasks file given by mistake), and a warning a record would be noise.
+NOT_A_CORPUS = 5
+# Batches (``commit_bytes``) of finished runs held while readers keep the store busy, at
+# most: then the next commit waits for them.
+HOLD_BATCHES = 4
 
 
 
@@ -195,14 +203,17 @@ def trace_corpus(corpus: CorpusLike | Corpus, db: str | Path, options: TraceOpti
     ``progress(done, total)``. ``corpus_name`` is what the summary calls the corpus
     (default: its path, or an in-memory corpus's name)."""
     started = time.perf_counter()
-    with ExitStack() as stack:
-        if not isinstance(corpus, Corpus):
-            # read twice below: a stream is read once, into a private copy
-            corpus = stack.enter_context(spool(corpus))
-        pool = start_pool(options)
-        if pool is not None:
-            stack.enter_context(pool)
-        summary = _trace(corpus, db, options, progress, corpus_name, pool)
+    try:
+        with ExitStack() as stack:
+            if not isinstance(corpus, Corpus):
+                # read twice below: a stream is read once, into a private copy
+                corpus = stack.enter_context(spool(corpus))
+            pool = start_pool(options)
+            if pool is not None:
+                stack.enter_context(pool)
+            summary = _trace(corpus, db, options, progress, corpus_name, pool)
+    except KeyboardInterrupt:  # before the store was written to
+        raise Interrupted(0, "runs") from None
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -229,8 +240,10 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
         if pool is not None and pool.isolation != isolation:
             pool.close()  # workers started in batch isolation: the jobs start their own
             pool = None
-    con = connect(db)
-    try:
+    with ExitStack() as stack:
+        con = stack.enter_context(closing(connect(db)))
+        # one trace writes the store at a time (taken while this one holds DuckDB's lock)
+        stack.enter_context(single_trace(db))
         # the build the workers loaded (worked out once: hashing the guest's sources and
         # reading the tools' versions costs ~15 ms)
         guest = guest_identity(options, pool)
@@ -238,34 +251,54 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
             ids = corpus_ids(con, order)
         except duckdb.Error as exc:
             raise StoreError(f"cannot read database {db}: {first_line(exc)}") from exc
-        writer = TraceWriter(con, force=options.force, path=db,
+        con.close()  # from here on the store is opened for each commit (TraceWriter)
+        writer = TraceWriter(None, force=options.force, path=db,
                              guest=(guest[0], options.packages), ids=ids)
         del order
         todo = set(ids.runs) if options.force else ids.runs.keys() - ids.stored
         if todo:
             writer.register_guest()  # now, while the workers start: not in the last commit
         summary.skipped = summary.jobs - summary.duplicates - len(todo)
-        total = len(todo)
-        if progress:
-            progress(0, total)
-        last_commit = time.perf_counter()
-        done = 0
-        jobs = (job for job in _items(corpus) if not isinstance(job, str) and _take(todo, job))
-        for finished in run_jobs(jobs, options, pool, guest) if todo else ():
-            runs = summary.counted(finished)
-            while added := writer.add(runs, options.commit_bytes):
-                done += added
-                if progress:
-                    progress(done, total)
-                if (writer.held >= options.commit_every
-                        or writer.held_bytes >= options.commit_bytes
-                        or time.perf_counter() - last_commit >= options.commit_seconds):
-                    writer.commit()
-                    last_commit = time.perf_counter()
-        writer.commit()
-    finally:
-        con.close()
+        try:
+            _write_runs(corpus, todo, summary, writer, options, pool, guest, progress)
+        except KeyboardInterrupt:
+            try:  # the runs finished and held are whole: keep them
+                writer.commit()
+            except (KeyboardInterrupt, StoreError):
+                pass
+            raise Interrupted(writer.stored, "runs") from None
     return summary
+
+
+def _write_runs(corpus: str | Path | Spooled | Records | Corpus, todo: set[str],
+                summary: TraceSummary, writer: TraceWriter, options: TraceOptions,
+                pool: WorkerPool | None, guest: tuple[str, str, str],
+                progress: Callable[[int, int], None] | None) -> None:
+    """The second pass: the jobs of ``todo`` run and their runs committed in batches.
+    A commit waits for a store another process holds (a reader: ``sql``, ``show``) up to
+    ``$STEPTRACE_LOCK_WAIT``; past it, the runs stay held for a later commit, unless they
+    have grown to ``HOLD_BATCHES`` batches' bytes or it is the last commit, which stop
+    the trace with one line. The first runs to finish are committed at once."""
+    total = len(todo)
+    if progress:
+        progress(0, total)
+    # the first runs are committed as soon as they come: a reader sees the trace under way
+    last_commit = time.perf_counter() - options.commit_seconds
+    done = 0
+    jobs = (job for job in _items(corpus) if not isinstance(job, str) and _take(todo, job))
+    for finished in run_jobs(jobs, options, pool, guest) if todo else ():
+        runs = summary.counted(finished)
+        while added := writer.add(runs, options.commit_bytes):
+            done += added
+            if progress:
+                progress(done, total)
+            if (writer.held >= options.commit_every
+                    or writer.held_bytes >= options.commit_bytes
+                    or time.perf_counter() - last_commit >= options.commit_seconds):
+                must = writer.held_bytes >= HOLD_BATCHES * options.commit_bytes
+                writer.commit(keep_if_busy=not must)
+                last_commit = time.perf_counter()
+    writer.commit()
 
 
 def isolation_for(asked: str, model_written: int, jobs: int) -> tuple[str, str | None]:
@@ -305,12 +338,27 @@ def _survey(corpus: str | Path | Spooled | Records | Corpus,
     for item in _items(corpus):
         if isinstance(item, str):
             summary.corpus_errors.append(item)
+            if not summary.jobs and len(summary.corpus_errors) >= NOT_A_CORPUS:
+                _refuse(corpus, summary, f"none of its first {NOT_A_CORPUS} records is")
             continue
         summary.jobs += 1
         summary.model_written += is_model_written(item.program.meta)
         order.add(item.key, item.program.key)
+    if not summary.jobs and summary.corpus_errors:
+        _refuse(corpus, summary, "none of its records is")
     summary.duplicates = summary.jobs - len(order)
     return order
+
+
+def _refuse(corpus: str | Path | Spooled | Records | Corpus, summary: TraceSummary,
+            found: str) -> None:
+    """Stop a trace whose corpus is not one (a tasks file given by mistake: every record
+    bad) before the store is opened, so that none is made: one error with the first bad
+    record and a hint, in place of a warning per record."""
+    hint = ("see docs/guides/corpus.md" if isinstance(corpus, Corpus)
+            else not_a_corpus_hint(corpus))
+    raise CorpusError(f"{summary.corpus}: {found} a corpus record ({summary.corpus_errors[0]}); "
+                      f"{hint}; nothing was traced")
 
 
 def _take(todo: set[str], job: Job) -> bool:

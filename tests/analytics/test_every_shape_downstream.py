@@ -96,7 +96,7 @@ def test_analyse_features_filter_tasks_report_export_show(store, tmp_path):
     report = invoke("report", "--db", store, "--out", tmp_path / "r.html")
     assert report.exit_code == 0, report.output
     assert (tmp_path / "r.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-    exported = invoke("export", "--db", store, "--parquet", tmp_path / "pq")
+    exported = invoke("export", "--db", store, "--out", tmp_path / "pq")
     assert exported.exit_code == 0, exported.output
     assert {p.name for p in (tmp_path / "pq").iterdir()} >= {"attributes", "objects",
                                                              "global_states", "runs"}

@@ -837,20 +837,20 @@ def test_cli_export(stores, tmp_path):
     """export prints one row per table; a second export into the same directory needs
     --force; a missing store is one line."""
     out = tmp_path / "pq"
-    result = invoke("export", "--db", stores.base, "--parquet", out, "--format", "csv")
+    result = invoke("export", "--db", stores.base, "--out", out, "--format", "csv")
     assert result.exit_code == 0, result.output
     rows = {line.split(",")[0]: line for line in result.stdout.splitlines()[1:]}
     assert rows["runs"] == "runs,6,1,run_bucket"
     assert rows["programs"] == "programs,5,1,-"
     assert rows["branches"] == "branches,24,1,run_bucket"   # 9 + 8 + 4 + 3 evaluations
-    assert_one_line_error(invoke("export", "--db", stores.base, "--parquet", out),
+    assert_one_line_error(invoke("export", "--db", stores.base, "--out", out),
                           f"{out} is not empty: use --force to replace an export there")
-    result = invoke("export", "--db", stores.base, "--parquet", out, "--force")
+    result = invoke("export", "--db", stores.base, "--out", out, "--force")
     assert result.exit_code == 0, result.output
     missing = tmp_path / "missing.duckdb"
-    assert_one_line_error(invoke("export", "--db", missing, "--parquet", tmp_path / "x"),
+    assert_one_line_error(invoke("export", "--db", missing, "--out", tmp_path / "x"),
                           f"database not found: {missing}")
-    assert_one_line_error(invoke("export", "--db", stores.base, "--parquet",
+    assert_one_line_error(invoke("export", "--db", stores.base, "--out",
                                  tmp_path / "no" / "dir"),
                           f"cannot export to {tmp_path / 'no' / 'dir'}: directory "
                           f"{tmp_path / 'no'} does not exist")

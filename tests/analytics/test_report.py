@@ -98,23 +98,37 @@ def test_full_store_has_every_plot_and_its_table(stores, tmp_path):
     # pass@1, ci_low, ci_high, unparseable, fully solved, unsolved; n = tasks. m1 is right
     # on 2 of 2, 1 of 2, 1 of 2 output samples (0.6667; an interval over three tasks), on
     # every chain question (_add_chains); its steps task has no scores row: not counted
-    assert table_rows(section_of(page, "accuracy-kind")) == [
-        ["m1", "l1", "coverage", "1", "2", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0"],
-        ["m1", "l1", "exception", "1", "2", "0.0", "0.0", "0.0", "0.5", "0.0", "1.0"],
-        ["m1", "l1", "next_line", "1", "2", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0"],
-        ["m1", "l1", "output", "3", "6", "0.6667", "0.5", "1.0", "0.0", "0.3333", "0.0"],
-        ["m1", "l1", "state", "2", "4", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0"],
-        ["m1", "l1", "all", "8", "16", "0.75", "0.5", "1.0", "0.0625", "0.625", "0.125"],
-        ["m2", "l1", "coverage", "1", "1", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0"],
-        ["m2", "l1", "next_line", "1", "1", "0.0", "0.0", "0.0", "0.0", "0.0", "1.0"],
-        ["m2", "l1", "output", "2", "2", "0.5", "0.0", "1.0", "0.0", "0.5", "0.5"],
-        ["m2", "l1", "state", "2", "2", "0.0", "0.0", "0.0", "0.0", "0.0", "1.0"],
-        ["m2", "l1", "all", "6", "6", "0.3333", "0.0", "0.6667", "0.0", "0.3333", "0.6667"]]
+    kind_rows = table_rows(section_of(page, "accuracy-kind"))
+    assert [r[:-1] for r in kind_rows] == [
+        ["m1", "l1", "coverage", "1", "2", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0", ""],
+        ["m1", "l1", "exception", "1", "2", "0.0", "0.0", "0.0", "0.5", "0.0", "1.0", ""],
+        ["m1", "l1", "next_line", "1", "2", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0", ""],
+        ["m1", "l1", "output", "3", "6", "0.6667", "0.5", "1.0", "0.0", "0.3333", "0.0", ""],
+        ["m1", "l1", "state", "2", "4", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0", ""],
+        ["m1", "l1", "all", "8", "16", "0.75", "0.5", "1.0", "0.0625", "0.625", "0.125", ""],
+        ["m2", "l1", "coverage", "1", "1", "1.0", "1.0", "1.0", "0.0", "1.0", "0.0", ""],
+        ["m2", "l1", "next_line", "1", "1", "0.0", "0.0", "0.0", "0.0", "0.0", "1.0", ""],
+        ["m2", "l1", "output", "2", "2", "0.5", "0.0", "1.0", "0.0", "0.5", "0.5", ""],
+        ["m2", "l1", "state", "2", "2", "0.0", "0.0", "0.0", "0.0", "0.0", "1.0", ""],
+        ["m2", "l1", "all", "6", "6", "0.3333", "0.0", "0.6667", "0.0", "0.3333", "0.6667", ""]]
+    # the last column links each cell with wrong answers to them (the failures page):
+    # m1 exception and output, m2 next_line, output and state; not "all"
+    failures = out.with_name("report-failures.html")
+    assert summary.failures == str(failures)
+    linked = [(r[0], r[2]) for r in kind_rows if r[-1]]
+    assert linked == [("m1", "exception"), ("m1", "output"), ("m2", "next_line"),
+                      ("m2", "output"), ("m2", "state")]
+    assert kind_rows[1][-1] == ('<a class="failures" href="report-failures.html#'
+                                'fail--m1--l1--exception">wrong answers</a>')
+    wrong = failures.read_text()
+    assert re.findall(r'<section id="(fail--[^"]+)">', wrong) == [
+        "fail--m1--l1--exception", "fail--m1--l1--output", "fail--m2--l1--next_line",
+        "fail--m2--l1--output", "fail--m2--l1--state"]
     # accuracy by difficulty: each experiment's 8 (6) tasks lie in the buckets 8-15 and
     # 16-31, fewer than MIN_TASKS: merged into one bucket, every point marked few
     difficulty = table_rows(section_of(page, "accuracy-difficulty"))
     assert {tuple(r[3:6]) for r in difficulty} == {("8", "32", "8-31")}
-    assert all(r[-1] == "few" for r in difficulty)
+    assert all(r[-2] == "few" for r in difficulty)
     assert [r[:3] + r[6:11] for r in difficulty if r[2] in ("output", "all")] == [
         ["m1", "l1", "output", "3", "6", "0.6667", "0.5", "1.0"],
         ["m1", "l1", "all", "8", "16", "0.75", "0.5", "1.0"],
@@ -136,7 +150,7 @@ def test_full_store_has_every_plot_and_its_table(stores, tmp_path):
     assert float(low) < 0.5833 < float(high) and 0.95 < float(p) < 1
     # methods: the query run once per kind
     methods = table_rows(section_of(page, "accuracy-method"))
-    assert ["output", "m1", "l1", "lower", "2", "4", "0", "4", "0.75"] in methods
+    assert ["output", "m1", "l1", "lower", "2", "4", "0", "4", "0.75"] in [r[:-1] for r in methods]
     assert sorted({r[0] for r in methods}) == ["coverage", "next_line", "output", "state",
                                                "steps"]
     assert '<td>ok</td><td class="num">4</td>' in section_of(page, "status")
@@ -155,7 +169,10 @@ def test_the_page_is_self_contained(stores, tmp_path):
         ("xmlns", "http://www.w3.org/2000/svg"): len(PLOTS),
         ("xmlns:xlink", "http://www.w3.org/1999/xlink"): len(PLOTS)})
     assert len(re.findall(r"https?://", page)) == 2 * len(PLOTS)
-    assert set(re.findall(r'(?:href|src)="([^"#][^"]*)"', page)) == {"data:,"}
+    # besides the icon, links only to the failures page beside it (a file of its own)
+    links = set(re.findall(r'(?:href|src)="([^"#][^"]*)"', page))
+    assert "data:," in links and len(links) == 6
+    assert all(link.startswith("report-failures.html#fail--") for link in links - {"data:,"})
     assert all(ref.startswith("#") for ref in re.findall(r"url\(([^)]*)\)", page))
     ids = re.findall(r'\bid="([^"]+)"', page)
     assert len(ids) == len(set(ids))
@@ -166,7 +183,8 @@ def test_the_page_is_self_contained(stores, tmp_path):
 def test_same_store_and_time_give_the_same_bytes(stores, tmp_path):
     """The SVG carries no date and salted ids: the page changes only with its time."""
     made = dt.datetime(2024, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
-    first, second = tmp_path / "a.html", tmp_path / "b.html"
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    first, second = tmp_path / "a" / "report.html", tmp_path / "b" / "report.html"
     write_report(stores[1], first, now=made)
     write_report(stores[1], second, now=made)
     assert first.read_bytes() == second.read_bytes()
@@ -265,25 +283,27 @@ def test_report_draws_intervals_and_n_in_headless_chromium(stores, tmp_path):
         shown = browser.evaluate(page, PAGE)
     assert page.console_errors == []
     # error bars and n labels per plot: accuracy by kind 6 bars of m1 (5 kinds and all)
-    # and 5 of m2 (no exception task); by difficulty one point per kind and experiment
-    # (5 + 4); coverage 3 measures x 2; consistency 2; comparison 1 pair
+    # and 5 of m2 (no exception task); by difficulty one point per kind (and all) and
+    # experiment (6 + 5), its n in each panel's title; coverage 3 measures x 2;
+    # consistency 2; comparison 1 pair
     counts = {i: (len(p["errorbars"]), p["nLabels"]) for i, p in plots.items()}
     assert counts == {"plot-status": (0, 0), "plot-steps": (0, 0), "plot-tasks": (0, 0),
-                      "plot-accuracy-kind": (11, 11), "plot-accuracy-difficulty": (9, 9),
+                      "plot-accuracy-kind": (11, 11), "plot-accuracy-difficulty": (11, 0),
                       "plot-coverage": (6, 6), "plot-consistency": (2, 2),
                       "plot-comparison": (1, 1), "plot-accuracy-method": (0, 0)}
     # accuracy by kind, bars in order: m1 coverage, exception, next_line, output, state,
-    # all; m2 coverage, next_line, output, state, all. The intervals' widths
-    # (ci_high - ci_low, the table's columns) and the bars' heights in pixels agree
+    # all; m2 coverage, next_line, output, state, all (a panel each, horizontal). The
+    # intervals' widths (ci_high - ci_low, the table's columns) and the error bars'
+    # widths in pixels agree
     rows = {(r[0], r[2]): r for r in shown["kindRows"]}
     order = [("m1", k) for k in ("coverage", "exception", "next_line", "output", "state",
                                  "all")]
     order += [("m2", k) for k in ("coverage", "next_line", "output", "state", "all")]
     widths = [float(rows[key][7]) - float(rows[key][6]) for key in order]
     assert widths == [0.0, 0.0, 0.0, 0.5, 0.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.6667]
-    heights = [h for _, h in plots["plot-accuracy-kind"]["errorbars"]]
-    scale = max(heights)  # the pixels of a whole unit (m2's output: 0 to 1)
-    assert [round(h / scale, 3) for h in heights] == [round(w, 3) for w in widths]
+    drawn = [w for w, _ in plots["plot-accuracy-kind"]["errorbars"]]
+    scale = max(drawn)  # the pixels of a whole unit (m2's output: 0 to 1)
+    assert [round(w / scale, 3) for w in drawn] == [round(w, 3) for w in widths]
     # the comparison's interval is horizontal and not empty
     ((width, height),) = plots["plot-comparison"]["errorbars"]
     assert width > 10 and height == 0
@@ -314,3 +334,95 @@ def test_the_browser_check_sees_errors_requests_and_hidden_plots(tmp_path):
     assert page.requests == [bad.as_uri(), (tmp_path / "missing.png").as_uri()]
     assert [(b["id"], b["shown"], b["width"]) for b in boxes] == [("plot-a", True, 200),
                                                                   ("plot-b", False, 0)]
+
+
+def test_failures_drill_down_in_the_report_and_in_serve(stores, tmp_path):
+    """From a cell to its wrong answers: the report's failures page and serve's pages show
+    each with its prompt, raw response, extracted and expected answer and the trace at the
+    step the question is about (an output task: the run's last step; a state task: the
+    occurrence-th time its line runs), every text escaped; serve's trace link opens the
+    viewer at that step."""
+    import threading
+    import urllib.request
+    from steptrace.analytics._serve import make_server
+    db = tmp_path / "store.duckdb"
+    shutil.copy(stores[1], db)
+    hostile = "<script>alert('x')</script> & <b>bold</b>"
+    with duckdb.connect(str(db)) as con:
+        (t1,) = con.execute("SELECT task_id FROM tasks WHERE kind = 'output' AND run_id = 1"
+                            ).fetchone()
+        con.execute("UPDATE predictions SET raw_text = ? WHERE task_id = ? AND model = 'm2'",
+                    [hostile, t1])
+        last = con.execute("SELECT count(*) - 1 FROM steps WHERE run_id = 1").fetchone()[0]
+        line, occurrence, run = con.execute(
+            "SELECT line, occurrence, run_id FROM tasks WHERE kind = 'state' "
+            "AND run_id = 1").fetchone()
+        steps = con.execute("SELECT line, event FROM steps WHERE run_id = ? ORDER BY step",
+                            [run]).fetchall()
+    at = [i for i, (l, ev) in enumerate(steps) if l == line and ev == "line"][occurrence - 1]
+    out = tmp_path / "report.html"
+    summary = write_report(db, out)
+    page = Path(summary.failures).read_text()
+    m2_output = re.search(r'<section id="fail--m2--l1--output">(.*?)</section>', page,
+                          re.DOTALL).group(1)
+    assert m2_output.startswith("<h2>m2 [l1] · output: 1 wrong of 2</h2>")
+    assert hostile not in page and html.escape(hostile) in m2_output
+    assert (f"<dt>expected</dt><dd><pre>2</pre></dd><dt>extracted answer</dt>"
+            f"<dd><pre>x</pre></dd>") in m2_output
+    assert f"trace: run 1, step {last} (<code>steptrace serve</code>, then " \
+           f"<code>/run/1#step={last}</code>)" in m2_output
+    assert "<summary>prompt</summary><pre>" in m2_output and "<script" not in page
+    m1_exception = re.search(r'<section id="fail--m1--l1--exception">(.*?)</section>', page,
+                             re.DOTALL).group(1)
+    assert "<dt>extracted answer</dt><dd><pre>(unparseable)</pre></dd>" in m1_exception
+    assert "<summary>raw response</summary><pre>no idea</pre>" in m1_exception
+    server = make_server(db, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        index = urllib.request.urlopen(base + "/failures", timeout=30).read().decode()
+        assert ('<td>m2</td><td>l1</td><td>state</td><td>2</td><td>2</td><td><a href="'
+                '/failures?model=m2&amp;label=l1&amp;kind=state">wrong answers</a>') in index
+        cell = urllib.request.urlopen(base + "/failures?model=m2&label=l1&kind=state",
+                                      timeout=30).read().decode()
+        assert '<p id="count">2 wrong answers; 1-2 shown.</p>' in cell
+        assert f'<a class="trace" href="/run/{run}#step={at}">' in cell
+        with Browser() as browser:
+            viewer = browser.open(f"{base}/run/{run}#step={at}")
+            assert browser.evaluate(viewer, "window.steptraceViewer.step()") == at
+            assert viewer.console_errors == []
+        bad = urllib.request.Request(base + "/failures?model=m2")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(bad, timeout=30)
+        assert refused.value.code == 400
+        assert refused.value.read().decode() == "give model, label and kind (or none of them)\n"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_results_json_in_lm_evaluation_harness_layout(stores, tmp_path):
+    """One results.json per experiment next to the report: the by-kind pass@1 as acc, its
+    standard error over the tasks and score's interval, all as the group."""
+    out = tmp_path / "report.html"
+    summary = write_report(stores[1], out)
+    assert summary.results == [str(tmp_path / "report-results" / "m1__l1" / "results.json"),
+                               str(tmp_path / "report-results" / "m2__l1" / "results.json")]
+    m1 = json.loads(Path(summary.results[0]).read_text())
+    assert sorted(m1) == ["config", "configs", "date", "group_subtasks", "groups",
+                          "higher_is_better", "n-samples", "n-shot", "results", "steptrace",
+                          "versions"]
+    # m1's output tasks: 1, 1/2, 1/2 right (mean 0.6667, sample sd 0.2887, / sqrt 3)
+    assert m1["results"]["steptrace_output"] == {
+        "alias": "output", "acc,none": 0.6667, "acc_stderr,none": pytest.approx(1 / 6),
+        "acc_ci_low,none": 0.5, "acc_ci_high,none": 1.0}
+    assert m1["groups"]["steptrace"]["acc,none"] == 0.75
+    assert m1["n-samples"]["steptrace_output"] == {"original": 3, "effective": 3}
+    assert m1["group_subtasks"]["steptrace"] == [
+        "steptrace_coverage", "steptrace_exception", "steptrace_next_line",
+        "steptrace_output", "steptrace_state"]
+    assert m1["config"]["model"] == "m1" and m1["config"]["model_args"] == "label=l1"
+    # one task: no standard error (JSON null), never NaN
+    assert m1["results"]["steptrace_coverage"]["acc_stderr,none"] is None

@@ -109,19 +109,19 @@ def test_the_settrace_view_goes_with_the_lines_format_only(store, tmp_path):
         with pytest.raises(InputError) as raised:
             export_traces(store, tmp_path / "x.jsonl", fmt, lines="settrace")
         assert str(raised.value) == (
-            f"--lines settrace goes with --format lines: the settrace view's own line events "
-            f"have no recorded state for {fmt} (jsonl holds them as settrace_lines)")
+            f"--lines settrace goes with --trace-format lines: the settrace view's own line "
+            f"events have no recorded state for {fmt} (jsonl holds them as settrace_lines)")
     with pytest.raises(InputError) as raised:
         export_traces(store, tmp_path / "x.jsonl", "lines", lines="sys")
     assert str(raised.value) == "unknown line view 'sys': choose from monitoring, settrace"
     assert not (tmp_path / "x.jsonl").exists()
-    result = CliRunner().invoke(main, ["export-traces", "--format", "cwm", "--lines",
+    result = CliRunner().invoke(main, ["export-traces", "--trace-format", "cwm", "--lines",
                                        "settrace", "--db", str(store), "--out",
                                        str(tmp_path / "c.jsonl")])
     assert result.exit_code == 1
-    assert result.output == ("Error: --lines settrace goes with --format lines: the settrace "
-                             "view's own line events have no recorded state for cwm (jsonl "
-                             "holds them as settrace_lines)\n")
+    assert result.output == ("Error: --lines settrace goes with --trace-format lines: the "
+                             "settrace view's own line events have no recorded state for cwm "
+                             "(jsonl holds them as settrace_lines)\n")
 
 
 @pytest.mark.skipif(native_python("3.13") is None,

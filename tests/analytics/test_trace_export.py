@@ -895,9 +895,9 @@ def test_a_shard_directory_exports_as_its_store_does(store, tmp_path):
 # ====================================================================== the command
 def test_the_command_writes_the_export_and_reports_it(store, tmp_path):
     out = tmp_path / "t.jsonl"
-    result = CliRunner().invoke(main, ["export-traces", "--format", "cwm", "--db", str(store),
-                                       "--out", str(out), "--statuses", "ok, exception",
-                                       "--batch-runs", "3"])
+    result = CliRunner().invoke(main, ["export-traces", "--trace-format", "cwm", "--db",
+                                       str(store), "--out", str(out), "--statuses",
+                                       "ok, exception", "--batch-runs", "3"])
     assert result.exit_code == 0, result.output
     assert "runs    │ 8" in result.output and "batches │ 3" in result.output
     export_traces(store, tmp_path / "library.jsonl", "cwm")
@@ -906,12 +906,12 @@ def test_the_command_writes_the_export_and_reports_it(store, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--format", "opt"], "Error: unknown export format 'opt': choose from jsonl, pythontutor, "
+    (["--trace-format", "opt"], "Error: unknown export format 'opt': choose from jsonl, pythontutor, "
                           "cwm, scratchpad"),
-    (["--format", "cwm", "--statuses", "ok,nope"], "Error: unknown status nope: choose from "),
-    (["--format", "cwm", "--db", "{tmp}/missing.duckdb"], "Error: database not found: "),
-    (["--format", "cwm", "--out", "{tmp}/no/such/dir/t.jsonl"], "Error: cannot write "),
-    (["--format", "cwm", "--out", "{tmp}"], "Error: cannot write "),
+    (["--trace-format", "cwm", "--statuses", "ok,nope"], "Error: unknown status nope: choose from "),
+    (["--trace-format", "cwm", "--db", "{tmp}/missing.duckdb"], "Error: database not found: "),
+    (["--trace-format", "cwm", "--out", "{tmp}/no/such/dir/t.jsonl"], "Error: cannot write "),
+    (["--trace-format", "cwm", "--out", "{tmp}"], "Error: cannot write "),
 ])
 def test_the_command_refuses_bad_input_in_one_line(store, tmp_path, args, message):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]

@@ -432,6 +432,36 @@ def test_show_csv(db):
                              "3,return,f,3,0,0,return c,<return>=3\n")
 
 
+def test_show_a_range_of_steps_and_a_limit(db):
+    """show --steps FIRST:STOP prints those steps (a Python slice) and a line saying which
+    of how many; --limit caps them; json says which were shown; csv says it on stderr."""
+    result = invoke("show", 6, "--steps", "4:7", "--db", db)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert [line.split("│")[1].strip() for line in lines if line.startswith("│ ")] == [
+        "4", "5", "6"]
+    assert lines[-1] == "steps 4 to 6 of 15 shown; --steps 7: shows the next"
+    result = invoke("show", 6, "--steps", "12:", "--limit", 2, "--db", db, "--format", "csv")
+    assert (result.stdout, result.stderr) == (
+        "step,event,func,line,depth,frame,code,changed\n"
+        '12,line,f,6,0,0,for x in xs:,"out=[2, 3]"\n'
+        "13,line,f,8,0,0,return out,\n",
+        "note: steps 12 to 13 of 15 shown; --steps 14: shows the next\n")
+    shown = json.loads(invoke("show", 6, "--limit", 3, "--db", db, "--format", "json").stdout)
+    assert ([s["step"] for s in shown["steps"]], shown["steps_shown"]) == (
+        [0, 1, 2], {"first": 0, "count": 3, "of": 15})
+    # all of them: no line; past the end: no step, and a line saying so
+    assert invoke("show", 6, "--limit", 0, "--db", db).stdout.count("\n│ ") == 15
+    last = invoke("show", 6, "--steps", "14:", "--db", db).stdout.splitlines()
+    assert (last[-3].split("│")[1].strip(), last[-1]) == ("14", "steps 14 to 14 of 15 shown")
+    assert invoke("show", 6, "--steps", "40:", "--db", db).stdout.splitlines()[-1] == (
+        "no steps from step 40 (the run has 15)")
+    for bad in ("7", "x:", "5:2", "-1:"):
+        assert_one_line_error(invoke("show", 6, "--steps", bad, "--db", db), (
+            "--steps takes FIRST:STOP (steps FIRST to STOP-1; either may be left out), FIRST "
+            f">= 0 and STOP >= FIRST, not {bad!r}"))
+
+
 def test_show_missing_run_is_a_one_line_error(db):
     """A run id not in the store: exit 1, 'Error: no run with run_id 999'."""
     assert_one_line_error(invoke("show", 999, "--db", db), "no run with run_id 999")

@@ -47,8 +47,8 @@ found["then steptrace.store._store"] = loaded()
 print(json.dumps(found))
 """ % (HEAVY,)
 
-COMMANDS = ["analyse", "anonymise", "build", "dedupe", "export", "export-generations",
-            "export-traces", "features", "filter",
+COMMANDS = ["analyse", "anonymise", "build", "cruxeval-prompts", "dedupe", "export",
+            "export-dataset", "export-generations", "export-traces", "features", "filter",
             "generate", "harvest", "import", "overlap", "predict", "query", "repair", "report",
             "reward-server", "score", "score-cruxeval", "select", "serve", "show", "size-check",
             "sql", "synth", "tasks", "trace", "trace-shard", "view"]
@@ -107,7 +107,7 @@ def test_errors_a_user_can_cause_are_one_line(monkeypatch, tmp_path, error):
         raise error
     monkeypatch.setattr("steptrace.analytics._export.export_parquet", fail)
     result = CliRunner().invoke(main, ["export", "--db", str(tmp_path / "s.duckdb"),
-                                       "--parquet", str(tmp_path / "out")])
+                                       "--out", str(tmp_path / "out")])
     assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"Error: {error}\n")
     assert isinstance(result.exception, SystemExit)
 
@@ -122,7 +122,7 @@ def test_other_errors_keep_their_traceback(monkeypatch, tmp_path, error):
         raise error
     monkeypatch.setattr("steptrace.analytics._export.export_parquet", fail)
     result = CliRunner().invoke(main, ["export", "--db", str(tmp_path / "s.duckdb"),
-                                       "--parquet", str(tmp_path / "out")])
+                                       "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert result.exception is error
     assert "Error:" not in result.stderr

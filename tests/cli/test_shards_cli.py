@@ -270,7 +270,7 @@ def test_export_of_a_shard_directory(traced, tmp_path):
     exports = {}
     for name, db in (("store", traced.store), ("out", traced.out)):
         exports[name] = tmp_path / name
-        ok("export", "--db", db, "--parquet", exports[name], "--runs-per-bucket", 8)
+        ok("export", "--db", db, "--out", exports[name], "--runs-per-bucket", 8)
     for table in ("runs", "steps", "states", "objects", "attributes", "global_states",
                   "programs"):
         query = f"SELECT * FROM {table} LIMIT 0"

@@ -258,7 +258,7 @@ def command_args(tmp_path: Path) -> dict[str, tuple]:
     return {
         "sql": ("sql", "SELECT 1"), "show": ("show", 1), "analyse": ("analyse",),
         "filter": ("filter",), "query": ("query", "hottest_lines"),
-        "export": ("export", "--parquet", tmp_path / "pq"), "tasks": ("tasks",),
+        "export": ("export", "--out", tmp_path / "pq"), "tasks": ("tasks",),
         "features": ("features",), "report": ("report", "--out", tmp_path / "r.html"),
         "score": ("score", "--tasks", tasks),
         "predict": ("predict", "--tasks", tasks, "--model", "m", "--base-url", CLOSED_URL),

@@ -1,8 +1,10 @@
-"""A real OpenAI-compatible chat-completions server for tests, on 127.0.0.1.
+"""A real OpenAI-compatible chat-completions and completions server for tests, on 127.0.0.1.
 
 It runs the standard library's ThreadingHTTPServer in a thread on an ephemeral port and
-answers ``POST /v1/chat/completions`` from a script keyed by the task id that the test's
-prompts embed as ``[[task_id]]``. Each key has a list of replies used in order, the last
+answers ``POST /v1/chat/completions`` (the messages' text is the prompt) and ``POST
+/v1/completions`` (``prompt``; the content is what the model writes after it, cut at the
+first of the request's ``stop`` sequences as a server does) from a script keyed by the
+task id that the test's prompts embed as ``[[task_id]]``. Each key has a list of replies used in order, the last
 one repeating, so "a 429 the first time, then an answer" is ``[Reply(429, ...),
 Reply(content=...)]``. It counts the requests it received per key and can be "killed"
 after a number of responses: the next request is cut off without an answer and the
@@ -91,7 +93,7 @@ class StubServer:
     # -------------------------------------------------------------- request handling
     def reply_for(self, body: dict, authorization: str | None) -> Reply | None:
         """The reply to one request, counting it; None when the server "dies" here."""
-        prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        prompt = request_prompt(body)
         key = self.key_of(prompt) or "?"
         with self.lock:
             self.requests[key] += 1
@@ -119,7 +121,8 @@ def _handler_for(server: StubServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_POST(self) -> None:
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            route = self.path.rstrip("/")
+            if route not in ("/v1/chat/completions", "/v1/completions"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
             length = int(self.headers.get("Content-Length") or 0)
@@ -138,7 +141,8 @@ def _handler_for(server: StubServer) -> type[BaseHTTPRequestHandler]:
                                                     "type": "stub_error", "code": reply.status}},
                            reply.headers)
                 return
-            self._send(200, _completion(body, reply), reply.headers)
+            self._send(200, _completion(body, reply) if route == "/v1/chat/completions"
+                       else _text_completion(body, reply), reply.headers)
 
         def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()
@@ -153,6 +157,32 @@ def _handler_for(server: StubServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (its timeout): nothing to do
     return Handler
+
+
+def request_prompt(body: dict) -> str:
+    """A request's prompt: a completions request's ``prompt``, a chat request's messages."""
+    if "prompt" in body:
+        return str(body["prompt"])
+    return "".join(str(m.get("content", "")) for m in body.get("messages", []))
+
+
+def _text_completion(body: dict, reply: Reply) -> dict:
+    """A text_completion object: the reply's content cut before the first stop sequence
+    the request names (``finish_reason`` "stop" then, as a server gives it)."""
+    content = reply.content or ""
+    stops = body.get("stop") or []
+    stops = [stops] if isinstance(stops, str) else stops
+    cut = min((content.find(stop) for stop in stops if stop in content), default=-1)
+    finish = "stop" if cut >= 0 else reply.finish_reason
+    text = content if cut < 0 else content[:cut]
+    prompt = request_prompt(body)
+    return {
+        "id": "cmpl-stub", "object": "text_completion", "created": int(time.time()),
+        "model": body.get("model"),
+        "choices": [{"index": 0, "finish_reason": finish, "text": text, "logprobs": None}],
+        "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
+                  "total_tokens": len(prompt.split()) + len(text.split())},
+    }
 
 
 def _completion(body: dict, reply: Reply) -> dict:

@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 
@@ -106,3 +110,34 @@ def kill_processes(processes: dict[int, tuple[int, str]]) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def _default_ctrl_c() -> None:
+    """In the child before it runs: SIGINT's default action. An ignored signal stays
+    ignored across exec, and CPython then installs no KeyboardInterrupt handler: a test
+    process that some earlier code left ignoring SIGINT would start a steptrace that
+    Ctrl-C cannot reach."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextmanager
+def steptrace_process(*args) -> Iterator[subprocess.Popen]:
+    """``steptrace ARGS`` in a session of its own (its own process group, as a terminal's
+    foreground job is), stdout and stderr piped; killed with its group if it is still
+    running when the block ends."""
+    process = subprocess.Popen([sys.executable, "-m", "steptrace.cli", *map(str, args)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, preexec_fn=_default_ctrl_c)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def ctrl_c(process: subprocess.Popen) -> tuple[str, str]:
+    """SIGINT to ``process``'s group, as a terminal's Ctrl-C sends it; its stdout and
+    stderr once it has ended."""
+    os.killpg(process.pid, signal.SIGINT)
+    return process.communicate(timeout=HANG_GUARD_S)

@@ -210,8 +210,9 @@ def test_another_template_under_the_same_label_is_refused_or_redone(tmp_path):
             invoke("predict", "--tasks", new, "--model", MODEL, "--base-url", server.base_url,
                    "--db", db, "--label", "L"),
             f"label 'L' of model '{MODEL}' holds predictions of 2 of these tasks asked with "
-            "other prompts (task a): the tasks were made from another template; give "
-            "another --label, or --redo to replace them")
+            "other prompts or request settings (task a): the tasks were made from another "
+            "template, or the endpoint, stop sequences or extra body differ; give another "
+            "--label, or --redo to replace them")
         assert server.requests == before
         redone = run(new, "--samples", 1, "--redo")
     assert (redone["deleted"], redone["skipped"], redone["requests"]) == (4, 0, 2)

@@ -94,7 +94,8 @@ def test_predict_stores_every_reply_of_the_table(tmp_path):
     assert result == {"tasks_file": str(tasks), "db": str(db), "model": MODEL,
                       "label": "cot+cruxeval+direct-t0.7-m64", "tasks": 10, "samples": 1,
                       "pairs": 10, "deleted": 0, "skipped": 0, "requests": 10, "errors": 1,
-                      "unparseable": 1, "prompt_tokens": 45, "completion_tokens": 49}
+                      "unparseable": 1, "prompt_tokens": 45, "completion_tokens": 49,
+                      "not_asked": 0}
 
 
 def test_rerun_retries_only_the_error_rows_and_replaces_them(tmp_path):

@@ -467,7 +467,7 @@ def test_every_store_command_works_on_a_package_corpus(package_guest, tmp_path):
         ok("query", name, "--db", db, "--format", "json")
     assert as_json("query", "runs_by_status", "--db", db)[0]["runs"] == 3
     ok("report", "--db", db, "--out", tmp_path / "r.html")
-    ok("export", "--db", db, "--parquet", tmp_path / "pq")
+    ok("export", "--db", db, "--out", tmp_path / "pq")
     for run_id in (1, 2, 3):
         ok("show", run_id, "--db", db)
     deduped = tmp_path / "deduped.jsonl"

@@ -505,7 +505,8 @@ def test_held_rows_past_commit_bytes_are_committed_within_a_chunk(tmp_path, monk
     committed: list[list[int]] = []
     real_commit = TraceWriter.commit
     monkeypatch.setattr(TraceWriter, "commit",
-                        lambda self: committed.append(real_commit(self)) or committed[-1])
+                        lambda self, **how: committed.append(real_commit(self, **how))
+                        or committed[-1])
     monkeypatch.setattr(_Rows, "FLUSH_ROWS", 1)
     db = tmp_path / "three.duckdb"
     summary = trace_corpus(corpus, db, TraceOptions(

@@ -190,7 +190,8 @@ def test_by_kind_fractions_intervals_and_solved_shares():
     summary = ScoreSummary((1,), tasks, verdicts("m", RIGHT, tasks), resamples=200)
     columns, rows = summary.by_kind()
     assert columns == ["model", "label", "kind", "tasks", "samples", "pass@1", "ci_low",
-                       "ci_high", "unparseable", "fully solved", "unsolved", "trace distance"]
+                       "ci_high", "unparseable", "fully solved", "unsolved", "trace distance",
+                       "trivial"]
     state = next(r for r in rows if r[2] == "state")
     # st2 right twice, st2b once, st3 twice: pass@1 (1 + 1/2 + 1)/3; solved 2 of 3
     assert state[3:6] == [3, 6, round(2.5 / 3, 4)] and state[8:11] == [0.0, 0.6667, 0.0]
@@ -411,3 +412,36 @@ def test_store_input_output_correlation():
                      else float(np.corrcoef(xs, ys)[0, 1]))
     low, high = percentile(draws)
     assert row[4:] == [round(low, 4), round(high, 4)]
+
+
+def test_a_trivial_kind_is_apart_from_all_and_the_summary_says_so():
+    """12 exception tasks that all answer "none" (CRUXEval's 800 do) are a trivial kind:
+    listed after all, left out of it; 9 such tasks are too few to call it trivial."""
+    def task(i: int, kind: str, answer: str) -> dict:
+        return {"task_id": f"{kind}{i:02d}", "kind": kind, "run_id": i, "answer": answer,
+                "line_steps": 3, "loop_nesting": 0}
+    outputs = {t["task_id"]: t for t in (task(i, "output", str(i)) for i in range(4))}
+    for count, trivial in ((12, True), (9, False)):
+        tasks = dict(outputs)
+        tasks.update({t["task_id"]: t for t in (task(i, "exception", "none")
+                                                 for i in range(count))})
+        # the outputs: 1 of 4 right; the exceptions: every one right
+        verdicts = [Verdict(t, "m", "l", 0, tasks[t]["kind"], True,
+                            t == "output00" or tasks[t]["kind"] == "exception")
+                    for t in sorted(tasks)]
+        summary = ScoreSummary((1,), tasks, verdicts, resamples=50)
+        columns, rows = summary.by_kind()
+        got = [(r[2], r[3], r[5], r[-1]) for r in rows]
+        if trivial:
+            assert summary.trivial_kinds == {"exception": "none"}
+            assert got == [("output", 4, 0.25, None), ("all", 4, 0.25, None),
+                           ("exception", 12, 1.0, "every answer none")]
+            head, table = summary.summary()
+            assert head == ["model", "label", "kind", "tasks", "pass@1", "ci_low", "ci_high",
+                            "unparseable"]
+            assert [r[2:5] for r in table] == [["output", 4, 0.25], ["all", 4, 0.25],
+                                               ["exception (trivial)", 12, 1.0]]
+        else:
+            assert summary.trivial_kinds == {}
+            assert got == [("exception", 9, 1.0, None), ("output", 4, 0.25, None),
+                           ("all", 13, round(10 / 13, 4), None)]

@@ -10,6 +10,7 @@ consistency and the scores table.
 from __future__ import annotations
 
 import json
+import re
 from math import comb
 from pathlib import Path
 
@@ -260,8 +261,27 @@ def test_model_filter_table_output_and_errors(scored, tmp_path):
     assert only.exit_code == 0, only.output
     lines = only.stdout.splitlines()
     assert lines[0] == ("model,label,kind,tasks,samples,pass@1,ci_low,ci_high,unparseable,"
-                        "fully solved,unsolved,trace distance")
-    assert lines[-1] == f"m2,{LABEL},all,6,18,0.1667,0.0,0.5,0.0,0.1667,0.8333,"
+                        "fully solved,unsolved,trace distance,trivial")
+    assert lines[-1] == f"m2,{LABEL},all,6,18,0.1667,0.0,0.5,0.0,0.1667,0.8333,,"
+    # by default one table: the summary, the "by kind" rows in fewer columns (pass@5 only
+    # where a task has 5 samples: none here)
+    summary = invoke("score", "--tasks", tasks_file, "--db", db, "--model", "m2",
+                     "--format", "csv", "--workers", 0)
+    assert summary.exit_code == 0, summary.output
+    table = summary.stdout.splitlines()
+    assert table[0] == "model,label,kind,tasks,pass@1,ci_low,ci_high,unparseable"
+    assert table[1:] == [",".join(line.split(",")[i] for i in (0, 1, 2, 3, 5, 6, 7, 8))
+                         for line in lines[1:]]
+    # an empty table asked for by name: no table, a line saying why
+    none = invoke("score", "--tasks", tasks_file, "--db", db, "--model", "m2",
+                  "--table", "error", "--workers", 0)
+    assert none.exit_code == 0 and none.stdout == ""
+    assert "no error parts rows: no error tasks scored" in none.stderr
+    every = invoke("score", "--tasks", tasks_file, "--db", db, "--table", "all", "--workers", 0)
+    assert every.exit_code == 0
+    titles = [t.strip() for t in re.findall(r"steptrace score: ([a-z ]+)", every.stdout)]
+    # consistency (no chains), correlation and error parts have no rows: not printed
+    assert titles == ["by kind", "by difficulty", "coverage", "paired comparison"]
     coverage = invoke("score", "--tasks", tasks_file, "--db", db, "--model", "m1", "--k", "1",
                       "--table", "coverage", "--format", "csv", "--workers", 0)
     assert coverage.exit_code == 0, coverage.output

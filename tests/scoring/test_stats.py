@@ -130,3 +130,46 @@ def test_bootstrap_interval_and_paired_comparison():
 ])
 def test_incremental_consistency(correct, score):
     assert incremental_consistency(correct) == score
+
+
+def test_a_batch_gives_each_interval_as_alone():
+    """BootstrapBatch resamples every set of one length in one pass (and the same values
+    once): each interval, and P(A beats B), is the one bootstrap_interval (and
+    probability_a_beats_b) gives the set alone, to the last bit."""
+    from steptrace.scoring._stats import BootstrapBatch
+    rng = np.random.default_rng(7)
+    sets = [rng.random(n) for n in (1, 2, 5, 5, 13, 13, 13, 40)]
+    sets += [(rng.random(13) < 0.5).astype(float), np.zeros(5), np.zeros(5), sets[0].copy()]
+    batch = BootstrapBatch(300, seed=11)
+    handles = [batch.add(values, keep=True) for values in sets]
+    assert handles[9] == handles[10] and handles[11] == handles[0]  # the same values: one
+    batch.run()
+    for values, handle in zip(sets, handles):
+        assert batch.interval(handle) == bootstrap_interval(values, 300, seed=11)
+    assert batch.beats(handles[4], handles[5]) == probability_a_beats_b(sets[4], sets[5], 300,
+                                                                        seed=11)
+    assert batch.beats(handles[9], handles[10]) == 0.5  # equal in every resample: ties
+    with pytest.raises(ValueError):
+        batch.beats(handles[2], handles[4])  # of two lengths
+    with pytest.raises(ValueError):
+        batch.add([])
+
+
+def test_a_difference_of_whole_numbers_is_derived_to_the_bit():
+    """The interval of xa − xb derived from the resampled sums of xa and xb (both 0/1,
+    or whole) is the one bootstrap_interval gives xa − xb resampled itself; fractions
+    are resampled as any set (and give the same too)."""
+    from steptrace.scoring._stats import BootstrapBatch
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7, 500, 3000):
+        for whole in (True, False):
+            xa = (rng.random(n) < 0.6).astype(float) if whole else rng.integers(0, 4, n) / 3
+            xb = (rng.random(n) < 0.4).astype(float) if whole else rng.integers(0, 4, n) / 3
+            if not whole:
+                xa[0] = 1 / 3  # a fraction: never whole
+            batch = BootstrapBatch(400, seed=5)
+            ha, hb = batch.add(xa, keep=True), batch.add(xb, keep=True)
+            hd = batch.add_difference(ha, hb)
+            assert (hd in batch._differences) == (whole and hd not in (ha, hb))
+            batch.run()
+            assert batch.interval(hd) == bootstrap_interval(xa - xb, 400, seed=5), (n, whole)

@@ -414,7 +414,7 @@ def test_a_parquet_file_with_other_columns_is_one_line(directory, tmp_path, case
                  ("import", directory, "--db", tmp_path / "s.duckdb"),
                  ("features", "--db", directory),
                  ("show", 3, "--db", directory),
-                 ("export-traces", "--db", directory, "--format", "jsonl", "--out",
+                 ("export-traces", "--db", directory, "--trace-format", "jsonl", "--out",
                   tmp_path / "t.jsonl")):
         assert_one_line_error(invoke(*args), message)
 

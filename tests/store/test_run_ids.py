@@ -143,11 +143,11 @@ def interrupt_after(count: int):
 
 
 def test_a_resumed_trace_fills_in_its_places(corpus, reference, tmp_path):
-    """A trace stopped after 7 runs (two commits of 3 kept, the seventh lost), resumed:
-    the store is the one an uninterrupted trace makes, ids included."""
+    """A trace stopped after 7 runs (the first committed at once, then 5 more, the seventh
+    lost), resumed: the store is the one an uninterrupted trace makes, ids included."""
     db = tmp_path / "resumed.duckdb"
     with pytest.raises(Interrupted):
-        trace_corpus(corpus, db, TraceOptions(workers=0, chunk_size=1, commit_every=3),
+        trace_corpus(corpus, db, TraceOptions(workers=0, chunk_size=1, commit_every=5),
                      progress=interrupt_after(7))
     assert ids(db) == expected_ids()[:6]
     summary = trace_corpus(corpus, db, TraceOptions(workers=0))
@@ -198,8 +198,8 @@ def test_a_resume_after_another_corpus_came_in_between(corpus, tmp_path):
     store's highest id was 3), the first resumed: its block (1 to 14) is taken, so its
     missing runs follow the highest id, in corpus order, and its programs too."""
     db = tmp_path / "between.duckdb"
-    with pytest.raises(Interrupted):
-        trace_corpus(corpus, db, TraceOptions(workers=0, chunk_size=1, commit_every=3),
+    with pytest.raises(Interrupted):  # commits of the first run, then of 2 more
+        trace_corpus(corpus, db, TraceOptions(workers=0, chunk_size=1, commit_every=2),
                      progress=interrupt_after(4))
     other = write(tmp_path / "other.jsonl", records("s"))
     trace_corpus(other, db, TraceOptions(workers=0))

@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import steptrace.store._store as store_module
 import steptrace.tracing._trace as tracing
 from steptrace.corpus._formats import demo_corpus_path, load_corpus
 from steptrace.store._store import (StoreError, TraceWriter, connect, query, status_counts)
@@ -242,22 +243,33 @@ def test_a_job_listed_twice_is_one_run(tmp_path):
 # ------------------------------------------------------------------ atomicity
 class FailingConnection:
     """A DuckDB connection that raises on the n-th ``INSERT INTO steps`` (after the batch's
-    programs and runs rows were inserted in the same transaction)."""
+    programs and runs rows were inserted in the same transaction), counted in ``seen``
+    over every connection sharing it (the trace opens the store for each commit)."""
 
-    def __init__(self, con, fail_on: int = 1):
+    def __init__(self, con, fail_on: int, seen: list[int]):
         self.con = con
         self.fail_on = fail_on
-        self.seen = 0
+        self.seen = seen
 
     def execute(self, sql, *args):
         if sql.startswith("INSERT INTO steps"):
-            self.seen += 1
-            if self.seen == self.fail_on:
+            self.seen[0] += 1
+            if self.seen[0] == self.fail_on:
                 raise RuntimeError("disk full (simulated)")
         return self.con.execute(sql, *args)
 
     def __getattr__(self, name):
         return getattr(self.con, name)
+
+
+def fail_writes(monkeypatch, fail_on: int) -> None:
+    """The trace's writer (TraceWriter, which opens the store for each commit) gets
+    connections that fail on the ``fail_on``-th steps insert of the trace."""
+    real_connect = store_module.connect
+    seen = [0]
+    monkeypatch.setattr(store_module, "connect",
+                        lambda path, read_only=False: FailingConnection(
+                            real_connect(path, read_only), fail_on, seen))
 
 
 def test_failed_batch_leaves_no_rows_and_earlier_batches_stay(tmp_path, monkeypatch):
@@ -266,16 +278,14 @@ def test_failed_batch_leaves_no_rows_and_earlier_batches_stay(tmp_path, monkeypa
     rest and the store ends up as if nothing had failed."""
     corpus = write_corpus(tmp_path / "small.jsonl")
     db = tmp_path / "atomic.duckdb"
-    real_connect = tracing.connect
-    monkeypatch.setattr(tracing, "connect",
-                        lambda path: FailingConnection(real_connect(path), fail_on=3))
+    fail_writes(monkeypatch, fail_on=3)
     options = TraceOptions(workers=0, chunk_size=1, commit_every=1)
     with pytest.raises(RuntimeError, match="disk full"):
         trace_corpus(corpus, db, options)
     assert rows(db, "SELECT run_id, sample_id, input_index FROM runs ORDER BY run_id") == [
         (1, "add", 0), (2, "sq", 0)]
     assert counts(db) == {"programs": 2, "runs": 2, "steps": 7, "states": 6}
-    monkeypatch.setattr(tracing, "connect", real_connect)
+    monkeypatch.undo()
     summary = trace_corpus(corpus, db, options)
     assert (summary.skipped, summary.traced) == (2, 4)
     assert counts(db) == {"programs": 5, "runs": 6, "steps": 34, "states": 25}
@@ -288,9 +298,7 @@ def test_failed_forced_batch_keeps_the_replaced_runs(traced, monkeypatch):
     the old runs, steps and states are all still there, unchanged."""
     corpus, db, _ = traced
     before = rows(db, "SELECT run_id, run_key, output FROM runs ORDER BY run_id")
-    real_connect = tracing.connect
-    monkeypatch.setattr(tracing, "connect",
-                        lambda path: FailingConnection(real_connect(path), fail_on=1))
+    fail_writes(monkeypatch, fail_on=1)
     with pytest.raises(RuntimeError, match="disk full"):
         trace_corpus(corpus, db, TraceOptions(workers=0, force=True))
     assert rows(db, "SELECT run_id, run_key, output FROM runs ORDER BY run_id") == before
@@ -306,7 +314,7 @@ def test_writer_can_retry_a_failed_batch(tmp_path):
     db = tmp_path / "retry.duckdb"
     con = connect(db)
     try:
-        flaky = FailingConnection(con, fail_on=1)
+        flaky = FailingConnection(con, 1, [0])
         writer = TraceWriter(flaky)
         with pytest.raises(RuntimeError, match="disk full"):
             writer.write(batch)
