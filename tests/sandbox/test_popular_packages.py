@@ -405,32 +405,18 @@ def _lock(path: str):
     return parse_lock((Path(__file__).parent / "data" / path).read_text())
 
 
-@pytest.fixture(scope="module")
-def group_a(tmp_path_factory):
-    guest = PackageGuest(_lock("popular_a.lock"), tmp_path_factory.mktemp("popular-a"))
-    yield guest
-    guest.close()
+def _group(letter: str):
+    """The module's guest of ``popular_LETTER.lock`` (fixture ``group_LETTER``), built once."""
+    @pytest.fixture(scope="module", name=f"group_{letter}")
+    def group(tmp_path_factory):
+        guest = PackageGuest(_lock(f"popular_{letter}.lock"),
+                             tmp_path_factory.mktemp(f"popular-{letter}"))
+        yield guest
+        guest.close()
+    return group
 
 
-@pytest.fixture(scope="module")
-def group_b(tmp_path_factory):
-    guest = PackageGuest(_lock("popular_b.lock"), tmp_path_factory.mktemp("popular-b"))
-    yield guest
-    guest.close()
-
-
-@pytest.fixture(scope="module")
-def group_c(tmp_path_factory):
-    guest = PackageGuest(_lock("popular_c.lock"), tmp_path_factory.mktemp("popular-c"))
-    yield guest
-    guest.close()
-
-
-@pytest.fixture(scope="module")
-def group_d(tmp_path_factory):
-    guest = PackageGuest(_lock("popular_d.lock"), tmp_path_factory.mktemp("popular-d"))
-    yield guest
-    guest.close()
+group_a, group_b, group_c, group_d = map(_group, "abcd")
 
 
 @pytest.mark.parametrize("name", sorted(PROBES_A))
