@@ -168,6 +168,7 @@ def _child(entry, payload, limits, job_filter, prctl, scratch, devnull, close, w
     filter, the job, the result. Never returns."""
     status = 70
     try:
+        import json
         import resource
         import signal
         for fd in close:
@@ -187,13 +188,14 @@ def _child(entry, payload, limits, job_filter, prctl, scratch, devnull, close, w
         work = os.path.join(scratch, "job")
         os.mkdir(work, 0o700)
         os.chdir(work)
-        for parts, text in limits.get("files", ()):  # the record's (paths checked by the host)
-            for depth in range(1, len(parts)):
-                os.makedirs(os.path.join(*parts[:depth]), 0o700, exist_ok=True)
-            out = os.open(os.path.join(*parts), os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                          | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            with os.fdopen(out, "wb") as handle:
-                handle.write(text.encode("utf-8", "surrogatepass"))
+        written = _write_files(limits.get("files", ()))
+        if written is not None:  # before the program ran (crashed: the schema takes no
+            # other status without a trace; the host checks it as any result)
+            os.write(write_end, json.dumps({"status": "crashed", "exception_type": None,
+                                            "exception_message": written}).encode())
+            os.close(write_end)
+            status = 0
+            return
         function, ctypes = prctl
         program = ctypes.create_string_buffer(job_filter, len(job_filter))
         # struct sock_fprog: the count of 8-byte instructions, padding, their address
@@ -211,6 +213,23 @@ def _child(entry, payload, limits, job_filter, prctl, scratch, devnull, close, w
         status = 0
     finally:
         os._exit(status)
+
+
+def _write_files(files) -> str | None:
+    """Write the record's files (``[[path parts, text], ...]``, paths checked by the host)
+    into the working directory; None, or why they could not be (the scratch space full)."""
+    for parts, text in files:
+        try:
+            for depth in range(1, len(parts)):
+                os.makedirs(os.path.join(*parts[:depth]), 0o700, exist_ok=True)
+            out = os.open(os.path.join(*parts), os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                          | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(out, "wb") as handle:
+                handle.write(text.encode("utf-8", "surrogatepass"))
+        except OSError as exc:
+            return (f"cannot write the record's file {'/'.join(parts)!r}: "
+                    f"{exc.strerror or exc}")
+    return None
 
 
 def _collect(read_end, pid, started, limits, select):

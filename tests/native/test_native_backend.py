@@ -181,3 +181,8 @@ def test_a_records_files_argv_and_env_and_nothing_left_for_the_next_job(native):
     bad = native.run({**request, "files": {"../escape": "x"}}).result
     assert bad == {"status": "invalid", "exception_message":
                    "file path '../escape' may not have an empty, '.' or '..' part"}
+    # files larger than the job's scratch space: said before the program runs
+    big = native.run({**request, "files": {"big.txt": "x" * (65 << 20)}}).result
+    assert (big["status"], big["exception_message"]) == (
+        "crashed", "cannot write the record's file 'big.txt': File too large")
+    assert native.run(request).result["output"] == result["output"]
