@@ -635,6 +635,8 @@ def jobs_from_record(record: object, source: str, default_id: str) -> list[Job]:
         inputs = record["inputs"]
         if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
             raise CorpusError("'inputs' must be a list of strings")
+        if not inputs:  # a record that runs nothing is a mistake to report, not to skip
+            raise CorpusError("'inputs' is empty: the record has nothing to run")
         outputs = record.get("outputs", [None] * len(inputs))
         if not isinstance(outputs, list) or len(outputs) != len(inputs):
             raise CorpusError("'outputs' must be a list as long as 'inputs'")

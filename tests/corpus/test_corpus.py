@@ -127,6 +127,7 @@ def test_corrupt_json_line_is_reported_with_its_line_and_the_rest_loads(tmp_path
     ({"id": "x", "input": "1"}, "missing 'code'"),
     ({"code": SQUARE, "inputs": "1"}, "'inputs' must be a list of strings"),
     ({"code": SQUARE, "inputs": ["1", 2]}, "'inputs' must be a list of strings"),
+    ({"code": SQUARE, "inputs": []}, "'inputs' is empty: the record has nothing to run"),
     ({"code": SQUARE, "inputs": ["1", "2"], "outputs": ["1"]},
      "'outputs' must be a list as long as 'inputs'"),
     ({"code": SQUARE, "inputs": ["1"], "outputs": "1"},

@@ -36,7 +36,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 
-from steptrace.tracing._trace import STATUSES, TraceOptions, trace_corpus
+from steptrace.corpus import CorpusError
+from steptrace.tracing._trace import NOT_A_CORPUS, STATUSES, TraceOptions, trace_corpus
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import FRESH_AFTER, Sandbox
 
@@ -1075,7 +1076,7 @@ def good_records(draw) -> dict:
         if output is not None:
             record["output"] = output
     else:
-        texts = draw(st.lists(inputs, max_size=3))
+        texts = draw(st.lists(inputs, min_size=1, max_size=3))
         record["inputs"] = texts
         if draw(st.booleans()):
             record["outputs"] = [draw(expected) for _ in texts]
@@ -1098,6 +1099,7 @@ BROKEN = st.one_of(
                      b'{"code": "def f(x): return x", "input": null}',
                      b'{"code": "def f(x): return x", "inputs": [1]}',
                      b'{"code": "def f(x): return x", "inputs": "1"}',
+                     b'{"code": "def f(x): return x", "inputs": []}',
                      b'{"code": "def f(x): return x", "inputs": ["1"], "outputs": []}',
                      b'{"code": "def f(x): return x", "inputs": ["1"], "outputs": [1]}',
                      b'{"code": "def f(x): return x", "input": "1", "output": 2}',
@@ -1120,6 +1122,11 @@ def _clean(text: str | None) -> str | None:
 @settings(max_examples=25, **FUZZ)
 @given(st.lists(LINE, max_size=12), st.booleans(), st.sampled_from([b"\n", b"\r\n"]),
        st.sampled_from(["job", "batch"]))
+@example([("broken", b'{"code": "def f(x): return x", "inputs": []}'), ("broken", b"\xff\xfe")],
+         False, b"\n", "job")  # no record runs anything: refused, no store
+@example([("good", {"code": CATALOGUE["add"][0], "input": "1, 2", "id": 2}),
+          ("good", {"code": CATALOGUE["boom"][0], "input": "0"})],
+         False, b"\n", "job")  # line 2's default id is line 1's id of another program
 def test_corpus_to_store_round_trip(lines, bom, newline, isolation):
     """A JSONL corpus with good records and broken ones (not UTF-8, not JSON, wrong
     fields): every distinct job becomes exactly one run with its exact status and output,
@@ -1136,6 +1143,8 @@ def check_corpus(lines: list[tuple], bom: bool, newline: bytes, isolation: str =
         wanted: dict[tuple, tuple] = {}   # job identity -> expected (status, output, matches)
         total = 0
         broken_lines = []
+        owners: dict[str, str] = {}  # record id -> the code of the program that took it first
+        refused = False  # the corpus is refused when bad records come before any job
         for lineno, (kind, item) in enumerate(lines, start=1):
             if kind == "good":
                 raw += json.dumps(item).encode() + newline
@@ -1143,6 +1152,10 @@ def check_corpus(lines: list[tuple], bom: bool, newline: bytes, isolation: str =
                 texts = item["inputs"] if "inputs" in item else [item["input"]]
                 outputs = item.get("outputs", [item.get("output")] * len(texts))
                 sample = str(item.get("id", lineno))
+                if owners.setdefault(sample, code) != code:  # another program's id: bad
+                    broken_lines.append(lineno)
+                    refused = refused or (not total and len(broken_lines) >= NOT_A_CORPUS)
+                    continue
                 for index, (text, output) in enumerate(zip(texts, outputs)):
                     total += 1
                     status, shown = CODE_STATUS[code][1](text)
@@ -1154,10 +1167,17 @@ def check_corpus(lines: list[tuple], bom: bool, newline: bytes, isolation: str =
                 raw += item + newline
                 if kind == "broken":
                     broken_lines.append(lineno)
+                    refused = refused or (not total and len(broken_lines) >= NOT_A_CORPUS)
         if bom:
             raw = b"\xef\xbb\xbf" + raw
         corpus.write_bytes(raw)
         options = TraceOptions(workers=0, limits=LIMITS, isolation=isolation)
+        if refused or (broken_lines and not total):  # not a corpus: one error, no store
+            with pytest.raises(CorpusError, match=f"^{re.escape(str(corpus))}: none of its "
+                               r".*; nothing was traced$"):
+                trace_corpus(corpus, db, options)
+            assert not db.exists()
+            return
         summary = trace_corpus(corpus, db, options)
 
         assert [e.split(": ", 1)[0] for e in summary.corpus_errors] == \
