@@ -13,7 +13,8 @@ the report with this worktree's code and with the baseline's (``git archive COMM
 unpacked in a temporary directory, imported from there: the same venv), and a re-score
 of the unchanged store with each (judge every prediction again, store the verdicts,
 compute what ``score`` prints by default: the summary now, every table before). It
-prints the median wall and CPU seconds (CPU: the process's own, every thread) of each
+prints the median wall and CPU seconds (CPU: the process's own, every thread, and its
+children's: a large report draws its plots in a second process) of each
 and their ratio, and checks that both reports' tables are the same numbers (the tables
 of the sections both codes have, row by row, the cells both have).
 """
@@ -42,11 +43,14 @@ PACKAGE_DIRS = {"sandbox": "wasm_sandbox", "native_sandbox": "native_sandbox",
                 "guest": "tracer", "queries": "queries"}
 
 CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 import steptrace
 assert steptrace.__file__.startswith(sys.argv[1]), steptrace.__file__
 what, store, out = sys.argv[2:5]
-wall, cpu = time.perf_counter(), time.process_time()
+def children():
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+wall, cpu, kids = time.perf_counter(), time.process_time(), children()
 if what == "report":
     from steptrace.analytics._report import write_report
     write_report(store, out)
@@ -55,7 +59,8 @@ else:
     from steptrace.scoring._verdicts import ScoreOptions
     summary = score_predictions(store, out, ScoreOptions(workers=2))
     summary.summary() if hasattr(summary, "summary") else summary.tables()
-print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}))
+print(json.dumps({"wall": time.perf_counter() - wall,
+                  "cpu": time.process_time() - cpu + children() - kids}))
 """
 
 

@@ -20,7 +20,9 @@ import datetime as dt
 import html
 import io
 import math
+import os
 import re
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -34,6 +36,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from steptrace.predictions._experiments import experiment_name
+from steptrace.analytics._drawing import Drawing
 from steptrace.analytics._failures import anchor, cells as failure_cells, report_failures_page
 from steptrace.analytics._queries import run_query_on
 from steptrace.analytics._results_json import write_results
@@ -308,15 +311,17 @@ def _summary(result: QueryResult) -> ScoreSummary:
         return found[1]
     tasks: dict[str, dict] = {}
     verdicts: list[Verdict] = []
-    for row in _dicts(result):
-        tasks.setdefault(row["task_id"], {
-            "task_id": row["task_id"], "kind": row["kind"], "run_id": row["run_id"],
-            "line": row["line"], "var": row["var"], "occurrence": row["occurrence"],
-            "answer": row["answer"], "line_steps": row["line_steps"],
-            "loop_nesting": row["loop_nesting"]})
-        verdicts.append(Verdict(row["task_id"], row["model"], row["label"],
-                                row["sample_index"], row["kind"], bool(row["parsed"]),
-                                bool(row["correct"])))
+    at = {c: i for i, c in enumerate(result.columns)}  # by position: rows are many
+    task_columns = [(c, at[c]) for c in ("task_id", "kind", "run_id", "line", "var",
+                                         "occurrence", "answer", "line_steps", "loop_nesting")]
+    (task_id, model, label, sample, kind, parsed, correct) = (
+        at[c] for c in ("task_id", "model", "label", "sample_index", "kind", "parsed",
+                        "correct"))
+    for row in result.rows:
+        if row[task_id] not in tasks:
+            tasks[row[task_id]] = {c: row[i] for c, i in task_columns}
+        verdicts.append(Verdict(row[task_id], row[model], row[label], row[sample], row[kind],
+                                bool(row[parsed]), bool(row[correct])))
     summary = ScoreSummary((1,), tasks, verdicts)
     _SUMMARIES[id(result)] = (result, summary)
     return summary
@@ -382,7 +387,7 @@ def _difficulty_table(result: QueryResult) -> QueryResult:
         mine = [(t, vs) for t, vs in summary._by_experiment[experiment] if t in steps]
         # each task once into its (kind, group) and, unless its kind is trivial, ("all",
         # group): task id order, as the lists are
-        cells: dict[tuple[str, int], list[list[Verdict]]] = {}
+        cells: dict[tuple[str, int], list[Tally]] = {}
         for t, vs in mine:
             group = bisect.bisect_right(lows, steps[t].low) - 1
             kind = summary.tasks[t]["kind"]
@@ -395,7 +400,7 @@ def _difficulty_table(result: QueryResult) -> QueryResult:
                 tasks = cells.get((kind, group))
                 if not tasks:
                     continue
-                firsts = [sum(v.correct for v in vs) / len(vs) for vs in tasks]
+                firsts = [vs.correct / len(vs) for vs in tasks]
                 pending.append(([*experiment, kind, low, high, _bucket(low, high), len(tasks),
                                  sum(len(vs) for vs in tasks), fraction(np.mean(firsts))],
                                 batch.add(firsts), len(tasks)))
@@ -709,12 +714,11 @@ details { margin-top: .6rem; } summary { cursor: pointer; color: #3b6ea5; }
 """
 
 
-def _section_html(section: Section, result: QueryResult | None, figure: Figure | None,
+def _section_html(section: Section, result: QueryResult | None, plot: str | None,
                   reason: str | None, links: dict | None = None) -> str:
     parts = [f'<section id="{section.id}"><h2>{html.escape(section.title)}</h2>']
-    if figure is not None:
-        parts.append(f'<figure class="plot" id="plot-{section.id}">'
-                     f"{svg(figure, f'steptrace-{section.id}')}"
+    if plot is not None:
+        parts.append(f'<figure class="plot" id="plot-{section.id}">{plot}'
                      f"<figcaption>{html.escape(section.caption)} Query: "
                      f"<code>{section.query}</code>.</figcaption></figure>")
     if reason is not None:
@@ -731,23 +735,55 @@ def _counts(con) -> tuple[int, int]:
             con.execute("SELECT count(*) FROM programs").fetchall()[0][0])
 
 
+# A store of at least this many runs and tasks together draws its plots in a second
+# process while this one computes the next sections' tables (drawing is a third of a
+# large report's time; the process costs ~1 s of start, more than a small report takes).
+PARALLEL_DRAWING_SIZE = 5_000
+
+
+def plot_svg(section_id: str, result: QueryResult) -> str | None:
+    """The section's plot of ``result`` (its selected rows) as inline SVG, None when it
+    has nothing to plot. Runs in the drawing process (engine/analytics/_drawing.py), or
+    here for a small store."""
+    section = next(s for s in SECTIONS if s.id == section_id)
+    figure = section.draw(result)
+    return None if figure is None else svg(figure, f"steptrace-{section_id}")
+
+
+def _store_size(con) -> int:
+    """Runs and tasks together (a store without a tasks table has none)."""
+    runs = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
+    try:
+        return runs + con.execute("SELECT count(*) FROM tasks").fetchall()[0][0]
+    except duckdb.Error:
+        return runs
+
+
 def write_report(db: str | Path, out: str | Path, now: dt.datetime | None = None,
-                 selection: ReportFilter = ReportFilter()) -> ReportSummary:
+                 selection: ReportFilter = ReportFilter(),
+                 parallel: bool | None = None) -> ReportSummary:
     """Run the queries behind every section on ``db`` (restricted to ``selection``: the
     report's --model, --label, --kinds and --where) and write the page to ``out``.
     ``now`` is the time the page says it was made (default: the current time); with the
-    same store and ``now`` the page is the same bytes."""
+    same store and ``now`` the page is the same bytes. ``parallel``: draw the plots in a
+    second process (default: when the machine has two CPUs and the store
+    PARALLEL_DRAWING_SIZE runs and tasks); the page is the same either way."""
     if not Path(db).exists():
         raise StoreError(f"database not found: {db}")
     out = Path(out)
     if not out.parent.is_dir():
         raise InputError(f"cannot write {out}: no directory {out.parent}")
     results: dict[str, QueryResult | StoreError] = {}
-    sections = []
+    pending = []
     _SUMMARIES.clear()
+    drawing = None
     try:
         with open_filtered(db, selection) as con:
             runs, programs = _counts(con)
+            if parallel is None:
+                parallel = (os.cpu_count() or 1) > 1 and \
+                    _store_size(con) >= PARALLEL_DRAWING_SIZE
+            drawing = Drawing(parallel)
             summary = ReportSummary(str(out), runs, programs)
             links = _write_failures(con, db, out, summary)
             for section in SECTIONS:
@@ -755,14 +791,16 @@ def write_report(db: str | Path, out: str | Path, now: dt.datetime | None = None
                     results[section.query] = (_run_per_kind(con, section.query, str(db))
                                               if section.per_kind
                                               else _run(con, section.query, str(db)))
-                sections.append(_render_section(section, results[section.query], summary,
-                                                links))
+                pending.append(_start_section(section, results[section.query], drawing))
                 if section.id == "accuracy-kind" and isinstance(results[section.query],
                                                                 QueryResult):
                     summary.results = write_results(_summary(results[section.query]), out,
                                                     str(db), now)
+        sections = [_finish_section(*started, drawing, summary, links) for started in pending]
     finally:
         _SUMMARIES.clear()
+        if drawing is not None:
+            drawing.close()
     page = _page(db, runs, programs, sections, now or dt.datetime.now(dt.timezone.utc),
                  selection)
     with user_file(out):
@@ -817,23 +855,31 @@ def _write_failures(con, db: str | Path, out: Path, summary: ReportSummary
     return {cell: f"{path.name}#{anchor(*cell)}" for cell in wrong}
 
 
-def _render_section(section: Section, found: QueryResult | StoreError,
-                    summary: ReportSummary, links: dict | None = None) -> str:
-    """The section's HTML; records in ``summary`` whether it has a plot and why not."""
+def _start_section(section: Section, found: QueryResult | StoreError, drawing: Drawing
+                   ) -> tuple[Section, QueryResult | None, Future | str]:
+    """The section's table and its plot under way (a Future), or why it has none."""
     result = section.select(found) if isinstance(found, QueryResult) else None
-    figure, reason = None, None
     if result is None:
-        reason = f"no data: {first_line(found)}"
-    elif not result.rows:
-        reason = f"no data: {section.nothing}"
-    else:
-        figure = section.draw(result)
-        reason = None if figure is not None else "no scored predictions to plot"
-    if figure is not None:
+        return section, None, f"no data: {first_line(found)}"
+    if not result.rows:
+        return section, result, f"no data: {section.nothing}"
+    return section, result, drawing.submit(section.id, result)
+
+
+def _finish_section(section: Section, result: QueryResult | None, plot: Future | str,
+                    drawing: Drawing, summary: ReportSummary, links: dict | None = None
+                    ) -> str:
+    """The section's HTML once its plot is drawn; records in ``summary`` whether it has
+    a plot and why not."""
+    reason = plot if isinstance(plot, str) else None
+    drawn = None if reason is not None else drawing.result(plot, section.id, result)
+    if reason is None and drawn is None:
+        reason = "no scored predictions to plot"
+    if drawn is not None:
         summary.plots.append(section.id)
     else:
         summary.empty[section.id] = reason
-    return _section_html(section, result, figure, reason, links)
+    return _section_html(section, result, drawn, reason, links)
 
 
 def _filtered(selection: ReportFilter) -> str:

@@ -40,6 +40,19 @@ CHAIN_SCORES = (1.0, 0.5, 0.25, 0.125, 0.0)  # the scores a four-question chain 
 TRIVIAL_MIN_TASKS = 10
 
 
+class Tally(list):
+    """One experiment's verdicts on one task (its samples) with the counts every table
+    reads, counted once: a report of 15,000 tasks and five experiments asks them of each
+    group in a dozen tables."""
+
+    __slots__ = ("correct", "parsed")
+
+    def __init__(self, verdicts=()) -> None:
+        super().__init__(verdicts)
+        self.correct = sum(1 for v in self if v.correct)
+        self.parsed = sum(1 for v in self if v.parsed)
+
+
 class _Later:
     """A table cell computed after the table's bootstrap batch has run (``_resolved``):
     every interval of a table is asked first and resampled in one batch."""
@@ -71,18 +84,19 @@ class ScoreSummary:
     seed: int = 0
 
     @cached_property
-    def _by_task(self) -> dict[tuple[ExperimentKey, str], list[Verdict]]:
-        """Verdicts per (experiment, task), grouped once (every table reads them)."""
+    def _by_task(self) -> dict[tuple[ExperimentKey, str], Tally]:
+        """Verdicts per (experiment, task), grouped and counted once (every table reads
+        them)."""
         grouped: dict[tuple[ExperimentKey, str], list[Verdict]] = defaultdict(list)
         for v in self.verdicts:
-            grouped[(v.experiment, v.task_id)].append(v)
-        return grouped
+            grouped[((v.model, v.label), v.task_id)].append(v)
+        return {key: Tally(vs) for key, vs in grouped.items()}
 
     @cached_property
-    def _by_experiment(self) -> dict[ExperimentKey, list[tuple[str, list[Verdict]]]]:
+    def _by_experiment(self) -> dict[ExperimentKey, list[tuple[str, Tally]]]:
         """Per experiment, its (task id, verdicts) in task id order, sorted once: the
         tables select from these lists instead of sorting every verdict per row."""
-        grouped: dict[ExperimentKey, list[tuple[str, list[Verdict]]]] = defaultdict(list)
+        grouped: dict[ExperimentKey, list[tuple[str, Tally]]] = defaultdict(list)
         for (e, t), vs in sorted(self._by_task.items()):
             grouped[e].append((t, vs))
         return grouped
@@ -106,7 +120,7 @@ class ScoreSummary:
 
     def task_pass1(self) -> dict[tuple[ExperimentKey, str], float]:
         """Per (experiment, task): the share of its samples that are right (pass@1)."""
-        return {key: sum(v.correct for v in vs) / len(vs) for key, vs in self._by_task.items()}
+        return {key: vs.correct / len(vs) for key, vs in self._by_task.items()}
 
     def _batch(self) -> BootstrapBatch:
         return BootstrapBatch(self.resamples, seed=self.seed)
@@ -125,18 +139,18 @@ class ScoreSummary:
         batch.run()
         return [[c.value() if isinstance(c, _Later) else c for c in row] for row in rows]
 
-    def _pass_row(self, groups: list[list[Verdict]], batch: BootstrapBatch) -> list:
+    def _pass_row(self, groups: list[Tally], batch: BootstrapBatch) -> list:
         n_tasks = len(groups)
         samples = sum(len(g) for g in groups)
         row: list = [n_tasks, samples]
         for k in self.ks:
-            values = [pass_at_k(len(g), sum(v.correct for v in g), k) for g in groups if len(g) >= k]
+            values = [pass_at_k(len(g), g.correct, k) for g in groups if len(g) >= k]
             row.append(fraction(np.mean(values)) if values else None)
-        row.extend(self._interval(batch, [sum(v.correct for v in g) / len(g) for g in groups]))
-        unparsed = sum(not v.parsed for g in groups for v in g)
+        row.extend(self._interval(batch, [g.correct / len(g) for g in groups]))
+        unparsed = samples - sum(g.parsed for g in groups)
         row.append(fraction(unparsed / samples) if samples else None)
-        row.append(fraction(np.mean([all(v.correct for v in g) for g in groups])))
-        row.append(fraction(np.mean([not any(v.correct for v in g) for g in groups])))
+        row.append(fraction(np.mean([g.correct == len(g) for g in groups])))
+        row.append(fraction(np.mean([g.correct == 0 for g in groups])))
         return row
 
     def by_kind(self) -> tuple[list[str], list[list]]:
@@ -159,7 +173,7 @@ class ScoreSummary:
         batch = self._batch()
         rows = []
         for experiment, mine in self._by_experiment.items():
-            per_kind: dict[str, list[list[Verdict]]] = defaultdict(list)
+            per_kind: dict[str, list[Tally]] = defaultdict(list)
             for task_id, vs in mine:
                 per_kind[self.tasks[task_id]["kind"]].append(vs)
             kinds = sorted(k for k in per_kind if k not in trivial)
@@ -183,7 +197,7 @@ class ScoreSummary:
         batch = self._batch()
         rows = []
         for experiment, mine in self._by_experiment.items():
-            buckets: dict[tuple[str, str, int], list[list[Verdict]]] = defaultdict(list)
+            buckets: dict[tuple[str, str, int], list[Tally]] = defaultdict(list)
             for task_id, vs in mine:
                 task = self.tasks[task_id]
                 steps = task.get("line_steps")
@@ -194,7 +208,7 @@ class ScoreSummary:
                 buckets[("loop_nesting", "2+" if nesting == 2 else str(nesting), nesting)].append(vs)
             for (feature, label, _), groups in sorted(buckets.items(), key=lambda i: (i[0][0], i[0][2])):
                 n = sum(len(g) for g in groups)
-                firsts = [sum(v.correct for v in g) / len(g) for g in groups]
+                firsts = [g.correct / len(g) for g in groups]
                 rows.append([*experiment, feature, label, len(groups), n,
                              fraction(np.mean(firsts)), *self._interval(batch, firsts)])
         return columns, self._resolved(batch, rows)
@@ -345,7 +359,8 @@ class ScoreSummary:
                 continue
             for part, field in (("error.type", "type_correct"),
                                 ("error.message", "message_correct"), ("error", "correct")):
-                parts = [[replace(v, correct=bool(getattr(v, field))) for v in g] for g in groups]
+                parts = [Tally(replace(v, correct=bool(getattr(v, field))) for v in g)
+                         for g in groups]
                 rows.append([*experiment, part] + self._pass_row(parts, batch))
         return columns, self._resolved(batch, rows)
 

@@ -13,6 +13,7 @@ import html
 import json
 import re
 import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from click.testing import CliRunner
 from helpers.chromium import Browser
 from steptrace.tracing._analysis import AnalysisOptions, analyse_store
 from steptrace.cli._main import main
+from steptrace.analytics import _drawing as drawing
 from steptrace.analytics._report import SECTIONS, write_report
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 from helpers.cli import assert_one_line_error
@@ -189,6 +191,32 @@ def test_same_store_and_time_give_the_same_bytes(stores, tmp_path):
     write_report(stores[1], second, now=made)
     assert first.read_bytes() == second.read_bytes()
     assert ": 6 runs of 5 programs. Made 2024-01-02 03:04 UTC.</p>" in first.read_text()
+
+
+# the drawing process replaced by one that dies at once, or answers garbage, or is not there
+BROKEN_DRAWERS = {
+    "dies": [sys.executable, "-c", "import sys; sys.exit(3)"],
+    "garbage": [sys.executable, "-c",
+                "import sys; sys.stdin.buffer.read(8); sys.stdout.buffer.write(b'\\x00' * 7 + b'\\x05junk!')"],
+    "missing": ["/nonexistent/steptrace-drawing"],
+}
+
+
+@pytest.mark.parametrize("drawer", [None, *BROKEN_DRAWERS])
+def test_plots_drawn_in_the_drawing_process_are_the_same_bytes(stores, tmp_path, monkeypatch,
+                                                                drawer):
+    """A large report draws its plots in a second process (engine/analytics/_drawing.py):
+    the page is the same bytes as drawn in one process, and still is when that process
+    dies, answers garbage or cannot start (its plots are drawn here)."""
+    made = dt.datetime(2024, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    here, there = tmp_path / "a" / "report.html", tmp_path / "b" / "report.html"
+    alone = write_report(stores[1], here, now=made, parallel=False)
+    if drawer is not None:
+        monkeypatch.setattr(drawing, "WORKER", BROKEN_DRAWERS[drawer])
+    beside = write_report(stores[1], there, now=made, parallel=True)
+    assert there.read_bytes() == here.read_bytes()
+    assert beside.plots == alone.plots == PLOTS and beside.empty == alone.empty == {}
 
 
 def test_store_without_tasks_says_what_to_run(stores, tmp_path):
