@@ -79,8 +79,40 @@ def _splitmix64(state: np.uint64) -> tuple:
     return state, z ^ (z >> np.uint64(31))
 
 
-@numba.njit(cache=True, parallel=True)
 def _bootstrap_means(scores: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """Means of ``resamples`` paired resamples of the rows of ``scores`` (samples ×
+    models; ``_resampled_means``). Scores that are all small whole numbers (a 0/1
+    pass@1 of one sample per task: most of a report) are resampled as bytes and summed
+    as integers (``_resampled_sums``): a fifth of the memory traffic, and the same means
+    to the bit (whole numbers add up exactly either way; each sum is divided by n once)."""
+    scores = np.ascontiguousarray(scores, dtype=np.float64)
+    if scores.size and np.all(scores == np.rint(scores)) and np.all(np.abs(scores) <= 127):
+        sums = _resampled_sums(scores.astype(np.int8), resamples, seed)
+        return sums / scores.shape[0]
+    return _resampled_means(scores, resamples, seed)
+
+
+@numba.njit(cache=True, parallel=True)
+def _resampled_sums(scores: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """``_resampled_means``'s draws over small whole scores (int8), summed as integers."""
+    n, models = scores.shape
+    un = np.uint64(n)
+    sums = np.empty((resamples, models), np.int64)
+    for r in numba.prange(resamples):
+        state = np.uint64(seed) + np.uint64(r) * un * _GOLDEN
+        total = np.zeros(models, np.int64)
+        for _ in range(n):
+            state, bits = _splitmix64(state)
+            row = np.int64(bits % un)
+            for m in range(models):
+                total[m] += scores[row, m]
+        for m in range(models):
+            sums[r, m] = total[m]
+    return sums
+
+
+@numba.njit(cache=True, parallel=True)
+def _resampled_means(scores: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """Means of ``resamples`` resamples (with replacement) of the rows of ``scores``
     (samples × models): one resample draws the same sample indices for every model, so
     the models stay paired. Row ``i`` of a resample is ``bits % n`` of the next
