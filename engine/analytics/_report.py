@@ -513,9 +513,12 @@ def _accuracy_difficulty(result: QueryResult) -> Figure | None:
                                                         [r["ci_high"] for _, r in points]),
                                    fmt="-", color=color, capsize=2, linewidth=1)
             errors.lines[2][0].set_gid(f"errorbars-{panel}-{i}")
-            for x, (_, r) in zip(xs, points):
-                axes.plot([x], [r["pass@1"]], marker="o", markersize=3, color=color,
-                          markerfacecolor="white" if r["few"] else color)
+            for few in (False, True):  # the points, filled then hollow: two lines, not one a point
+                dots = [(x, r["pass@1"]) for x, (_, r) in zip(xs, points) if bool(r["few"]) == few]
+                if dots:
+                    axes.plot([x for x, _ in dots], [y for _, y in dots], linestyle="none",
+                              marker="o", markersize=3, color=color,
+                              markerfacecolor="white" if few else color)
         counts = sorted({sum(r["tasks"] for r in mine if _experiment(r) == e)
                          for e in experiments} - {0})
         n = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,}-{counts[-1]:,}"
