@@ -484,6 +484,25 @@ _OTHER_FILES = ((("task_id", "prompt"), "it looks like a tasks file (steptrace t
                 (("task_id", "raw_text"), "it looks like predictions, not a corpus"))
 
 
+# bad records before any job after which a file is taken for something else than a
+# corpus (a tasks or predictions file given by mistake): one error, nothing made
+NOT_A_CORPUS = 5
+
+
+def refuse_not_a_corpus(corpus: "str | Path | Spooled | Records | Corpus", name: str,
+                        jobs: int, errors: list[str], ended: bool, nothing: str) -> None:
+    """Raise CorpusError when ``corpus`` (called ``name``) is not a corpus: its first
+    NOT_A_CORPUS records are bad with no job before them, or, once read to its end
+    (``ended``), every record is. One error with the first bad record and a hint, in
+    place of a warning per record; ``nothing`` ends it ("nothing was traced")."""
+    if jobs or not errors or not (ended or len(errors) >= NOT_A_CORPUS):
+        return
+    found = "none of its records is" if ended else f"none of its first {NOT_A_CORPUS} records is"
+    hint = ("see docs/guides/corpus.md" if isinstance(corpus, Corpus)
+            else not_a_corpus_hint(corpus))
+    raise CorpusError(f"{name}: {found} a corpus record ({errors[0]}); {hint}; {nothing}")
+
+
 def not_a_corpus_hint(corpus: "str | Path | Spooled | Records") -> str:
     """What to do with a corpus whose first records are all bad: read its first record
     and say what file it looks like (a tasks file), else what a corpus record holds."""

@@ -47,7 +47,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from steptrace.corpus._formats import CorpusError, Job, Program, iter_corpus
+from steptrace.corpus._formats import (CorpusError, Job, Program, iter_corpus,
+                                       refuse_not_a_corpus)
 from steptrace.corpus._text import as_created
 from steptrace.errors import InputError, SandboxError, StoreError
 from steptrace.sandbox._limits import ISOLATIONS, Limits
@@ -546,8 +547,7 @@ def plan_directory(corpora: Iterable[str | Path], directory: str | Path, shard_s
         planner = _Planner(staging, shard_size, write_inputs=old is None)
         try:
             for corpus in corpora:
-                for item in iter_corpus(corpus):
-                    planner.add(item)
+                _add_corpus(planner, corpus)
             planner.finish()
         finally:
             planner.close()
@@ -583,6 +583,19 @@ def plan_directory(corpora: Iterable[str | Path], directory: str | Path, shard_s
         return plan, False
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _add_corpus(planner: _Planner, corpus: str) -> None:
+    """The corpus's jobs and bad records into the plan; a file that is not a corpus (a
+    tasks file given by mistake) stops the plan, as it stops ``trace``."""
+    jobs, errors = planner.jobs, len(planner.errors)
+    for item in iter_corpus(corpus):
+        planner.add(item)
+        if isinstance(item, str):
+            refuse_not_a_corpus(corpus, corpus, planner.jobs - jobs, planner.errors[errors:],
+                                False, "nothing was planned")
+    refuse_not_a_corpus(corpus, corpus, planner.jobs - jobs, planner.errors[errors:], True,
+                        "nothing was planned")
 
 
 # what a shard directory holds (a directory with only these is one being planned)

@@ -30,9 +30,8 @@ from typing import Callable, Iterable, Iterator, TypeVar
 import duckdb
 
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
-                                       not_a_corpus_hint, spool)
+                                       refuse_not_a_corpus, spool)
 from steptrace.corpus._meta import MODEL_WRITTEN, is_model_written
-from steptrace.corpus._formats import CorpusError
 from steptrace.errors import Interrupted, StoreError
 from steptrace.store._ids import CorpusOrder, corpus_ids
 from steptrace.store._store import (TracedRun, TraceWriter, connect, first_line, run_matches,
@@ -46,9 +45,6 @@ from steptrace.sandbox._result_schema import STATUSES  # noqa: F401  (re-exporte
 from steptrace.sandbox._runner import run_chunks
 
 T = TypeVar("T")
-# Bad records at the start of a corpus, before any good one, that stop a trace: the file
-# is not a corpus (a tasks file given by mistake), and a warning a record would be noise.
-NOT_A_CORPUS = 5
 # Batches (``commit_bytes``) of finished runs held while readers keep the store busy, at
 # most: then the next commit waits for them.
 HOLD_BATCHES = 4
@@ -338,27 +334,22 @@ def _survey(corpus: str | Path | Spooled | Records | Corpus,
     for item in _items(corpus):
         if isinstance(item, str):
             summary.corpus_errors.append(item)
-            if not summary.jobs and len(summary.corpus_errors) >= NOT_A_CORPUS:
-                _refuse(corpus, summary, f"none of its first {NOT_A_CORPUS} records is")
+            _refuse(corpus, summary, ended=False)
             continue
         summary.jobs += 1
         summary.model_written += is_model_written(item.program.meta)
         order.add(item.key, item.program.key)
-    if not summary.jobs and summary.corpus_errors:
-        _refuse(corpus, summary, "none of its records is")
+    _refuse(corpus, summary, ended=True)
     summary.duplicates = summary.jobs - len(order)
     return order
 
 
 def _refuse(corpus: str | Path | Spooled | Records | Corpus, summary: TraceSummary,
-            found: str) -> None:
+            ended: bool) -> None:
     """Stop a trace whose corpus is not one (a tasks file given by mistake: every record
-    bad) before the store is opened, so that none is made: one error with the first bad
-    record and a hint, in place of a warning per record."""
-    hint = ("see docs/guides/corpus.md" if isinstance(corpus, Corpus)
-            else not_a_corpus_hint(corpus))
-    raise CorpusError(f"{summary.corpus}: {found} a corpus record ({summary.corpus_errors[0]}); "
-                      f"{hint}; nothing was traced")
+    bad) before the store is opened, so that none is made."""
+    refuse_not_a_corpus(corpus, summary.corpus, summary.jobs, summary.corpus_errors, ended,
+                        "nothing was traced")
 
 
 def _take(todo: set[str], job: Job) -> bool:

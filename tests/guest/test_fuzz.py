@@ -37,7 +37,8 @@ from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 
 from steptrace.corpus import CorpusError
-from steptrace.tracing._trace import NOT_A_CORPUS, STATUSES, TraceOptions, trace_corpus
+from steptrace.corpus._formats import NOT_A_CORPUS
+from steptrace.tracing._trace import STATUSES, TraceOptions, trace_corpus
 from steptrace.sandbox._limits import Limits
 from steptrace.sandbox._runtime import FRESH_AFTER, Sandbox
 

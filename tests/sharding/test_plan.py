@@ -374,6 +374,25 @@ def test_a_directory_that_is_not_a_shard_directory_is_refused(tmp_path, corpus):
     assert input_lines(leftover, 2) == PLANNED_INPUTS[2]
 
 
+def test_a_tasks_file_among_the_corpora_stops_the_plan_at_its_fifth_record(tmp_path, corpus):
+    """A tasks file given as a corpus (beside a real one) stops the plan with one error
+    naming it, its first bad record and what it looks like, read no further than its
+    first NOT_A_CORPUS records (as ``trace`` does); no plan is left behind."""
+    tasks = tmp_path / "tasks.jsonl"
+    lines = [{"task_id": f"t{i}", "kind": "output", "prompt": "?"} for i in range(20)]
+    lines.append("not JSON, never read")
+    tasks.write_text("".join((json.dumps(x) if isinstance(x, dict) else x) + "\n"
+                             for x in lines))
+    directory = tmp_path / "out"
+    with pytest.raises(InputError) as caught:
+        plan([corpus, tasks], directory)
+    assert str(caught.value) == (
+        f"{tasks}: none of its first 5 records is a corpus record ({tasks}:1: missing "
+        "'code'); it looks like a tasks file (steptrace tasks --out): give it to steptrace "
+        "predict --tasks; nothing was planned")
+    assert list(directory.iterdir()) == []
+
+
 def test_a_corpus_without_jobs_leaves_the_directory_free(tmp_path, corpus):
     """Only bad records: InputError, and no plan is left behind (the directory can take
     another plan). Shard size 0, no corpus, an unknown isolation: InputError."""
@@ -381,7 +400,16 @@ def test_a_corpus_without_jobs_leaves_the_directory_free(tmp_path, corpus):
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "x"}, {"code": ADD, "inputs": 3}])
     with pytest.raises(InputError) as caught:
         plan(bad, directory)
-    assert str(caught.value) == "the corpora hold no jobs to trace (2 bad records)"
+    assert str(caught.value) == (
+        f"{bad}: none of its records is a corpus record ({bad}:1: missing 'code'); a corpus "
+        "record is a JSON object with 'code' and 'input' or 'inputs' (docs/guides/corpus.md); "
+        "nothing was planned")
+    assert list(directory.iterdir()) == []
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(InputError) as caught:
+        plan(empty, directory)
+    assert str(caught.value) == "the corpora hold no jobs to trace"
     assert list(directory.iterdir()) == []
     assert plan(corpus, directory)[0].runs == 8
     for args, message in [
