@@ -136,7 +136,7 @@ def test_repair_names_what_an_excerpt_lacks_and_keeps_it_once_its_tests_pass(tmp
     assert repaired["code"] == (
         "import re\n\n\n# from proj.consts\nSEP = '-'\n\n\n# from proj.util\n"
         "def helper(word):\n    return re.sub('[^a-z]', '', word.lower())\n\n\n"
-        "# from proj.text\nSUFFIX = '!'\n\n\n"
+        "# from proj.text\nSUFFIX = '!'\n\n\n# the excerpt\n"
         "def title(words: list) -> str:\n    \"\"\"Join the cleaned words.\"\"\"\n"
         "    return SEP.join(helper(w) for w in words) + SUFFIX\n")
     assert (repaired["entry"], repaired["input"], repaired["rounds"],

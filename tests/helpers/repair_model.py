@@ -30,6 +30,7 @@ import ast
 import re
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -60,6 +61,9 @@ class ContextModel(StubServer):
         self.modules = modules
         self.calls = calls
         self.wrong = wrong
+        # one revision at a time: the host's ast is not safe to use from several
+        # threads at once (CPython 3.11: "AST constructor recursion depth mismatch")
+        self.revising = threading.Lock()
 
     def reply_for(self, body: dict, authorization: str | None) -> Reply | None:
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
@@ -71,9 +75,10 @@ class ContextModel(StubServer):
         if record is None or program is None or feedback is None:
             return Reply(200, "I cannot tell which example this is.")
         round_ = int(_ROUND.search(prompt).group(1))
-        code = revise(program.group(1) + "\n", feedback.group(1), record, self.modules)
-        test = self.test(code, record["entry"], round_, feedback.group(1),
-                         self.wrong(ident) and round_ == 1)
+        with self.revising:
+            code = revise(program.group(1) + "\n", feedback.group(1), record, self.modules)
+            test = self.test(code, record["entry"], round_, feedback.group(1),
+                             self.wrong(ident) and round_ == 1)
         return Reply(200, f"[PYTHON]\n{code}[/PYTHON]\n[TEST]\n{test}[/TEST]\n")
 
     def test(self, code: str, entry: str, round_: int, feedback: str, wrong: bool) -> str:
@@ -140,8 +145,41 @@ def revise(code: str, feedback: str, record: dict, modules: dict) -> str:
     if not imports and not blocks:
         return "".join(kept)
     at = _first_statement(kept)
-    block = "".join(f"{text}\n\n\n" for text in blocks)
-    return ("".join(imports) + "".join(kept[:at]) + block + "".join(kept[at:]))
+    before, marker, function = "".join(kept[at:]).rpartition(EXCERPT)
+    if not marker:
+        before, function = "", function
+    blocks += [b.strip("\n") for b in re.split(r"(?m)^(?=# from )", before) if b.strip()]
+    block = "".join(f"{text}\n\n\n" for text in _ordered(blocks))
+    return "".join(imports) + "".join(kept[:at]) + block + EXCERPT + function
+
+
+EXCERPT = "# the excerpt\n"  # above the function, below the definitions put in
+
+
+def _ordered(blocks: list[str]) -> list[str]:
+    """The definitions, each after those defining a name it uses (a class's base, a
+    default value, ...), else in the order given (the newest first)."""
+    defines = [_defined(block) for block in blocks]
+    uses = [set(undefined_names(block)) for block in blocks]
+    pending, order = list(range(len(blocks))), []
+    while pending:
+        ready = next((i for i in pending if not any(
+            uses[i] & defines[j] for j in pending if j != i)), pending[0])  # a cycle
+        order.append(blocks[ready])
+        pending.remove(ready)
+    return order
+
+
+def _defined(text: str) -> set[str]:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    return {target.id for node in tree.body for target in ast.walk(node)
+            if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store)
+            and not isinstance(node, (ast.FunctionDef, ast.ClassDef))} | {
+        node.name for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
 def _from_missing(node: ast.stmt, missing: list[str]) -> bool:
