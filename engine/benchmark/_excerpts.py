@@ -34,14 +34,17 @@ from typing import Iterable
 
 from steptrace.benchmark._exports import Exports, ModuleTree
 from steptrace.benchmark._missing import undefined_names
-from steptrace.benchmark._repair import MAX_CODE
+from steptrace.benchmark._repair import MAX_CODE, example_from_record
 from steptrace.benchmark._scan import (UNREADABLE, ScanReport, _ModuleFacts, _own_source,
                                        dist_version, read_distributions, source_digest)
+from steptrace.corpus._formats import CorpusError
 from steptrace.errors import InputError
 
 METHOD = "a static method (its class is its context)"
 TOO_LONG = f"longer than repair takes ({MAX_CODE:,} characters)"
-SKIP_REASONS = (METHOD, UNREADABLE, TOO_LONG)
+NOT_A_RECORD = "not a record repair takes (its metadata too large)"
+ID_TAKEN = "its id taken by another distribution's module of the same name"
+SKIP_REASONS = (METHOD, UNREADABLE, TOO_LONG, NOT_A_RECORD, ID_TAKEN)
 
 
 class ExcerptError(InputError):
@@ -95,6 +98,7 @@ def excerpts_of_site(site: Path, distributions: Iterable[str] | None = None,
     scan = ScanReport()
     summary = ExcerptSummary(out)
     skipped: Counter[str] = Counter()
+    taken: set[str] = set()
     for dist, exports, info in read_distributions(site, distributions, scan):
         version = dist_version(info)
         written = 0
@@ -103,12 +107,15 @@ def excerpts_of_site(site: Path, distributions: Iterable[str] | None = None,
             ident = names[0]
             module = ident.rsplit(".", 2 if "." in target[1] else 1)[0]
             record = excerpt_record(exports, target, ident, module, dist, version)
+            if not isinstance(record, str) and ident in taken:
+                record = ID_TAKEN
             if isinstance(record, str):
                 skipped[record] += 1
             elif count is not None and written >= count:
                 summary.beyond_count += 1
             else:
                 written += 1
+                taken.add(ident)
                 summary.records.append(record)
         if written:
             summary.distributions[dist] = written
@@ -159,9 +166,14 @@ def excerpt_record(exports: Exports, target: tuple[str, str], ident: str, module
         return UNREADABLE  # symtable and unparse recurse: code nested too deep
     if len(code) > MAX_CODE:
         return TOO_LONG
-    return {"id": ident, "code": code, "entry": node.name, "input": "", "module": module,
-            "defined_in": target[0], "distribution": dist, "version": version,
-            "source_digest": digest, "project_names": dict(sorted(names.items()))}
+    record = {"id": ident, "code": code, "entry": node.name, "input": "", "module": module,
+              "defined_in": target[0], "distribution": dist, "version": version,
+              "source_digest": digest, "project_names": dict(sorted(names.items()))}
+    try:
+        example_from_record(record, ident)  # repair's own checks (the metadata's size)
+    except CorpusError:
+        return NOT_A_RECORD
+    return record
 
 
 # An import binding one name: (the statement's index in the module, the alias text,

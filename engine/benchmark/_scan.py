@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
+import io
 import symtable
 import textwrap
 from collections import Counter
@@ -97,7 +98,7 @@ NOT_READ_SIZE = f"module larger than {MAX_MODULE_BYTES // (1024 * 1024)} MB"
 NOT_READ_UTF8 = "module not UTF-8"
 NOT_READ_SYNTAX = "module does not parse"
 NOT_READ_NESTED = "module nested too deep to parse"
-NOT_READ_OS = "module cannot be read"
+NOT_READ_OS = "module cannot be read (or not a regular file)"
 
 _NOT_LIBRARY = frozenset({"test", "tests", "testing", "docs", "doc", "examples", "benchmarks",
                           "conftest", "setup", "__main__"})
@@ -202,7 +203,11 @@ def _distribution_files(site: Path) -> dict[str, tuple[list[str], Path]]:
         if not record.is_file():
             continue
         name = normalise(info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
-        files = sorted({line.split(",", 1)[0] for line in record.read_text().splitlines()
+        try:  # a RECORD that is not UTF-8 names no module that can be imported anyway
+            text = record.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        files = sorted({line.split(",", 1)[0] for line in text.splitlines()
                         if line.split(",", 1)[0].endswith(".py")})
         found[name] = (files, info)
     return found
@@ -223,9 +228,13 @@ def _module_name(relative: str) -> str | None:
 def _parse(path: Path, module: str, report: ScanReport) -> tuple[ast.Module, str] | None:
     """A module's tree and source; None when it cannot be read, its reason counted."""
     try:
-        if path.stat().st_size > MAX_MODULE_BYTES:
+        if not path.is_file():  # a FIFO or a device (/dev/zero) is never read
+            return _unparsed(report, module, NOT_READ_OS)
+        with path.open("rb") as handle:
+            data = handle.read(MAX_MODULE_BYTES + 1)
+        if len(data) > MAX_MODULE_BYTES:
             return _unparsed(report, module, NOT_READ_SIZE)
-        source = decode_text(path.read_bytes(), path)
+        source = decode_text(data, path)
         tree = ast.parse(source)
     except NotUtf8Error:
         return _unparsed(report, module, NOT_READ_UTF8)
@@ -414,7 +423,9 @@ def _own_source(source: str, node: ast.FunctionDef | ast.AsyncFunctionDef,
     """The def's own lines, dedented: from the def line (a decorator line is dropped), or
     from its first decorator."""
     first = min([node.lineno] + [d.lineno for d in node.decorator_list if decorators])
-    lines = source.splitlines(keepends=True)
+    # the lines as ast numbers them: split at \n, \r\n and \r only (not at a form feed
+    # or U+2028, which str.splitlines splits at)
+    lines = io.StringIO(source, newline="").readlines()
     return textwrap.dedent("".join(lines[first - 1:node.end_lineno])).rstrip() + "\n"
 
 

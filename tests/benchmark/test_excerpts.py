@@ -11,11 +11,12 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from steptrace.benchmark._excerpts import (METHOD, TOO_LONG, excerpts_of_site,
-                                           write_excerpts)
+from steptrace.benchmark._excerpts import (ID_TAKEN, METHOD, NOT_A_RECORD, TOO_LONG,
+                                           excerpts_of_site, write_excerpts)
 from steptrace.benchmark._repair import RepairOptions, repair
-from steptrace.benchmark._scan import (NOT_READ_NESTED, NOT_READ_SIZE, NOT_READ_SYNTAX,
-                                       NOT_READ_UTF8, ScanReport, read_distributions)
+from steptrace.benchmark._scan import (NOT_READ_NESTED, NOT_READ_OS, NOT_READ_SIZE,
+                                       NOT_READ_SYNTAX, NOT_READ_UTF8, ScanReport,
+                                       read_distributions)
 from steptrace.cli._main import main
 from steptrace.predictions._options import PredictOptions
 
@@ -188,3 +189,50 @@ def test_hostile_package_files_are_counted_not_a_crash(tmp_path):
     assert (summary.found, summary.modules) == (2, 2)
     assert [json.loads(line)["id"] for line in (tmp_path / "out.jsonl").read_text()
             .splitlines()] == ["bad.fine"]
+
+
+def test_files_that_are_no_regular_files_and_a_bad_record_are_never_read(tmp_path):
+    """A module that is a FIFO (reading it would wait forever) or a link to /dev/zero
+    (endless) is counted as not read; a RECORD that is not UTF-8 is no crash."""
+    import os
+    root = tmp_path / "site"
+    root.mkdir()
+    installed_site(root, "odd-1.0", {"odd/__init__.py": "def f(x: int) -> int:\n    return x\n"})
+    os.mkfifo(root / "odd" / "fifo.py")
+    (root / "odd" / "zero.py").symlink_to("/dev/zero")
+    record = root / "odd-1.0.dist-info" / "RECORD"
+    record.write_bytes(record.read_bytes() + b"odd/fifo.py,,\nodd/zero.py,,\nodd/\xff.py,,\n")
+    summary = excerpts_of_site(root)
+    assert summary.modules_not_read == {NOT_READ_OS: 2}
+    assert [r["id"] for r in summary.records] == ["odd.f"]
+
+
+def test_lines_are_cut_where_python_numbers_them(tmp_path):
+    """A form feed between functions and U+2028 in a string are no line breaks to Python:
+    the excerpt is the function's lines, not its neighbour's."""
+    text = ("def a():\n    return 1\n\x0c\ndef b(s: str) -> str:\n"
+            "    return s + '\u2028' + a()\n\n\ndef c():\n    return 2\n")
+    summary = excerpts_of_site(site(tmp_path, {"lines/__init__.py": text}))
+    records = by_id(summary.records)
+    assert records["lines.b"]["code"] == (
+        "def b(s: str) -> str:\n    return s + '\u2028' + a()\n")
+    assert records["lines.b"]["project_names"] == {"a": "lines.a"}
+    assert records["lines.c"]["code"] == "def c():\n    return 2\n"
+
+
+def test_an_id_taken_and_metadata_too_large_are_counted(tmp_path):
+    root = tmp_path / "site"
+    root.mkdir()
+    long_module = "m" * 200
+    names = [f"n{i}" for i in range(400)]
+    body = "".join(f"{n} = {i}\n" for i, n in enumerate(names))
+    body += "\n\ndef f():\n    return [" + ", ".join(names) + "]\n"
+    installed_site(root, "big-1.0", {f"big/{long_module}.py": body,
+                                     "shared/__init__.py": "def g(x: int) -> int:\n    return x\n"})
+    other = root / "twin-1.0.dist-info"
+    other.mkdir()
+    (other / "RECORD").write_text("shared/__init__.py,,\n")
+    summary = excerpts_of_site(root)
+    assert [r["id"] for r in summary.records] == ["shared.g"]
+    assert summary.skipped == {NOT_A_RECORD: 1, ID_TAKEN: 1}
+    assert summary.distributions == {"big": 1}
