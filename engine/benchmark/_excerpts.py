@@ -101,12 +101,12 @@ def excerpts_of_site(site: Path, distributions: Iterable[str] | None = None,
     taken: set[str] = set()
     for dist, exports, info in read_distributions(site, distributions, scan):
         version = dist_version(info)
-        written = 0
+        written, read = 0, {}
         for target, names in sorted(exports.public_names().items(), key=lambda t: t[1][0]):
             summary.found += 1
             ident = names[0]
             module = ident.rsplit(".", 2 if "." in target[1] else 1)[0]
-            record = excerpt_record(exports, target, ident, module, dist, version)
+            record = excerpt_record(exports, target, ident, module, dist, version, read)
             if not isinstance(record, str) and ident in taken:
                 record = ID_TAKEN
             if isinstance(record, str):
@@ -129,9 +129,9 @@ def excerpts_of_site(site: Path, distributions: Iterable[str] | None = None,
 
 
 def excerpt_record(exports: Exports, target: tuple[str, str], ident: str, module: str,
-                   dist: str, version: str) -> dict | str:
+                   dist: str, version: str, read: dict | None = None) -> dict | str:
     """The record of the function ``target`` (defining module, name), or why it is not
-    written (one of :data:`SKIP_REASONS`)."""
+    written (one of :data:`SKIP_REASONS`). ``read``: the modules' facts read so far."""
     if "." in target[1]:
         return METHOD
     tree = exports.modules[target[0]]
@@ -139,27 +139,10 @@ def excerpt_record(exports: Exports, target: tuple[str, str], ident: str, module
     try:
         text = _own_source(tree.source, node, decorators=True)
         symtable.symtable(text, "<excerpt>", "exec")  # what undefined_names reads
-        used = undefined_names(text)
-        imports = _module_imports(tree)
-        facts = _ModuleFacts(tree.tree)
-        project = {t.split(".")[0] for t in exports.modules}
-        lines: dict[int, tuple[str, list[str]]] = {}
-        names: dict[str, str | None] = {}
-        for name in used:
-            found = imports.get(name)
-            if found is not None:
-                index, alias, origin, original = found
-                head = "import " if original is None else f"from {origin} import "
-                lines.setdefault(index, (head, []))[1].append(alias)
-                if origin is not None and origin.split(".")[0] in project:
-                    names[name] = _origin(exports, origin, original)
-            elif name in facts.bound:
-                names[name] = _origin(exports, tree.name, name)
-            else:  # through a star import, or bound nowhere in its module
-                found = exports.resolve(tree.name, name) if facts.star else None
-                names[name] = None if found is None else f"{found[0]}.{found[1]}"
-        head = "".join(statement + ", ".join(aliases) + "\n"
-                       for _, (statement, aliases) in sorted(lines.items()))
+        read = {} if read is None else read
+        if tree.name not in read:
+            read[tree.name] = _Facts(_ModuleFacts(tree.tree), _module_imports(tree))
+        head, names = _context(exports, tree, read[tree.name], undefined_names(text))
         code = head + ("\n\n" if head else "") + text
         digest = source_digest(text)
     except (RecursionError, MemoryError, SyntaxError, ValueError):
@@ -168,7 +151,7 @@ def excerpt_record(exports: Exports, target: tuple[str, str], ident: str, module
         return TOO_LONG
     record = {"id": ident, "code": code, "entry": node.name, "input": "", "module": module,
               "defined_in": target[0], "distribution": dist, "version": version,
-              "source_digest": digest, "project_names": dict(sorted(names.items()))}
+              "source_digest": digest, "project_names": names}
     try:
         example_from_record(record, ident)  # repair's own checks (the metadata's size)
     except CorpusError:
@@ -176,10 +159,44 @@ def excerpt_record(exports: Exports, target: tuple[str, str], ident: str, module
     return record
 
 
+def _context(exports: Exports, tree: ModuleTree, read: "_Facts", used: list[str]
+             ) -> tuple[str, dict[str, str | None]]:
+    """For the names a function uses: the import lines of its module that bind them, and
+    those its project defines, each mapped to where (module docstring)."""
+    facts, imports = read.facts, read.imports
+    project = {t.split(".")[0] for t in exports.modules}
+    lines: dict[int, tuple[str, list[str]]] = {}
+    names: dict[str, str | None] = {}
+    for name in used:
+        found = imports.get(name)
+        if found is not None:
+            index, alias, origin, original = found
+            head = "import " if original is None else f"from {origin} import "
+            lines.setdefault(index, (head, []))[1].append(alias)
+            if origin is not None and origin.split(".")[0] in project:
+                names[name] = _origin(exports, origin, original)
+        elif name in facts.bound:
+            names[name] = _origin(exports, tree.name, name)
+        else:  # through a star import, or bound nowhere in its module
+            found = exports.resolve(tree.name, name) if facts.star else None
+            names[name] = None if found is None else f"{found[0]}.{found[1]}"
+    head = "".join(statement + ", ".join(aliases) + "\n"
+                   for _, (statement, aliases) in sorted(lines.items()))
+    return head, dict(sorted(names.items()))
+
+
 # An import binding one name: (the statement's index in the module, the alias text,
 # the absolute module it imports from or imports, the name it takes from it (None for an
 # ``import``))
 _Import = tuple[int, str, "str | None", "str | None"]
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """A module's bindings and imports, read once for all its functions."""
+
+    facts: _ModuleFacts
+    imports: dict[str, _Import]
 
 
 def _module_imports(tree: ModuleTree) -> dict[str, _Import]:
