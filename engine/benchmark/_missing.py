@@ -62,7 +62,7 @@ def undefined_names(code: str) -> list[str]:
 def missing_modules(messages) -> list[str]:
     """The modules named by ``No module named '...'`` in the runs' error messages, in the
     order first seen."""
-    found: dict[str, None] = {}
+    found: dict[tuple[str, str | None], None] = {}
     for message in messages:
         for name in _NO_MODULE.findall(message or ""):
             found.setdefault(name, None)
@@ -81,10 +81,42 @@ def missing_feedback(code: str, messages) -> list[str]:
     if modules:
         lines.append("Modules the guest does not have: " + _listed(modules)
                      + " (put what the program needs from them into the program).")
+        imported = imported_from(code, modules)
+        if imported:
+            lines.append("Names the program imports from them: " + _listed(
+                [f"`{name[:100]}` from `{module[:100]}`" if module else f"`{name[:100]}`"
+                 for name, module in imported], quoted=False) + ".")
     return lines
 
 
-def _listed(items: list[str]) -> str:
-    shown = ", ".join(f"`{item[:100]}`" for item in items[:MAX_LISTED])
+def imported_from(code: str, modules: list[str]) -> list[tuple[str, str | None]]:
+    """What ``code``'s imports take from ``modules`` (or their submodules), in order:
+    (name, module) for a ``from`` import, (the dotted module, None) for an ``import``;
+    [] when it does not parse. A run names only the first module it cannot import; this
+    names every name that module's absence leaves unbound."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    within = tuple(modules)
+    found: dict[tuple[str, str | None], None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and _under(node.module, within):
+            for alias in node.names:
+                found.setdefault((alias.name, node.module), None)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _under(alias.name, within):
+                    found.setdefault((alias.name, None), None)
+    return list(found)
+
+
+def _under(module: str | None, modules: tuple[str, ...]) -> bool:
+    return module is not None and any(module == m or module.startswith(m + ".")
+                                      for m in modules)
+
+
+def _listed(items: list[str], quoted: bool = True) -> str:
+    shown = ", ".join(f"`{item[:100]}`" if quoted else item for item in items[:MAX_LISTED])
     more = len(items) - MAX_LISTED
     return shown + (f" and {more} more" if more > 0 else "")

@@ -31,12 +31,13 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
+import io
 import symtable
 import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from steptrace.benchmark._annotations import NotLiteral, Spec, canonical, spec_of
 from steptrace.benchmark._exports import Exports, ModuleTree, entry_points, is_public
@@ -91,6 +92,14 @@ NOT_IMPORTABLE = "module does not import in the guest"
 REASONS = (ENTRY, ASYNC, GENERATOR, DECORATED, VARARGS, NO_PARAMETERS, UNANNOTATED,
            NOT_LITERAL, GLOBAL, IO, RANDOMNESS, TIME, UNRESOLVED, UNREADABLE, NOT_IMPORTABLE)
 
+# Why a module of a distribution is not read (counted; its functions are not found).
+MAX_MODULE_BYTES = 4 * 1024 * 1024
+NOT_READ_SIZE = f"module larger than {MAX_MODULE_BYTES // (1024 * 1024)} MB"
+NOT_READ_UTF8 = "module not UTF-8"
+NOT_READ_SYNTAX = "module does not parse"
+NOT_READ_NESTED = "module nested too deep to parse"
+NOT_READ_OS = "module cannot be read (or not a regular file)"
+
 _NOT_LIBRARY = frozenset({"test", "tests", "testing", "docs", "doc", "examples", "benchmarks",
                           "conftest", "setup", "__main__"})
 _BUILTINS = frozenset(dir(builtins))
@@ -125,6 +134,7 @@ class ScanReport:
 
     modules: int = 0
     unparsed_modules: list[str] = field(default_factory=list)  # not UTF-8, or not host syntax
+    unparsed_reasons: Counter = field(default_factory=Counter)  # NOT_READ_* -> modules
     found: int = 0
     reexported: int = 0            # found under a module other than the one defining it
     aliases: int = 0               # public names beyond each function's first
@@ -148,6 +158,17 @@ def scan_site(site: Path, distributions: Iterable[str] | None = None) -> ScanRep
     limits the scan to those normalised names), its functions found by their public
     names (module docstring)."""
     report = ScanReport()
+    for dist, exports, info in read_distributions(site, distributions, report):
+        _scan_distribution(dist, exports, _scripts(info), report)
+    report.kept.sort(key=lambda h: h.id)
+    return report
+
+
+def read_distributions(site: Path, distributions: Iterable[str] | None,
+                       report: ScanReport) -> Iterator[tuple[str, Exports, Path]]:
+    """Each distribution of ``site`` (``distributions``: only those normalised names),
+    in name order: its name, its modules parsed (``report`` counts those read and those
+    that are not) and its ``.dist-info`` directory."""
     wanted = None if distributions is None else set(distributions)
     for dist, (files, info) in sorted(_distribution_files(site).items()):
         if wanted is not None and dist not in wanted:
@@ -166,9 +187,12 @@ def scan_site(site: Path, distributions: Iterable[str] | None = None) -> ScanRep
             if parsed is not None:
                 trees[module] = ModuleTree(module, site / relative,
                                            relative.endswith("__init__.py"), *parsed)
-        _scan_distribution(dist, Exports(trees), _scripts(info), report)
-    report.kept.sort(key=lambda h: h.id)
-    return report
+        yield dist, Exports(trees), info
+
+
+def dist_version(info: Path) -> str:
+    """The version a ``NAME-VERSION.dist-info`` directory names."""
+    return info.name.removesuffix(".dist-info").rsplit("-", 1)[-1]
 
 
 def _distribution_files(site: Path) -> dict[str, tuple[list[str], Path]]:
@@ -179,7 +203,11 @@ def _distribution_files(site: Path) -> dict[str, tuple[list[str], Path]]:
         if not record.is_file():
             continue
         name = normalise(info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
-        files = sorted({line.split(",", 1)[0] for line in record.read_text().splitlines()
+        try:  # a RECORD that is not UTF-8 names no module that can be imported anyway
+            text = record.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        files = sorted({line.split(",", 1)[0] for line in text.splitlines()
                         if line.split(",", 1)[0].endswith(".py")})
         found[name] = (files, info)
     return found
@@ -198,14 +226,31 @@ def _module_name(relative: str) -> str | None:
 
 
 def _parse(path: Path, module: str, report: ScanReport) -> tuple[ast.Module, str] | None:
+    """A module's tree and source; None when it cannot be read, its reason counted."""
     try:
-        source = decode_text(path.read_bytes(), path)
+        if not path.is_file():  # a FIFO or a device (/dev/zero) is never read
+            return _unparsed(report, module, NOT_READ_OS)
+        with path.open("rb") as handle:
+            data = handle.read(MAX_MODULE_BYTES + 1)
+        if len(data) > MAX_MODULE_BYTES:
+            return _unparsed(report, module, NOT_READ_SIZE)
+        source = decode_text(data, path)
         tree = ast.parse(source)
-    except (OSError, NotUtf8Error, SyntaxError, ValueError, MemoryError, RecursionError):
-        report.unparsed_modules.append(module)
-        return None
+    except NotUtf8Error:
+        return _unparsed(report, module, NOT_READ_UTF8)
+    except (SyntaxError, ValueError):
+        return _unparsed(report, module, NOT_READ_SYNTAX)
+    except (MemoryError, RecursionError):
+        return _unparsed(report, module, NOT_READ_NESTED)
+    except OSError:
+        return _unparsed(report, module, NOT_READ_OS)
     report.modules += 1
     return tree, source
+
+
+def _unparsed(report: ScanReport, module: str, reason: str) -> None:
+    report.unparsed_modules.append(module)
+    report.unparsed_reasons[reason] += 1
 
 
 def _scripts(info: Path) -> dict[tuple[str, str], str]:
@@ -373,10 +418,15 @@ class _ModuleFacts:
 
 
 
-def _own_source(source: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    """The def's own lines, dedented (from the def line: a decorator line is dropped)."""
-    lines = source.splitlines(keepends=True)
-    return textwrap.dedent("".join(lines[node.lineno - 1:node.end_lineno])).rstrip() + "\n"
+def _own_source(source: str, node: ast.FunctionDef | ast.AsyncFunctionDef,
+                decorators: bool = False) -> str:
+    """The def's own lines, dedented: from the def line (a decorator line is dropped), or
+    from its first decorator."""
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list if decorators])
+    # the lines as ast numbers them: split at \n, \r\n and \r only (not at a form feed
+    # or U+2028, which str.splitlines splits at)
+    lines = io.StringIO(source, newline="").readlines()
+    return textwrap.dedent("".join(lines[first - 1:node.end_lineno])).rstrip() + "\n"
 
 
 def source_digest(text: str) -> str:

@@ -1,4 +1,4 @@
-"""The commands that build a benchmark: generate, harvest, repair, filter, dedupe, select,
+"""The commands that build a benchmark: generate, harvest, excerpts, repair, filter, dedupe, select,
 size-check, synth.
 
 Module-level imports are click and light modules only (see _common.py): each command
@@ -118,6 +118,34 @@ def harvest_command(requirements: tuple[str, ...], lock_path: Path | None, count
         summary = harvest(out, lock, settings, options,
                           progress=_progress_callback(progress, "requests"))
     _echo_summary(summary, fmt, "steptrace harvest")
+
+
+@click.command("excerpts")
+@click.option("--with", "requirements", multiple=True, metavar="REQUIREMENT",
+              help="A package to take functions from (pip syntax: 'idna==3.10'); "
+                   "repeatable. Resolved with its dependencies, which are read too.")
+@click.option("--lock", "lock_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Take the functions of this lock's packages instead.")
+@click.option("--site", type=click.Path(path_type=Path, file_okay=False),
+              help="Instead: a directory of installed distributions (pip --target).")
+@click.option("--count", type=click.IntRange(min=1), default=None,
+              help="At most this many excerpts a distribution (the first by id).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Corpus JSONL of the excerpts (the input of `steptrace repair`).")
+@format_option
+def excerpts_command(requirements: tuple[str, ...], lock_path: Path | None,
+                     site: Path | None, count: int | None, out: Path, fmt: str) -> None:
+    """Take the functions of real packages as they sit in their modules (the module's
+    imports it uses, its own source; the names its project defines elsewhere left
+    missing and listed in the record) and write them as a corpus for `steptrace repair`."""
+    from steptrace.benchmark._excerpts import write_excerpts
+    from steptrace.sandbox._packages import read_lock, resolve
+    if sum((bool(requirements), lock_path is not None, site is not None)) != 1:
+        raise click.UsageError("give the packages with --with, --lock or --site (one of them)")
+    lock = (resolve(list(requirements)) if requirements
+            else read_lock(lock_path) if lock_path is not None else None)
+    summary = write_excerpts(out, lock, site, count)
+    _echo_summary(summary, fmt, "steptrace excerpts")
 
 
 @click.command("repair")

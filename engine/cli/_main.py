@@ -16,9 +16,9 @@ from steptrace.cli._analytics import (export_command, export_dataset_command,
                                       export_traces_command, features,
                                       query_command, report_command, serve_command, sql,
                                       view_command)
-from steptrace.cli._benchmark import (dedupe_command, filter_command, generate_command,
-                                      harvest_command, repair_command, select_command,
-                                      size_check_command, synth)
+from steptrace.cli._benchmark import (dedupe_command, excerpts_command, filter_command,
+                                      generate_command, harvest_command, repair_command,
+                                      select_command, size_check_command, synth)
 from steptrace.cli._contamination import anonymise_command, overlap_command
 from steptrace.cli._predict import predict_command
 from steptrace.cli._score import (export_generations_command, reward_server_command, score,
@@ -67,7 +67,8 @@ for _command in (build, trace, trace_shard, import_command, analyse, show,  # _t
                  sql, query_command, export_command, export_traces_command,  # _analytics
                  export_dataset_command, features,
                  report_command, view_command, serve_command,
-                 generate_command, harvest_command, repair_command, filter_command,  # _benchmark
+                 generate_command, harvest_command, excerpts_command,  # _benchmark
+                 repair_command, filter_command,
                  dedupe_command, select_command, size_check_command, synth,
                  anonymise_command, overlap_command):                     # _contamination
     main.add_command(_command)

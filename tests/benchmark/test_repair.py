@@ -480,7 +480,8 @@ def test_feedback_names_every_name_and_module_an_excerpt_lacks(tmp_path):
         "defines them elsewhere: define them in the program, or import them from a module "
         "the guest has).\n"
         "Modules the guest does not have: `proj` (put what the program needs from them "
-        "into the program).")
+        "into the program).\n"
+        "Names the program imports from them: `slugify` from `proj.text`.")
     assert first["names"] == (
         "Run 1 of 1: f(1) ended with status exception.\n"
         "  NameError: name 'OFFSET' is not defined\n"
@@ -518,3 +519,8 @@ def test_the_listed_names_are_capped():
     assert missing_feedback("x = 1\n", ["No module named 'a.b'", "No module named 'c'"]) == [
         "Modules the guest does not have: `a.b`, `c` (put what the program needs from "
         "them into the program)."]
+    # the names the missing modules leave unbound: every import from them, submodules too
+    code = ("import a.b.c\nimport cc\nfrom c.d import e as f, g\nfrom a.bb import h\n"
+            "from . import rel\n")
+    assert missing_feedback(code, ["No module named 'a.b'", "No module named 'c'"])[1:] == [
+        "Names the program imports from them: `a.b.c`, `e` from `c.d`, `g` from `c.d`."]

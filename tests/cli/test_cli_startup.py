@@ -47,11 +47,11 @@ found["then steptrace.store._store"] = loaded()
 print(json.dumps(found))
 """ % (HEAVY,)
 
-COMMANDS = ["analyse", "anonymise", "build", "cruxeval-prompts", "dedupe", "export",
-            "export-dataset", "export-generations", "export-traces", "features", "filter",
-            "generate", "harvest", "import", "overlap", "predict", "query", "repair", "report",
-            "reward-server", "score", "score-cruxeval", "select", "serve", "show", "size-check",
-            "sql", "synth", "tasks", "trace", "trace-shard", "view"]
+COMMANDS = ["analyse", "anonymise", "build", "cruxeval-prompts", "dedupe", "excerpts",
+            "export", "export-dataset", "export-generations", "export-traces", "features",
+            "filter", "generate", "harvest", "import", "overlap", "predict", "query", "repair",
+            "report", "reward-server", "score", "score-cruxeval", "select", "serve", "show",
+            "size-check", "sql", "synth", "tasks", "trace", "trace-shard", "view"]
 
 
 def test_help_and_version_load_no_heavy_dependency():
