@@ -27,14 +27,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from helpers.openai_stub import Reply, StubServer  # noqa: E402
 from steptrace.benchmark._harvest import HarvestOptions, harvest  # noqa: E402
 from steptrace.predictions._predict import PredictOptions  # noqa: E402
 from steptrace.sandbox._packages import read_lock  # noqa: E402
 
-LOCKS = [ROOT / "tests" / "sandbox" / "data" / name
-         for name in ("popular_a.lock", "popular_b.lock")]
+LOCKS = {name: ROOT / "tests" / "sandbox" / "data" / f"{name}.lock"
+         for name in ("popular_a", "popular_b", "popular_c", "popular_d")}
 _SIGNATURE = re.compile(r"```python\n(def .*?)\n```", re.DOTALL)
 
 # candidate literals by the words of an annotation, in order of preference
@@ -97,11 +98,15 @@ def main() -> None:
     parser.add_argument("--inputs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--released", default="pypi")
+    parser.add_argument("--locks", nargs="+", choices=sorted(LOCKS), default=sorted(LOCKS),
+                        help="the locks to harvest (default: all four)")
     options = parser.parse_args()
+    from popular_packages import TOP_100  # PyPI's ranking the locks were made from
+    top = {_normal(name) for name in TOP_100}
     out = options.out or Path(tempfile.mkdtemp(prefix="harvest-popular-"))
     totals: dict[str, Counter] = {k: Counter() for k in (
         "counts", "rejected", "rejected_annotations", "calls", "checked", "traced")}
-    for lock_path in LOCKS:
+    for lock_path in (LOCKS[name] for name in options.locks):
         lock = read_lock(lock_path)
         started = time.perf_counter()
         with SignatureModel(options.inputs) as server:
@@ -111,14 +116,17 @@ def main() -> None:
                                              released=options.released))
         result = summary.as_dict()
         result["wall_s"] = round(time.perf_counter() - started, 1)
+        ranked = sorted(p.name for p in lock.packages if _normal(p.name) in top)
         print(json.dumps({"lock": lock_path.name, "packages": len(lock.packages),
+                          "top_100": ranked,
                           **{k: result[k] for k in (
                               "found", "reexported", "aliases", "kept", "rejected",
                               "rejected_annotations", "calls", "functions_with_inputs",
                               "checked", "examples", "traced", "functions_ok",
                               "functions_raising", "diversity", "notes", "wall_s")}}),
               flush=True)
-        totals["counts"].update({"packages": len(lock.packages), "found": summary.found,
+        totals["counts"].update({"packages": len(lock.packages), "top_100": len(ranked),
+                                 "found": summary.found,
                                  "reexported": summary.reexported, "kept": summary.kept,
                                  "examples": summary.examples,
                                  "functions_with_inputs": summary.functions_with_inputs})
@@ -128,6 +136,11 @@ def main() -> None:
         totals["checked"].update(summary.checked)
         totals["traced"].update(summary.traced)
     print(json.dumps({"totals": {k: dict(v) for k, v in totals.items()}, "out": str(out)}))
+
+
+def _normal(name: str) -> str:
+    """A distribution name as PyPI compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 if __name__ == "__main__":
