@@ -1,22 +1,24 @@
 """Where the report's plots are drawn: here, or in one drawing process beside the report.
 
-Drawing (matplotlib laying out and writing SVG) is a third of a large report's time and
-needs nothing but each section's table, so a large report sends each table to a second
-process as soon as it is computed and goes on with the next section's statistics: two
-CPUs work at once. The process is a plain ``python -m steptrace.analytics._drawing``
-speaking length-prefixed pickles over its stdin and stdout (not ``multiprocessing``,
-whose spawned children re-run the caller's main script when it lacks a ``__main__``
-guard). What it draws is the same bytes as drawing here; a plot it cannot give (the
-process died, or drawing raised there) is drawn here, so the page never depends on it.
+Drawing (matplotlib laying out and writing SVG) is half of a large report's time and
+needs nothing but each section's table. So a large report queues each table as soon as
+it is computed and goes on with the next section's statistics while a second process
+draws from the head of the queue; once every section is computed, the report draws from
+its tail too: two CPUs work at once, and neither waits while plots are left. The
+process is a plain ``python -m steptrace.analytics._drawing`` speaking length-prefixed
+pickles over its stdin and stdout (not ``multiprocessing``, whose spawned children
+re-run the caller's main script when it lacks a ``__main__`` guard). What it draws is
+the same bytes as drawing here; a plot it cannot give (the process died, or drawing
+raised there) is drawn here, so the page never depends on it.
 """
 
 from __future__ import annotations
 
 import pickle
-import queue
 import subprocess
 import sys
 import threading
+from collections import deque
 from concurrent.futures import Future
 
 HEADER = 8  # bytes of each message's length, big-endian
@@ -45,14 +47,18 @@ def _receive(stream) -> object:
 
 
 class Drawing:
-    """The plots of one report, drawn in a drawing process when ``parallel``, else here
-    when asked (``result``). ``submit`` a section's table, ``result`` its SVG (or None:
-    nothing to plot), ``close`` at the end."""
+    """The plots of one report, shared between this process and a drawing process when
+    ``parallel``: ``submit`` queues a section's table; the drawing process takes the
+    queue from its head, one plot at a time, and ``finish`` (once every section is
+    queued) has this process draw from its tail until the queue is empty, so neither
+    waits while the other has plots left. ``result`` gives a section's SVG (None:
+    nothing to plot); ``close`` ends the drawing process."""
 
     def __init__(self, parallel: bool) -> None:
         self._process: subprocess.Popen | None = None
-        self._out: queue.Queue = queue.Queue()
-        self._waiting: queue.Queue = queue.Queue()  # the futures, in the order sent
+        self._queue: deque[tuple[Future, str, object]] = deque()
+        self._ready = threading.Condition()
+        self._closed = False
         if parallel:
             try:
                 self._process = subprocess.Popen(WORKER, stdin=subprocess.PIPE,
@@ -60,71 +66,76 @@ class Drawing:
                                                  stderr=subprocess.DEVNULL)
             except OSError:
                 return
-            # a writer and a reader thread: a big table or SVG never blocks the report
-            threading.Thread(target=self._write, daemon=True).start()
-            threading.Thread(target=self._read, daemon=True).start()
+            threading.Thread(target=self._serve, daemon=True).start()
 
     def submit(self, section_id: str, result) -> Future:
         future: Future = Future()
-        if self._process is None:
-            return future  # drawn here, by ``result``
-        self._waiting.put(future)
-        self._out.put((section_id, result))
+        with self._ready:
+            self._queue.append((future, section_id, result))
+            self._ready.notify()
         return future
+
+    def finish(self) -> None:
+        """Draw here, from the tail of the queue, what the drawing process has not
+        taken (everything, without one)."""
+        while True:
+            with self._ready:
+                if not self._queue:
+                    return
+                future, section_id, result = self._queue.pop()
+            future.set_result(("ok", _draw_here(section_id, result)))
 
     def result(self, future: Future, section_id: str, result) -> str | None:
         """The section's SVG: the drawing process's, or drawn here when it has none."""
-        if self._process is not None:
-            try:
-                outcome, value = future.result(timeout=PATIENCE)
-            except TimeoutError:
-                outcome, value = "late", None
-            if outcome == "ok" and (value is None or isinstance(value, str)):
-                return value
-        from steptrace.analytics._report import plot_svg
-        return plot_svg(section_id, result)
+        try:
+            outcome, value = future.result(timeout=PATIENCE)
+        except TimeoutError:
+            outcome, value = "late", None
+        if outcome == "ok" and (value is None or isinstance(value, str)):
+            return value
+        return _draw_here(section_id, result)
 
     def close(self) -> None:
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
         if self._process is None:
             return
-        self._out.put(None)
+        try:
+            self._process.stdin.close()
+        except OSError:
+            pass
         try:
             self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
 
-    def _write(self) -> None:
-        stdin = self._process.stdin
-        try:
-            while (item := self._out.get()) is not None:
-                _send(stdin, item)
-        except (OSError, ValueError):  # the process died: the reader answers the rest
-            pass
-        finally:
-            try:
-                stdin.close()
-            except OSError:
-                pass
-
-    def _read(self) -> None:
-        stdout = self._process.stdout
+    def _serve(self) -> None:
+        """The drawing process's side: the head of the queue, one plot at a time, until
+        the report closes or the process fails (then the rest is drawn here)."""
+        process = self._process
         while True:
-            future = self._waiting.get()
+            with self._ready:
+                while not self._queue and not self._closed:
+                    self._ready.wait()
+                if self._closed:
+                    return
+                future, section_id, result = self._queue.popleft()
             try:
-                answer = _receive(stdout)
+                _send(process.stdin, (section_id, result))
+                answer = _receive(process.stdout)
             except Exception:  # ended, or not our pickles: drawn here from now on
-                answer = ("lost", None)
+                answer = None
             if not (isinstance(answer, tuple) and len(answer) == 2):
-                answer = ("lost", None)
-            future.set_result(answer)
-            if answer[0] == "lost":  # every later plot is drawn here too
-                self._drain()
+                future.set_result(("lost", None))
                 return
+            future.set_result(answer)
 
-    def _drain(self) -> None:
-        while True:
-            self._waiting.get().set_result(("lost", None))
+
+def _draw_here(section_id: str, result) -> str | None:
+    from steptrace.analytics._report import plot_svg
+    return plot_svg(section_id, result)
 
 
 def main() -> None:

@@ -799,6 +799,7 @@ def write_report(db: str | Path, out: str | Path, now: dt.datetime | None = None
                                                                 QueryResult):
                     summary.results = write_results(_summary(results[section.query]), out,
                                                     str(db), now)
+        drawing.finish()
         sections = [_finish_section(*started, drawing, summary, links) for started in pending]
     finally:
         _SUMMARIES.clear()

@@ -199,6 +199,7 @@ BROKEN_DRAWERS = {
     "garbage": [sys.executable, "-c",
                 "import sys; sys.stdin.buffer.read(8); sys.stdout.buffer.write(b'\\x00' * 7 + b'\\x05junk!')"],
     "missing": ["/nonexistent/steptrace-drawing"],
+    "stuck": [sys.executable, "-c", "import time; time.sleep(600)"],
 }
 
 
@@ -207,13 +208,14 @@ def test_plots_drawn_in_the_drawing_process_are_the_same_bytes(stores, tmp_path,
                                                                 drawer):
     """A large report draws its plots in a second process (engine/analytics/_drawing.py):
     the page is the same bytes as drawn in one process, and still is when that process
-    dies, answers garbage or cannot start (its plots are drawn here)."""
+    dies, answers garbage, never answers or cannot start (its plots are drawn here)."""
     made = dt.datetime(2024, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     here, there = tmp_path / "a" / "report.html", tmp_path / "b" / "report.html"
     alone = write_report(stores[1], here, now=made, parallel=False)
     if drawer is not None:
         monkeypatch.setattr(drawing, "WORKER", BROKEN_DRAWERS[drawer])
+        monkeypatch.setattr(drawing, "PATIENCE", 0.5)  # the stuck one's plot: drawn here
     beside = write_report(stores[1], there, now=made, parallel=True)
     assert there.read_bytes() == here.read_bytes()
     assert beside.plots == alone.plots == PLOTS and beside.empty == alone.empty == {}
