@@ -134,14 +134,14 @@ class Drawing:
 
 
 def _draw_here(section_id: str, result) -> str | None:
-    from steptrace.analytics._report import plot_svg
+    from steptrace.analytics._figures import plot_svg
     return plot_svg(section_id, result)
 
 
 def main() -> None:
     """The drawing process: a (section id, table) in, ("ok", svg) or ("error", why) out,
     until its stdin ends."""
-    from steptrace.analytics._report import plot_svg
+    from steptrace.analytics._figures import plot_svg
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing printed may corrupt the answers
     while True:

@@ -25,6 +25,7 @@ from helpers.chromium import Browser
 from steptrace.tracing._analysis import AnalysisOptions, analyse_store
 from steptrace.cli._main import main
 from steptrace.analytics import _drawing as drawing
+from steptrace.analytics._figures import FIGURES
 from steptrace.analytics._report import SECTIONS, write_report
 from steptrace.tracing._trace import TraceOptions, trace_corpus
 from helpers.cli import assert_one_line_error
@@ -201,6 +202,11 @@ BROKEN_DRAWERS = {
     "missing": ["/nonexistent/steptrace-drawing"],
     "stuck": [sys.executable, "-c", "import time; time.sleep(600)"],
 }
+
+
+def test_every_section_has_its_drawing():
+    """The sections (the page, _report.py) and the drawings (_figures.py): one each."""
+    assert list(FIGURES) == PLOTS
 
 
 @pytest.mark.parametrize("drawer", [None, *BROKEN_DRAWERS])
