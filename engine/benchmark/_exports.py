@@ -59,7 +59,7 @@ class ModuleTree:
                 self.functions.pop(node.name, None)
                 self.imported.pop(node.name, None)
             elif isinstance(node, ast.ImportFrom):
-                source = self._absolute(node)
+                source = self.absolute(node)
                 if source is None:
                     continue
                 for alias in node.names:
@@ -75,7 +75,9 @@ class ModuleTree:
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 self._read_all(node)
 
-    def _absolute(self, node: ast.ImportFrom) -> str | None:
+    def absolute(self, node: ast.ImportFrom) -> str | None:
+        """The module a ``from ... import`` in this module names, made absolute (None: a
+        relative import beyond the top-level package)."""
         if node.level == 0:
             return node.module
         parts = self.name.split(".")

@@ -20,8 +20,9 @@ Nothing of a package is imported on the host: every module of a distribution
   statement, does no I/O, randomness or time (:data:`DENIED`), and uses only names its
   module binds or builtins. Each rejection is counted by its reason (:data:`REASONS`),
   a rejected annotation also by why (``_annotations.ANNOTATION_REASONS``).
-* **Program**: a kept function's own source, dedented, after ``from <defining module>
-  import ...`` for the free names it uses that its module binds (``symtable``), with its
+* **Program**: a kept function's own source, dedented, its relative imports made
+  absolute, after ``from <defining module> import ...`` for the free names it uses that
+  its module binds (``symtable``), with its
   id, entry (its ``def`` name), the public module the guest imports, its parameters'
   type specs (the input check) and the digest of its source (``--since``).
 """
@@ -31,6 +32,7 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
+import re
 import symtable
 import textwrap
 from collections import Counter
@@ -239,7 +241,7 @@ def _scan_distribution(dist: str, exports: Exports, scripts: dict[tuple[str, str
         node, cls = exports.node(target)
         if target[0] not in facts:
             facts[target[0]] = _facts(tree, exports)
-        text = _own_source(tree.source, node)
+        text = _own_source(tree, node)
         report.digests[ident] = source_digest(text)
         script = script_targets.get(target)
         if script is not None:
@@ -373,10 +375,27 @@ class _ModuleFacts:
 
 
 
-def _own_source(source: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    """The def's own lines, dedented (from the def line: a decorator line is dropped)."""
-    lines = source.splitlines(keepends=True)
-    return textwrap.dedent("".join(lines[node.lineno - 1:node.end_lineno])).rstrip() + "\n"
+_RELATIVE_FROM = re.compile(r"from[ \t]*\.(?:[ \t]*\.)*"
+                            r"(?:[ \t]*(?!import\b)[A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)?")
+
+
+def _own_source(tree: ModuleTree, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """The def's own lines, dedented (from the def line: a decorator line is dropped),
+    its relative imports made absolute: the program runs outside its package, where
+    numpy.polynomial's ``from ._polybase import ABCPolyBase`` would raise ImportError, so
+    it reads ``from numpy.polynomial._polybase import ABCPolyBase``."""
+    lines = tree.source.splitlines(keepends=True)[node.lineno - 1:node.end_lineno]
+    relative = [item for item in ast.walk(node)
+                if isinstance(item, ast.ImportFrom) and item.level]
+    for item in sorted(relative, key=lambda i: (i.lineno, i.col_offset), reverse=True):
+        absolute = tree.absolute(item)
+        row = item.lineno - node.lineno
+        line = lines[row]
+        start = len(line.encode("utf-8")[:item.col_offset].decode("utf-8", "replace"))
+        match = _RELATIVE_FROM.match(line, start)
+        if absolute is not None and match is not None:
+            lines[row] = f"{line[:start]}from {absolute}{line[match.end():]}"
+    return textwrap.dedent("".join(lines)).rstrip() + "\n"
 
 
 def source_digest(text: str) -> str:
