@@ -211,6 +211,8 @@ def _checked_members(archive: tarfile.TarFile, sdist: Path) -> list[tarfile.TarI
     for member in archive:
         name = member.name
         parts = Path(name).parts
+        if not parts and member.isdir():  # "./": the directory itself
+            continue
         if name.startswith(("/", "\\")) or ".." in parts or not parts:
             raise HarvestError(f"--source {sdist}: member {name!r} would be unpacked "
                                "outside its directory")

@@ -284,3 +284,15 @@ def test_a_plain_package_is_made_a_project_named_and_versioned_from_its_files(
         name="tinypkg", version=version)
     assert sorted(p.name for p in (project / "tinypkg").iterdir()) == ["__init__.py",
                                                                        "_core.py"]
+
+
+def test_an_sdist_made_with_a_dot_entry_unpacks_to_its_top_directory(tmp_path):
+    """``tar -C dir .`` writes a ``./`` entry first: the directory itself, not a member
+    outside it; the files under ``./p-1/`` unpack there."""
+    from steptrace.benchmark._source import _unpack
+    sdist = tarball(tmp_path / "dot.tar.gz", [member("./", tarfile.DIRTYPE),
+                                               member("./p-1/", tarfile.DIRTYPE),
+                                               member("./p-1/setup.py")])
+    top = _unpack(sdist, tmp_path / "unpacked")
+    assert top == tmp_path / "unpacked" / "p-1"
+    assert (top / "setup.py").read_text() == "x = 1\n"
