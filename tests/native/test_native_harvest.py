@@ -19,6 +19,7 @@ from helpers.cli import ok, rows
 from helpers.openai_stub import StubServer, answer
 from steptrace.benchmark._harvest import CallReport, HarvestOptions, harvest
 from steptrace.native_sandbox import find_python
+from steptrace.native_sandbox._packages import site_dir
 from steptrace.predictions._predict import PredictOptions
 from steptrace.sandbox._packages import parse_lock, resolve
 
@@ -79,6 +80,8 @@ def test_a_native_lock_is_harvested_checked_and_traced_natively(tmp_path, numpy_
     lock = parse_lock((out / "guest.lock").read_text())
     assert (lock.python, lock.native_code, lock.packages) == ("3.13", ("numpy",),
                                                               numpy_lock.packages)
+    # installed once: the guest lock's imports do not make another site of the same wheels
+    assert site_dir(lock) == site_dir(numpy_lock) and (site_dir(lock) / "numpy").is_dir()
     records = [json.loads(line) for line in (out / "corpus.jsonl").read_text().splitlines()]
     assert [(r["id"], r["distribution"], r["version"], r["model_written"])
             for r in records] == [
