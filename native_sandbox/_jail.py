@@ -16,7 +16,8 @@ What the jail is (bubblewrap, Debian's ``bubblewrap``; ``make test`` installs it
   ``/tmp/job``);
 * an empty environment (``--clearenv``) but for the few settings steptrace makes:
   ``PYTHONHASHSEED=0`` (every worker the same string-hash order, as the WASI guest's one
-  snapshot has), and one thread for the numeric libraries (OpenBLAS, OpenMP, MKL);
+  snapshot has; the determinism check's variant jail another, ``VARIANT_HASH_SEED``), and
+  one thread for the numeric libraries (OpenBLAS, OpenMP, MKL);
 * no capabilities (``--cap-drop ALL``), a new session (``--new-session``: no terminal to
   inject input into), killed with its parent (``--die-with-parent``);
 * the jail seccomp filter (native_sandbox/_seccomp.py) for every process in it.
@@ -43,6 +44,10 @@ FORKSERVER = "steptrace_forkserver"
 # the numeric libraries start no threads of their own (the job filter refuses them)
 ENVIRONMENT = {"PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1", "LANG": "C.UTF-8"}
+# The determinism check's variant (steptrace.tracing._analysis): another string-hash
+# secret, whose low bits of hash('a') and hash('b') differ from seed 0's (CPython's
+# siphash13, 3.11 on), so even a set of single characters iterates in another order.
+VARIANT_HASH_SEED = "2"
 SYSTEM_LIBRARIES = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32")
 SYSTEM_LINKS = ("/lib", "/lib64", "/lib32", "/libx32")
 
@@ -61,11 +66,11 @@ def bwrap() -> str:
 
 def command(executable: str, prefix: str, hidden: tuple[str, ...], runner: str,
             packages: str | None, scratch_bytes: int, seccomp_fd: int, info_fd: int,
-            channel: tuple[int, int]) -> list[str]:
+            channel: tuple[int, int], hash_seed: str = "0") -> list[str]:
     """bubblewrap's command line for a fork server (see the module doc)."""
     args = [bwrap(), "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--clearenv"]
-    for name, value in ENVIRONMENT.items():
+    for name, value in {**ENVIRONMENT, "PYTHONHASHSEED": hash_seed}.items():
         args += ["--setenv", name, value]
     for path in SYSTEM_LIBRARIES:
         if os.path.isdir(path) and not os.path.islink(path):
@@ -130,8 +135,9 @@ class Jail:
 
 
 def start(executable: str, prefix: str, hidden: tuple[str, ...], runner: str,
-          packages: str | None, scratch_bytes: int) -> Jail:
-    """Start a fork server in a new jail."""
+          packages: str | None, scratch_bytes: int, hash_seed: str = "0") -> Jail:
+    """Start a fork server in a new jail (its interpreter's ``PYTHONHASHSEED``:
+    ``hash_seed``)."""
     to_server_read, to_server_write = os.pipe()
     from_server_read, from_server_write = os.pipe()
     info_read, info_write = os.pipe()
@@ -141,7 +147,7 @@ def start(executable: str, prefix: str, hidden: tuple[str, ...], runner: str,
     try:
         process = subprocess.Popen(
             command(executable, prefix, hidden, runner, packages, scratch_bytes, seccomp_fd,
-                    info_write, (to_server_read, from_server_write)),
+                    info_write, (to_server_read, from_server_write), hash_seed),
             pass_fds=inherited, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=errors, env={"PATH": os.defpath}, start_new_session=True)
     except OSError as exc:

@@ -6,14 +6,15 @@ the same hash-checked lock format, ``pip install --require-hashes``), but for th
 backend's CPython on this machine: its ABI and this platform's manylinux wheels, so
 numpy, pandas, scipy and the like resolve (``steptrace build --backend native --with
 numpy --lock FILE``). It is installed into ``native/site-DIGEST`` in the cache (DIGEST:
-the lock's), written beside and renamed into place, and used by every native guest of
-that lock.
+the lock's, its imports left out), written beside and renamed into place, and used by
+every native guest of those packages.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from steptrace.native_sandbox._python import Interpreter
@@ -25,7 +26,10 @@ NATIVE_DIR = "native"
 
 
 def site_dir(lock: PackageLock) -> Path:
-    return cache_dir() / NATIVE_DIR / f"site-{lock.digest[:24]}"
+    """Where ``lock``'s wheels are installed: named by the digest of its packages alone
+    (its imports change what the jail preloads, not what is installed: a harvest that
+    drops a module it cannot import installs nothing again)."""
+    return cache_dir() / NATIVE_DIR / f"site-{replace(lock, imports=()).digest[:24]}"
 
 
 def installed(lock: PackageLock, interpreter: Interpreter) -> Path:

@@ -78,6 +78,8 @@ class NativeGuest:
     runner: str
     packages: str | None = None
     lock: PackageLock | None = field(default=None, compare=False)
+    # its jail's PYTHONHASHSEED: "0", or the determinism check's variant's (_jail.py)
+    hash_seed: str = "0"
 
     @property
     def backend(self) -> str:
@@ -113,11 +115,13 @@ def guest_key(python: Interpreter, lock: PackageLock | None) -> str:
     return digest.hexdigest()[:24]
 
 
-def prepare(python: str | Interpreter | None = None, lock: PackageLock | None = None
-            ) -> NativeGuest:
+def prepare(python: str | Interpreter | None = None, lock: PackageLock | None = None,
+            variant: str = "") -> NativeGuest:
     """The native guest for ``python`` (found as native_sandbox/_python.py says when not
     given) and ``lock`` (its packages installed: native_sandbox/_packages.py), its runner
-    directory written once into the cache (``native/runner-KEY``)."""
+    directory written once into the cache (``native/runner-KEY``). A ``variant`` (the
+    determinism check's, steptrace.tracing._analysis) is the same guest with another
+    string-hash secret (``_jail.VARIANT_HASH_SEED``): a WASI variant is another build."""
     from steptrace.native_sandbox._packages import installed  # pip runs only for a lock
     minor = lock.python if lock is not None and lock.python else None
     interpreter = python if isinstance(python, Interpreter) else find_python(python, minor)
@@ -126,7 +130,8 @@ def prepare(python: str | Interpreter | None = None, lock: PackageLock | None = 
     runner = cache_dir() / NATIVE_DIR / f"runner-{key}"
     if not (runner / "ready").exists():
         _write_runner(runner, site, lock)
-    return NativeGuest(key, interpreter, str(runner), str(site) if site else None, lock)
+    return NativeGuest(key, interpreter, str(runner), str(site) if site else None, lock,
+                       _jail.VARIANT_HASH_SEED if variant else "0")
 
 
 def _write_runner(runner: Path, site: Path | None, lock: PackageLock | None) -> None:
@@ -185,7 +190,7 @@ class NativeSandbox:
     def _start(self) -> None:
         python = self.guest.python
         jail = _jail.start(python.executable, python.prefix, python.site, self.guest.runner,
-                           self.guest.packages, SCRATCH_MB << 20)
+                           self.guest.packages, SCRATCH_MB << 20, self.guest.hash_seed)
         try:
             kind, data = self._receive(jail, time.monotonic() + START_TIMEOUT_S)
             if kind != b"H":

@@ -7,10 +7,12 @@ input, a reward-service request's input) runs only when every piece of it is a l
 that ``ast.literal_eval`` accepts: numbers, strings, bytes, booleans, None, and tuples,
 lists, sets and dicts of them (no names, calls, attributes, comprehensions, lambdas or
 operators but a sign on a number and ``+``/``-`` of a complex literal). A request is marked
-by the host (never by the guest): ``model_written`` (the program is a model's: ``generate``
-candidates, ``harvest``'s corpus, ``repair``'s revisions, anything traced from a corpus
-whose records say ``model_written``) or ``answer`` (its ``input`` and ``calls`` inputs are
-a model's). Refused requests get status ``refused`` and the reason, and nothing runs.
+by the host (never by the guest): ``model_written`` true (the program is a model's:
+``generate`` candidates, ``repair``'s revisions, anything traced from a corpus whose
+records say ``model_written``), ``model_written`` ``"inputs"`` (a package's own function
+with a model's inputs: ``harvest``'s corpus; checked as an answer is) or ``answer`` (its
+``input`` and ``calls`` inputs are a model's). Refused requests get status ``refused``
+and the reason, and nothing runs.
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ def is_pure_literal(argument_text: str) -> bool:
 
 def refusal(request: dict) -> str | None:
     """Why the native backend does not run ``request`` (None: it runs)."""
-    if request.get("model_written") is True:
+    written = request.get("model_written")
+    if written is not None and written is not False and written != "inputs":
         return ("the native backend does not run code a model wrote (its trust boundary is "
                 "the kernel's, not WebAssembly's): trace it with --backend wasi")
-    if request.get("answer") is True:
+    if request.get("answer") is True or written == "inputs":
         pieces = [request.get("input", "")] + [call.get("input", "") if type(call) is dict
                                                else None for call in request.get("calls") or ()]
         if request.get("shape") == "script" or not all(is_pure_literal(piece)

@@ -16,6 +16,9 @@ such as ``dateutil.parser``).
   of the ``guest`` column of every run traced with it.
 * :func:`install` installs exactly the locked wheels (hashes checked by pip) into a
   directory for the build.
+* A lock may also name a directory of local wheels (``# wheels: DIR``, absolute): pip
+  looks there too (``--find-links``), so a distribution built from a local source
+  (``harvest --source``) is locked, hash-checked and installed as any other.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
@@ -49,6 +52,7 @@ LOCK_HEADER = "# steptrace guest packages (pure-Python wheels for CPython 3.14 u
 # backend's CPython, which it names; the packages whose wheels hold native code are listed
 NATIVE_HEADER = "# steptrace native packages (wheels for the native backend's CPython)"
 _PYTHON_LINE = re.compile(r"# python: (?P<minor>3\.[0-9]+)")
+_WHEELS = "# wheels:"
 
 
 class PackageError(SandboxError):
@@ -73,13 +77,18 @@ class PackageLock:
     # WASI guest's lock
     python: str | None = None
     native_code: tuple[str, ...] = field(default=())
+    # a directory of local wheels pip looks in too (an absolute path), or None
+    find_links: str | None = None
 
     @property
     def text(self) -> str:
         """The lock file: a pip requirements file with hashes, imports as comments (a
-        native lock: its interpreter's version and its packages with native code too)."""
+        native lock: its interpreter's version and its packages with native code too;
+        its directory of local wheels, if any)."""
         lines = [LOCK_HEADER] if self.python is None else [NATIVE_HEADER,
                                                            f"# python: {self.python}"]
+        if self.find_links is not None:
+            lines.append(f"{_WHEELS} {self.find_links}")
         lines += [f"{p.name}=={p.version} --hash=sha256:{p.sha256}" for p in self.packages]
         lines += [f"# import: {name}" for name in self.imports]
         lines += [f"# native: {name}" for name in self.native_code]
@@ -92,8 +101,10 @@ class PackageLock:
 
     @property
     def digest(self) -> str:
-        """SHA-256 of :attr:`text`: the same lock, the same digest."""
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        """SHA-256 of :attr:`text` but its ``# wheels:`` line: the same lock, the same
+        digest, wherever its local wheels are (their hashes are pinned)."""
+        text = self.text if self.find_links is None else replace(self, find_links=None).text
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def __str__(self) -> str:
         return ", ".join(f"{p.name}=={p.version}" for p in self.packages)
@@ -205,19 +216,21 @@ class Resolution:
     not_compared: str | None = None
 
 
-def resolve(requirements: list[str], imports: list[str] = (), python: str | None = None
-            ) -> PackageLock:
+def resolve(requirements: list[str], imports: list[str] = (), python: str | None = None,
+            find_links: str | None = None) -> PackageLock:
     """Resolve ``requirements`` (and their dependencies) to pure-Python wheels for the
     guest; return their lock (:func:`resolve_packages`: PackageError when a distribution
     was held back to an older version the user did not pin). With ``python``
     (``major.minor``): to this machine's platform wheels for that CPython, a native lock
-    (steptrace.native_sandbox._packages; nothing is held back there)."""
+    (steptrace.native_sandbox._packages; nothing is held back there). ``find_links``: a
+    directory of local wheels (absolute) pip takes wheels from too, named in the lock."""
     if python is not None:
-        return _resolve_pure(requirements, imports, python)
-    return resolve_packages(requirements, imports).lock
+        return _resolve_pure(requirements, imports, python, find_links)
+    return resolve_packages(requirements, imports, find_links).lock
 
 
-def resolve_packages(requirements: list[str], imports: list[str] = ()) -> Resolution:
+def resolve_packages(requirements: list[str], imports: list[str] = (),
+                     find_links: str | None = None) -> Resolution:
     """Resolve ``requirements`` (and their dependencies) to pure-Python wheels for the
     guest. pip takes the newest versions that have such wheels, which may be old ones
     (pydantic 1.10 when pydantic 2 needs pydantic-core, native code; jsonschema 4.17 when
@@ -225,10 +238,10 @@ def resolve_packages(requirements: list[str], imports: list[str] = ()) -> Resolu
     native wheels allowed, and every distribution that resolves to another version there
     is held back. Unless the user pinned each of those (``name==version``), the build is
     refused, saying which, why, and how to accept them."""
-    lock = _resolve_pure(requirements, imports)
+    lock = _resolve_pure(requirements, imports, find_links=find_links)
     specs = [check_requirement(spec) for spec in requirements]
     try:
-        newest = _resolve_native(specs)
+        newest = _resolve_native(specs, find_links)
     except PackageError as exc:
         return Resolution(lock, (), str(exc))
     held = tuple(_held_back(lock, newest))
@@ -269,13 +282,15 @@ _NATIVE_TARGET = ("--only-binary=:all:", "--python-version", GUEST_PYTHON, "--im
                   "--platform", "manylinux2014_x86_64", "--platform", "any")
 
 
-def _resolve_native(specs: list[str]) -> dict[str, tuple[str, bool, tuple[str, ...]]]:
+def _resolve_native(specs: list[str], find_links: str | None = None
+                    ) -> dict[str, tuple[str, bool, tuple[str, ...]]]:
     """name -> (version, is a pure-Python wheel, the names it requires) of ``specs``
     resolved with native wheels allowed (pip's dry run: nothing installed)."""
     with tempfile.TemporaryDirectory(prefix="steptrace-newest-") as tmp:
         report = Path(tmp) / "report.json"
         _pip(["install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report),
-              "--target", str(Path(tmp) / "target"), *_NATIVE_TARGET, *specs],
+              "--target", str(Path(tmp) / "target"), *_NATIVE_TARGET,
+              *_links(find_links), *specs],
              "resolve " + " ".join(specs) + " with native wheels")
         data = json.loads(report.read_text())
     found = {}
@@ -315,8 +330,13 @@ def _held_back(lock: PackageLock, newest: dict) -> list[HeldBack]:
     return held
 
 
+def _links(find_links: str | None) -> tuple[str, ...]:
+    """pip's options to take wheels from the directory ``find_links`` too."""
+    return () if find_links is None else ("--find-links", find_links)
+
+
 def _resolve_pure(requirements: list[str], imports: list[str] = (),
-                  python: str | None = None) -> PackageLock:
+                  python: str | None = None, find_links: str | None = None) -> PackageLock:
     """``requirements`` (and their dependencies) resolved to pure-Python wheels for the
     guest (with ``python``: to platform wheels for that native CPython): their lock."""
     if not requirements:
@@ -328,8 +348,8 @@ def _resolve_pure(requirements: list[str], imports: list[str] = (),
         "version")
     native_code = []
     with tempfile.TemporaryDirectory(prefix="steptrace-resolve-") as tmp:
-        _pip(["download", "--quiet", "--dest", tmp, *target, *specs], "resolve "
-             + " ".join(specs), no_wheel)
+        _pip(["download", "--quiet", "--dest", tmp, *target, *_links(find_links), *specs],
+             "resolve " + " ".join(specs), no_wheel)
         packages = {}
         for wheel in sorted(Path(tmp).glob("*.whl")):
             match = _WHEEL.fullmatch(wheel.name)
@@ -345,7 +365,7 @@ def _resolve_pure(requirements: list[str], imports: list[str] = (),
             raise PackageError(f"pip gave files that are not wheels: {', '.join(unwheeled)}")
     return PackageLock(tuple(packages[name] for name in sorted(packages)),
                        tuple(sorted({check_import(name) for name in imports})), python,
-                       tuple(sorted(native_code)))
+                       tuple(sorted(native_code)), find_links)
 
 
 def native_target(python: str) -> tuple[str, ...]:
@@ -368,7 +388,7 @@ def native_target(python: str) -> tuple[str, ...]:
 
 def parse_lock(text: str, where: str = "lock") -> PackageLock:
     """A lock written by :attr:`PackageLock.text` (one-line PackageError for anything else)."""
-    packages, imports, native_code, python = [], [], [], None
+    packages, imports, native_code, python, find_links = [], [], [], None, None
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line in (LOCK_HEADER, NATIVE_HEADER):
@@ -379,6 +399,12 @@ def parse_lock(text: str, where: str = "lock") -> PackageLock:
         if line.startswith("# native:"):
             native_code.append(normalise(check_import(line.split(":", 1)[1].strip()
                                                       .replace("-", "_"))))
+            continue
+        if line.startswith(_WHEELS):
+            find_links = line[len(_WHEELS):].strip()
+            if not os.path.isabs(find_links):
+                raise PackageError(f"{where} line {number}: '{_WHEELS}' needs an absolute "
+                                   "directory")
             continue
         if line.startswith("# python:"):
             match = _PYTHON_LINE.fullmatch(line)
@@ -400,7 +426,7 @@ def parse_lock(text: str, where: str = "lock") -> PackageLock:
     if len(set(names)) != len(names):
         raise PackageError(f"{where} names a package twice")
     return PackageLock(tuple(sorted(packages, key=lambda p: p.name)), tuple(sorted(set(imports))),
-                       python, tuple(sorted(set(native_code))))
+                       python, tuple(sorted(set(native_code))), find_links)
 
 
 def as_lock(lock: PackageLock | str | os.PathLike) -> PackageLock:
@@ -436,7 +462,7 @@ def install(lock: PackageLock, target: Path) -> list[str]:
         requirements = Path(tmp) / "requirements.txt"
         requirements.write_text(lock.text)
         _pip(["install", "--quiet", "--target", str(target), "--no-deps", "--no-compile",
-              "--require-hashes", *wheels, "-r", str(requirements)],
+              "--require-hashes", *wheels, *_links(lock.find_links), "-r", str(requirements)],
              f"install {lock}")
     return top_level_modules(target)
 

@@ -132,7 +132,8 @@ class _Assembly:
 def prepare(limits: Limits, variant: str = "", packages: PackageLock | None = None
             ) -> GuestArtifacts:
     """A native lock's guest is the native backend's (``steptrace.native_sandbox.prepare``:
-    the interpreter found, the packages installed, the runner written). Otherwise: build the component and compile its ``.cwasm`` in this process, so workers only
+    the interpreter found, the packages installed, the runner written; a variant: another
+    string-hash secret). Otherwise: build the component and compile its ``.cwasm`` in this process, so workers only
     deserialise (and never race to build). Checking the ``.cwasm`` here also stamps it
     (see ``build.is_verified``), so the workers' own checks need not hash it again. When
     it is valid the ``.wasm`` it was compiled from is not needed, nor hashed. The build is
@@ -140,7 +141,7 @@ def prepare(limits: Limits, variant: str = "", packages: PackageLock | None = No
     end of this one."""
     if packages is not None and packages.native:
         from steptrace.native_sandbox._runtime import prepare as prepare_native
-        return prepare_native(lock=packages)
+        return prepare_native(lock=packages, variant=variant)
     found = guest_artifacts(variant=variant, packages=packages)
     hold(found)
     if is_verified(compiled_path(found, limits)):

@@ -137,7 +137,7 @@ def excerpt_record(exports: Exports, target: tuple[str, str], ident: str, module
     tree = exports.modules[target[0]]
     node, _ = exports.node(target)
     try:
-        text = _own_source(tree.source, node, decorators=True)
+        text = _own_source(tree, node, decorators=True)
         symtable.symtable(text, "<excerpt>", "exec")  # what undefined_names reads
         read = {} if read is None else read
         if tree.name not in read:

@@ -3,7 +3,9 @@
 EXE-style (Execution-based evaluation on real code): the functions are the packages' own,
 found by static analysis of their installed sources, and a model writes the inputs.
 
-1. **Scan** (``steptrace.benchmark._scan``). The packages of a :class:`PackageLock` are
+1. **Scan** (``steptrace.benchmark._scan``). The packages of a :class:`PackageLock` (a
+   WASI guest's, a native lock's, or one made for a local source:
+   ``steptrace.benchmark._source``) are
    installed into a temporary directory (pip, exactly the lock) and parsed, never
    imported: functions found by their public names (re-exports followed), each once,
    kept when a model can call them with literals and they do no I/O, randomness or time
@@ -25,10 +27,14 @@ found by static analysis of their installed sources, and a model writes the inpu
    ``checks.duckdb`` and run twice more (the analysis, and the variant guest); only the
    deterministic examples whose exception, if any, is the function's own are kept.
 5. :func:`harvest` writes ``corpus.jsonl`` (records of functions with at least one kept
-   input, each ``model_written``), ``guest.lock`` (the lock with the modules as imports)
+   input, each ``model_written: "inputs"``), ``guest.lock`` (the lock with the modules as imports)
    and ``harvest.json`` (the counts, the reasons, the diversity), and traces the corpus
    into the store in job isolation. A kept run that raises is status ``exception``, the
    ``error`` task kind's answer.
+
+The guest is the lock's: a WASI build, or for a native lock the native backend's jail
+(its checks, its determinism variant and the final trace run there: the trace follows
+the lock, ``steptrace.sandbox._backends.choose``).
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from steptrace.benchmark._diversity import diversity
 from steptrace.benchmark._log import drop_partial_line, log_records
 from steptrace.benchmark._scan import (NOT_IMPORTABLE, REASONS, Harvested, ScanReport,
                                        scan_site)
-from steptrace.corpus._meta import MODEL_WRITTEN
+from steptrace.corpus._meta import INPUTS_ONLY, MODEL_WRITTEN
 from steptrace.corpus._text import NotUtf8Error, decode_text
 from steptrace.errors import InputError
 from steptrace.predictions._predict import (PredictError, PredictOptions, Prediction,
@@ -354,6 +360,8 @@ class HarvestOptions:
     workers: int | None = None
     since: tuple[tuple[str, str], ...] = ()  # (distribution, older version): new or changed only
     released: str | Path | None = "pypi"  # upload times: "pypi", a list file, None (unknown)
+    local: tuple[str, ...] = ()        # distributions built from a local source (no upload
+                                       # time on the index: only a list file gives one)
 
     def __post_init__(self) -> None:
         if self.inputs < 1:
@@ -441,14 +449,10 @@ def harvest(out: str | Path, lock, request: PredictOptions,
     inputs, check them (run twice, the errors judged), write ``corpus.jsonl``,
     ``guest.lock``, ``harvest.json`` (and the log ``harvest.log.jsonl``), and trace the
     corpus (module docstring)."""
-    from steptrace.benchmark._releases import previous_digests, released_times
+    from steptrace.benchmark._releases import previous_digests
     from steptrace.sandbox._packages import as_lock, install
     started = time.perf_counter()
     lock = as_lock(lock)
-    if lock.native:
-        raise HarvestError("harvest builds and traces with the WASI guest: give it a lock "
-                           "for it (steptrace build --with ... --lock FILE), not a native "
-                           "lock")
     versions = {p.name: p.version for p in lock.packages}
     for dist, old in options.since:
         if dist not in versions:
@@ -456,20 +460,14 @@ def harvest(out: str | Path, lock, request: PredictOptions,
                                f"harvested ({lock})")
         if old == versions[dist]:
             raise HarvestError(f"--since {dist}=={old} is the version harvested")
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise HarvestError(f"--out {out} is not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HarvestError(f"cannot create {out}: {exc}") from None
-    released, notes = released_times(lock, options.released)
+    out = out_dir(out)
+    released, notes = _released(lock, options)
     with tempfile.TemporaryDirectory(prefix="steptrace-harvest-") as tmp:
         install(lock, Path(tmp))
         report = scan_site(Path(tmp), [p.name for p in lock.packages])
     unchanged = []
     for dist, old in options.since:
-        before = previous_digests(dist, old)
+        before = previous_digests(dist, old, lock.python)
         unchanged += [f.id for f in report.kept
                       if f.distribution == dist and before.get(f.id) == f.source_digest]
     kept = {h.id: h for h in report.kept if h.id not in set(unchanged)}
@@ -521,16 +519,47 @@ def harvest(out: str | Path, lock, request: PredictOptions,
     return summary
 
 
+def out_dir(out: str | Path) -> Path:
+    """The harvest's directory ``out``, made if missing."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise HarvestError(f"--out {out} is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HarvestError(f"cannot create {out}: {exc}") from None
+    return out
+
+
+def _released(lock, options: HarvestOptions) -> tuple[dict[str, str | None], list[str]]:
+    """Each distribution's upload time (``_releases.released_times``), but never the
+    index's for one built from a local source (``options.local``): the index's release of
+    that name, if any, is not its code."""
+    from dataclasses import replace
+
+    from steptrace.benchmark._releases import PYPI, released_times
+    local = set(options.local)
+    if not local or str(options.released) != PYPI:
+        return released_times(lock, options.released)
+    times, notes = released_times(replace(lock, packages=tuple(
+        p for p in lock.packages if p.name not in local)), PYPI)
+    notes.append(f"no upload time for {', '.join(sorted(local))}: built from a local "
+                 "source (--released FILE gives one)")
+    return {p.name: times.get(p.name) for p in lock.packages}, notes
+
+
 def _record(function: Harvested, inputs: list[str], versions: dict[str, str],
             released: dict[str, str | None]) -> dict:
     """A function's corpus record: its program and inputs, and as metadata where it comes
     from (``meta.distribution``, ``meta.version``, ``meta.module``, ``meta.defined_in``,
-    ``meta.source_digest``, ``meta.released``) and that a model wrote its inputs."""
+    ``meta.source_digest``, ``meta.released``) and that a model wrote its inputs (only
+    them: ``model_written`` is ``"inputs"``, so the native backend runs it when they are
+    pure literals)."""
     return {"id": function.id, "code": function.code, "entry": function.entry,
             "inputs": inputs, "module": function.module, "distribution": function.distribution,
             "version": versions.get(function.distribution),
             "defined_in": function.defined_in, "source_digest": function.source_digest,
-            "released": released.get(function.distribution), MODEL_WRITTEN: True}
+            "released": released.get(function.distribution), MODEL_WRITTEN: INPUTS_ONLY}
 
 
 def _check(out: Path, records: list[dict], guest_lock, options: HarvestOptions,
@@ -561,16 +590,16 @@ def _guest_lock(lock, functions: Iterable[Harvested]):
 
 
 def _build(lock, kept: dict[str, Harvested], report: ScanReport):
-    """Build the guest importing the kept functions' modules; a module it cannot import
-    (native code, a missing optional dependency, WASI) loses its functions and the build
-    is tried again without it."""
-    from steptrace.sandbox._build import BuildError, ensure_component
+    """Make the guest importing the kept functions' modules ready (:func:`_ready`); a
+    module it cannot import (native code under WASI, a missing optional dependency, WASI)
+    loses its functions and the guest is made again without it."""
+    from steptrace.errors import SandboxError
     for _ in range(MAX_BUILDS):
         guest_lock = _guest_lock(lock, kept.values())
         try:
-            ensure_component(packages=guest_lock)
+            _ready(guest_lock)
             return guest_lock
-        except BuildError as exc:
+        except SandboxError as exc:
             match = _CANNOT_IMPORT.search(str(exc))
             module = match.group(1) if match else None
             dropped = [i for i, f in kept.items() if module is not None
@@ -581,6 +610,20 @@ def _build(lock, kept: dict[str, Harvested], report: ScanReport):
                 report.rejected[ident] = f"{NOT_IMPORTABLE}: {module}"
                 del kept[ident]
     raise HarvestError(f"the guest could not be built in {MAX_BUILDS} tries")
+
+
+def _ready(guest_lock) -> None:
+    """Build the WASI guest of ``guest_lock``, or, for a native lock, install its packages
+    and start the native backend's jail once (as ``steptrace build --backend native``
+    does): either fails naming a module the guest cannot import."""
+    if not guest_lock.native:
+        from steptrace.sandbox._build import ensure_component
+        ensure_component(packages=guest_lock)
+        return
+    from steptrace.native_sandbox._runtime import NativeSandbox, prepare
+    from steptrace.sandbox._limits import Limits
+    with NativeSandbox(Limits(), prepare(lock=guest_lock)):
+        pass
 
 
 def _write(path: Path, text: str) -> None:
@@ -596,7 +639,9 @@ def _trace(out: Path, records: list[dict], guest_lock, options: HarvestOptions,
 
     from steptrace._api import trace
     db = options.db or out / "store.duckdb"
-    trace(out / CORPUS_FILE, db, workers=options.workers, isolation="job", packages=guest_lock)
+    traced = trace(out / CORPUS_FILE, db, workers=options.workers, isolation="job",
+                   packages=guest_lock)
+    summary.notes += traced.notes  # the backend the lock chose, if the trace says
     summary.db = str(db)
     con = duckdb.connect(str(db), read_only=True)
     try:

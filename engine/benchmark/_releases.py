@@ -155,14 +155,15 @@ def _upload_time(url: str, version: str, sha256: str) -> str | None:
     return iso_time(value, url)
 
 
-def previous_digests(name: str, version: str) -> dict[str, str]:
+def previous_digests(name: str, version: str, python: str | None = None) -> dict[str, str]:
     """The source digests of the functions the release ``name==version`` exposes (by
     id), found as the harvest finds them, in that release installed with its
-    dependencies into a temporary directory."""
+    dependencies into a temporary directory (with ``python``: the native backend's
+    wheels for that CPython, as a native lock's)."""
     from steptrace.benchmark._scan import scan_site
     from steptrace.sandbox._packages import PackageError, _resolve_pure, install
     try:
-        lock = _resolve_pure([f"{name}=={version}"])
+        lock = _resolve_pure([f"{name}=={version}"], python=python)
     except PackageError as exc:
         raise ReleaseError(f"--since {name}=={version}: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="steptrace-since-") as tmp:

@@ -20,8 +20,9 @@ Nothing of a package is imported on the host: every module of a distribution
   statement, does no I/O, randomness or time (:data:`DENIED`), and uses only names its
   module binds or builtins. Each rejection is counted by its reason (:data:`REASONS`),
   a rejected annotation also by why (``_annotations.ANNOTATION_REASONS``).
-* **Program**: a kept function's own source, dedented, after ``from <defining module>
-  import ...`` for the free names it uses that its module binds (``symtable``), with its
+* **Program**: a kept function's own source, dedented, its relative imports made
+  absolute, after ``from <defining module> import ...`` for the free names it uses that
+  its module binds (``symtable``), with its
   id, entry (its ``def`` name), the public module the guest imports, its parameters'
   type specs (the input check) and the digest of its source (``--since``).
 """
@@ -32,6 +33,7 @@ import ast
 import builtins
 import hashlib
 import io
+import re
 import symtable
 import textwrap
 from collections import Counter
@@ -284,7 +286,7 @@ def _scan_distribution(dist: str, exports: Exports, scripts: dict[tuple[str, str
         node, cls = exports.node(target)
         if target[0] not in facts:
             facts[target[0]] = _facts(tree, exports)
-        text = _own_source(tree.source, node)
+        text = _own_source(tree, node)
         report.digests[ident] = source_digest(text)
         script = script_targets.get(target)
         if script is not None:
@@ -418,15 +420,32 @@ class _ModuleFacts:
 
 
 
-def _own_source(source: str, node: ast.FunctionDef | ast.AsyncFunctionDef,
+_RELATIVE_FROM = re.compile(r"from[ \t]*\.(?:[ \t]*\.)*"
+                            r"(?:[ \t]*(?!import\b)[A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)?")
+
+
+def _own_source(tree: ModuleTree, node: ast.FunctionDef | ast.AsyncFunctionDef,
                 decorators: bool = False) -> str:
     """The def's own lines, dedented: from the def line (a decorator line is dropped), or
-    from its first decorator."""
+    from its first decorator; its relative imports made absolute: the program runs
+    outside its package, where numpy.polynomial's ``from ._polybase import ABCPolyBase``
+    would raise ImportError, so it reads ``from numpy.polynomial._polybase import
+    ABCPolyBase``."""
     first = min([node.lineno] + [d.lineno for d in node.decorator_list if decorators])
     # the lines as ast numbers them: split at \n, \r\n and \r only (not at a form feed
     # or U+2028, which str.splitlines splits at)
-    lines = io.StringIO(source, newline="").readlines()
-    return textwrap.dedent("".join(lines[first - 1:node.end_lineno])).rstrip() + "\n"
+    lines = io.StringIO(tree.source, newline="").readlines()[first - 1:node.end_lineno]
+    relative = [item for item in ast.walk(node)
+                if isinstance(item, ast.ImportFrom) and item.level]
+    for item in sorted(relative, key=lambda i: (i.lineno, i.col_offset), reverse=True):
+        absolute = tree.absolute(item)
+        row = item.lineno - first
+        line = lines[row]
+        start = len(line.encode("utf-8")[:item.col_offset].decode("utf-8", "replace"))
+        match = _RELATIVE_FROM.match(line, start)
+        if absolute is not None and match is not None:
+            lines[row] = f"{line[:start]}from {absolute}{line[match.end():]}"
+    return textwrap.dedent("".join(lines)).rstrip() + "\n"
 
 
 def source_digest(text: str) -> str:

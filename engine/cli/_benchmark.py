@@ -70,10 +70,22 @@ def generate_command(count: int, seed: int, out: Path, log_path: Path | None,
 @click.command("harvest")
 @request_options(temperature=GENERATE_TEMPERATURE)
 @click.option("--with", "requirements", multiple=True, metavar="REQUIREMENT",
-              help="A pure-Python package to harvest (pip syntax: 'idna==3.10'); repeatable. "
-                   "Resolved with its dependencies, which are harvested too.")
+              help="A package to harvest (pip syntax: 'idna==3.10'; pure Python, or native "
+                   "code with --backend native); repeatable. Resolved with its "
+                   "dependencies, which are harvested too.")
 @click.option("--lock", "lock_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="Harvest the packages of this lock (`steptrace build --lock`) instead.")
+              help="Harvest the packages of this lock (`steptrace build --lock`, or "
+                   "`build --backend native --lock`: traced natively) instead.")
+@click.option("--source", "source", type=click.Path(path_type=Path),
+              help="Harvest a local source instead: a project directory (pyproject.toml or "
+                   "setup.py), a plain package directory, an sdist (.tar.gz) or a wheel; "
+                   "built with pip, harvested with its dependencies.")
+@click.option("--backend", type=click.Choice(("wasi", "native")), default=None,
+              help="With --with or --source: resolve for the WASI guest (the default) or "
+                   "for the native backend's CPython (native code allowed). A --lock "
+                   "names its own.")
+@click.option("--python", default=None, metavar="PATH|3.N",
+              help="With --backend native: the interpreter (default: as `build` finds it).")
 @click.option("--inputs", "count", type=click.IntRange(min=1), default=5, show_default=True,
               help="Calls asked of the model per function.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
@@ -96,27 +108,45 @@ def generate_command(count: int, seed: int, out: Path, log_path: Path | None,
               help="Worker processes for tracing (default: one per CPU).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @format_option
-def harvest_command(requirements: tuple[str, ...], lock_path: Path | None, count: int,
+def harvest_command(requirements: tuple[str, ...], lock_path: Path | None,
+                    source: Path | None, backend: str | None, python: str | None, count: int,
                     out: Path, db: Path | None, template_path: Path | None, no_trace: bool,
                     since: tuple[str, ...], released: str, workers: int | None, quiet: bool,
                     fmt: str, **request) -> None:
-    """Harvest real functions from pure-Python packages (EXE-style): keep the annotated,
-    I/O-free ones, ask a model for inputs, write them as a corpus and trace it in a guest
-    with the packages. A re-run asks only for functions not logged yet."""
+    """Harvest real functions from packages (EXE-style): keep the annotated, I/O-free
+    ones, ask a model for inputs, write them as a corpus and trace it in a guest with the
+    packages (the native backend's for native code). A re-run asks only for functions
+    not logged yet."""
     from steptrace.benchmark._harvest import HarvestOptions, harvest
     from steptrace.benchmark._releases import since_releases
+    from steptrace.benchmark._source import harvest_source
+    from steptrace.sandbox._backends import interpreter
     from steptrace.sandbox._packages import read_lock, resolve
-    if bool(requirements) == (lock_path is not None):
-        raise click.UsageError("give the packages with --with or --lock (one of them)")
+    if sum((bool(requirements), lock_path is not None, source is not None)) != 1:
+        raise click.UsageError("give the packages with --with, --lock or --source (one of "
+                               "them)")
+    if lock_path is not None and backend is not None:
+        raise click.UsageError("--backend goes with --with or --source (a --lock names its "
+                               "own backend)")
+    if python is not None and backend != "native":
+        raise click.UsageError("--python goes with --backend native")
+    minor = None
+    if backend == "native":
+        from steptrace.native_sandbox._python import find_python
+        minor = find_python(python).minor
     pairs = since_releases(since, requirements)
-    lock = resolve(list(requirements)) if requirements else read_lock(lock_path)
     options = HarvestOptions(inputs=count, template_path=template_path, trace=not no_trace,
                              db=db, workers=workers, since=pairs,
                              released=None if released == "none" else released)
     settings = request_settings(**request)
-    with _progress_bar("harvest", quiet) as progress:
-        summary = harvest(out, lock, settings, options,
-                          progress=_progress_callback(progress, "requests"))
+    with interpreter(python), _progress_bar("harvest", quiet) as progress:
+        callback = _progress_callback(progress, "requests")
+        if source is not None:
+            summary = harvest_source(out, source, settings, options, minor, callback)
+        else:
+            lock = (resolve(list(requirements), python=minor) if requirements
+                    else read_lock(lock_path))
+            summary = harvest(out, lock, settings, options, progress=callback)
     _echo_summary(summary, fmt, "steptrace harvest")
 
 

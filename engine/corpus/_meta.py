@@ -13,7 +13,10 @@ is a bad record (one line naming its size), never cut silently.
 ``model_written`` marks a record a model wrote (its code, its tests or its inputs): the
 records of ``generate``, ``harvest`` and ``repair`` carry it, ``filter --out`` and the
 other steps that copy records keep it, and ``trace`` never runs such a record in batch
-isolation (docs/guides/sandbox.md, "Isolation").
+isolation (docs/guides/sandbox.md, "Isolation"). Its value ``"inputs"`` (``harvest``'s
+records: a package's own function, a model's literal inputs) says that only the inputs
+are a model's: the native backend runs such a record when its inputs are pure literals,
+and refuses every other model-written one (native_sandbox/_trust.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ FORMAT_KEYS = frozenset({"id", "code", "entry", "input", "inputs", "output", "ou
 MAX_META_CHARS = 64 * 1024
 # The metadata key of a record a model wrote (any value but false or null marks it).
 MODEL_WRITTEN = "model_written"
+# Its value when only the record's inputs are a model's (its code is not).
+INPUTS_ONLY = "inputs"
 
 
 def record_meta(record: dict) -> str | None:
@@ -73,13 +78,22 @@ def value_text(value: object) -> str | None:
 def is_model_written(text: str | None) -> bool:
     """Whether a program's metadata (JSON text, as ``record_meta`` makes it) marks it as a
     model's: ``model_written`` present and neither false nor null."""
+    return model_written(text) is not None
+
+
+def model_written(text: str | None) -> bool | str | None:
+    """What a model wrote of a program, by its metadata: None (nothing), ``INPUTS_ONLY``
+    (its inputs only: ``model_written`` is exactly ``"inputs"``) or True (anything else
+    but false or null: its code, so the whole record)."""
     if not text or f'"{MODEL_WRITTEN}"' not in text:  # most metadata has none: not parsed
-        return False
+        return None
     try:
         data = json.loads(text)
     except ValueError:
-        return False
+        return None
     if not isinstance(data, dict):
-        return False
+        return None
     value = data.get(MODEL_WRITTEN)
-    return value is not None and value is not False
+    if value is None or value is False:
+        return None
+    return INPUTS_ONLY if value == INPUTS_ONLY else True

@@ -31,7 +31,7 @@ import duckdb
 
 from steptrace.corpus._formats import (Corpus, CorpusLike, Job, Records, Spooled, iter_corpus,
                                        refuse_not_a_corpus, spool)
-from steptrace.corpus._meta import MODEL_WRITTEN, is_model_written
+from steptrace.corpus._meta import MODEL_WRITTEN, is_model_written, model_written
 from steptrace.errors import Interrupted, StoreError
 from steptrace.store._ids import CorpusOrder, corpus_ids
 from steptrace.store._store import (TracedRun, TraceWriter, connect, first_line, run_matches,
@@ -182,12 +182,14 @@ def run_jobs(jobs: Iterable[Job], options: TraceOptions, pool: WorkerPool | None
 
 def job_request(job: Job, loop_detection: bool = True) -> dict:
     """The guest request of ``job``: its program marked ``model_written`` when a model
-    wrote it (the native backend runs no such code: native_sandbox/_trust.py)."""
+    wrote it, ``True`` or ``"inputs"`` (the native backend runs no code a model wrote,
+    and a model's inputs only as pure literals: native_sandbox/_trust.py)."""
     request = job.request()
     if not loop_detection:
         request["loops"] = False
-    if is_model_written(job.program.meta):
-        request["model_written"] = True
+    written = model_written(job.program.meta)
+    if written is not None:
+        request["model_written"] = written
     return request
 
 

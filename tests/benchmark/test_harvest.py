@@ -6,7 +6,6 @@ inputs from the local test server, traced, with tasks (``error`` ones too) score
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from steptrace.predictions._predict import PredictOptions
 from steptrace.sandbox._packages import LOCK_HEADER, parse_lock
 from steptrace.scoring._judges import error_parts, judge_error
 
-from helpers.benchmark import installed_site
+from helpers.benchmark import function_of, installed_site
 from helpers.cli import rows
 from helpers.openai_stub import StubServer, answer
 
@@ -329,11 +328,6 @@ RELEASED = ("humanize==4.17.0 2026-11-12T12:33:32Z\nidna==3.20 2026-09-17T14:11:
             "packaging==26.3 2025-08-04T18:15:27Z\nroman==5.2 2025-11-11T08:03:56Z\n")
 
 
-def function_of(prompt: str) -> str | None:
-    found = re.search(r"the function `([^`]+)`", prompt)
-    return found.group(1) if found else None
-
-
 def stub() -> StubServer:
     return StubServer({name: answer(text) for name, text in SCRIPT.items()},
                       default=answer("[CALLS]\n[/CALLS]"), key_of=function_of)
@@ -405,7 +399,7 @@ def test_a_harvest_of_seven_real_packages_checked_traced_with_tasks_and_error_sc
                             "mdurl", "more_itertools", "packaging.utils",
                             "packaging.version", "roman")
     records = [json.loads(line) for line in (out / "corpus.jsonl").read_text().splitlines()]
-    assert [r["model_written"] for r in records] == [True] * 17  # the model's inputs
+    assert [r["model_written"] for r in records] == ["inputs"] * 17  # the model's inputs
     decode = next(r for r in records if r["id"] == "mdurl.decode")
     assert (decode["entry"], decode["module"], decode["defined_in"], decode["version"],
             decode["released"], decode["inputs"]) == (
@@ -483,7 +477,7 @@ def test_the_command_writes_the_corpus_and_resumes_from_its_log(tmp_path):
         79, 0, 39)
     assert len(read_log(out / "harvest.log.jsonl")) == 79
     corpus = [json.loads(line) for line in (out / "corpus.jsonl").read_text().splitlines()]
-    assert [r["model_written"] for r in corpus] == [True] * 19
+    assert [r["model_written"] for r in corpus] == ["inputs"] * 19
     assert sorted(p.name for p in out.iterdir()) == ["corpus.jsonl", "guest.lock",
                                                      "harvest.json", "harvest.log.jsonl"]
     # the same log asked by another model: one line, exit status 1
@@ -497,7 +491,7 @@ def test_the_command_writes_the_corpus_and_resumes_from_its_log(tmp_path):
 
 def test_bad_settings_are_one_line_errors(tmp_path):
     result = CliRunner().invoke(main, ["harvest", "--model", "m", "--out", str(tmp_path)])
-    assert result.exit_code == 2 and "give the packages with --with or --lock" in result.output
+    assert result.exit_code == 2 and "give the packages with --with, --lock or --source" in result.output
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
     lock_file = tmp_path / "in.lock"

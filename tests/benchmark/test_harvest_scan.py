@@ -336,3 +336,38 @@ def test_cycles_of_re_exports_end_and_star_imports_are_followed_once(tmp_path):
     assert [h.id for h in report.kept] == ["cyc.f"]
     assert (report.found, report.aliases, report.kept[0].aliases) == (
         1, 2, ("cyc.a.f", "cyc.b.f"))
+
+
+def test_relative_imports_in_a_function_are_made_absolute(tmp_path):
+    """The program runs outside its package: a relative import in its body (numpy's
+    ``set_default_printstyle`` imports ``from ._polybase import ABCPolyBase``) is made
+    absolute from its defining module (a package's ``__init__`` or a module), every
+    form: ``from . import``, ``from ..x``, spaces after the dots; other lines as they
+    were."""
+    init = ("def style(name: str) -> str:\n"
+            "    from ._base import Base  # the base\n"
+            "    from . import sub\n"
+            "    return name\n")
+    sub = ("def deep(n: int) -> int:\n"
+           "    if n:\n"
+           "        from .. import lib ; from ..lib.x import y as z\n"
+           "    from .  _base import ( Base,\n"
+           "        Other)\n"
+           "    s = 'from .x import y'\n"
+           "    return n\n")
+    site = installed_site(tmp_path, "lib-1.0", {
+        "lib/__init__.py": "", "lib/pkg/__init__.py": init, "lib/pkg/_base.py": "",
+        "lib/pkg/sub.py": sub, "lib/x.py": ""})
+    kept = {h.id: h.code for h in scan_site(site).kept}
+    assert kept["lib.pkg.style"] == ("def style(name: str) -> str:\n"
+                                     "    from lib.pkg._base import Base  # the base\n"
+                                     "    from lib.pkg import sub\n"
+                                     "    return name\n")
+    assert kept["lib.pkg.sub.deep"] == (
+        "def deep(n: int) -> int:\n"
+        "    if n:\n"
+        "        from lib import lib ; from lib.lib.x import y as z\n"
+        "    from lib.pkg._base import ( Base,\n"
+        "        Other)\n"
+        "    s = 'from .x import y'\n"
+        "    return n\n")

@@ -41,3 +41,9 @@ def installed_site(root, dist: str, files: dict[str, str], entry_points: str | N
     if entry_points is not None:
         (info / "entry_points.txt").write_text(entry_points)
     return root
+
+
+def function_of(prompt: str) -> str | None:
+    """The stub's key for a harvest prompt: the id of the function it asks calls of."""
+    found = re.search(r"the function `([^`]+)`", prompt)
+    return found.group(1) if found else None

@@ -72,6 +72,56 @@ def test_what_a_model_wrote_is_refused_unless_pure_literal(native):
     assert (ok["status"], ok["output"], ok["output_matches"]) == ("ok", "1", True)
 
 
+def test_a_models_inputs_to_given_code_run_only_as_pure_literals(native):
+    """``model_written: "inputs"`` (harvest's records: a package's function, a model's
+    inputs) runs as an answer does: pure literals only, never a script."""
+    for mark in (True, "true", "code", 1):  # any other value: the whole record a model's
+        result = native.run({"code": PROGRAM, "input": "3", "model_written": mark}).result
+        assert result["status"] == "refused", mark
+    for text in ("__import__('os').getpid()", "frozenset({1})", "[1] * 2", "*[1]", "x"):
+        result = native.run({"code": PROGRAM, "input": text, "model_written": "inputs"}).result
+        assert result["status"] == "refused", text
+        assert "pure literals" in result["exception_message"]
+    script = native.run({"code": "print(1)\n", "shape": "script", "input": "",
+                         "model_written": "inputs"}).result
+    assert script["status"] == "refused"
+    ok = native.run({"code": PROGRAM, "input": "x=3", "expected": "8",
+                     "model_written": "inputs"}).result
+    assert (ok["status"], ok["output"], ok["output_matches"]) == ("ok", "8", True)
+
+
+SET_ORDER = "def f():\n    return [c for c in {'a', 'b', 'c', 'd'}], hash('a') & 7\n"
+
+
+def test_the_variant_guest_hashes_strings_with_another_secret(native):
+    """The determinism check's variant jail (``prepare(..., variant=...)``) has another
+    PYTHONHASHSEED: a set of single characters iterates in another order there."""
+    base = native.run({"code": SET_ORDER, "input": ""}).result["output"]
+    guest = prepare(find_python(native.guest.python.executable), variant="reseeded")
+    assert guest.hash_seed == "2" and native.guest.hash_seed == "0"
+    with NativeSandbox(Limits(timeout_s=3), guest) as variant:
+        other = variant.run({"code": SET_ORDER, "input": ""}).result["output"]
+    assert (base, other) == ("(['d', 'c', 'a', 'b'], 3)", "(['c', 'b', 'a', 'd'], 5)")
+
+
+def test_the_determinism_check_of_native_runs_sees_hash_order(tmp_path):
+    """analyse --determinism over natively traced runs: the variant runs natively with
+    another string-hash secret, so a run whose result is a set's order is not
+    deterministic, and one that is not is."""
+    from steptrace import trace
+    from steptrace.tracing._analysis import AnalysisOptions, analyse_store
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "set", "code": SET_ORDER, "input": ""}) + "\n"
+                      + json.dumps({"id": "plain", "code": PROGRAM, "input": "3"}) + "\n")
+    db = tmp_path / "n.duckdb"
+    trace(corpus, db, workers=1, backend="native", python=find_python(None, "3.13").executable)
+    analyse_store(db, AnalysisOptions(workers=1, determinism=True))
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT sample_id, deterministic, determinism_note FROM runs "
+                           "JOIN analyses USING (run_id) ORDER BY sample_id").fetchall() == [
+            ("plain", True, None), ("set", False, "return value differs")]
+
+
 @pytest.mark.parametrize("text, pure", [
     ("1, 'a', b=[2, (3,)], c={'k': {1, 2}}", True), ("-1.5, 2+3j, b'x', None", True),
     ("", True), ("a", False), ("1, *b", False), ("**{'a': 1}", False), ("(1).real", False),

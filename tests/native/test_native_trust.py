@@ -1,7 +1,9 @@
 """What a model wrote runs natively only as a pure literal checked on the host (status
 ``refused`` otherwise), wherever it would reach the native backend: ``trace`` of records
 marked ``model_written``, ``score``'s input checks of native runs and the reward service's;
-``repair`` and ``harvest``, which run what a model writes, refuse a native lock whole."""
+``repair``, which runs the code a model writes, refuses a native lock whole; ``harvest``
+runs a package's own code with a model's literal inputs, and takes one
+(tests/native/test_native_harvest.py)."""
 
 from __future__ import annotations
 
@@ -33,28 +35,34 @@ def test_trace_refuses_model_written_records_natively(tmp_path):
                {"id": "written", "code": PROGRAM, "input": "[1, 2]", "model_written": True},
                {"id": "written-text", "code": PROGRAM, "input": "[3]",
                 "model_written": "generate"},
-               {"id": "not-written", "code": PROGRAM, "input": "[4]", "model_written": False}]
+               {"id": "not-written", "code": PROGRAM, "input": "[4]", "model_written": False},
+               # harvest's: the code is given, only the inputs are a model's
+               {"id": "inputs", "code": PROGRAM, "inputs": ["[5]", "[6] * 2", "[1], k=frozenset()"],
+                "model_written": "inputs"}]
     corpus.write_text("".join(json.dumps(r) + "\n" for r in records))
     native = tmp_path / "native.duckdb"
     summary = st.trace(corpus, native, workers=1, backend="native", python="3.13")
-    assert dict(summary.by_status) == {"ok": 2, "refused": 2}
-    assert rows(native, "SELECT sample_id, status, output, exception_type, exception_message, "
-                        "line_steps, backend FROM runs ORDER BY sample_id") == [
-        ("given", "ok", "3", None, None, 2, "native"),
-        ("not-written", "ok", "4", None, None, 2, "native"),
-        ("written", "refused", None, None, WRITTEN, None, "native"),
-        ("written-text", "refused", None, None, WRITTEN, None, "native")]
+    assert dict(summary.by_status) == {"ok": 3, "refused": 4}
+    assert rows(native, "SELECT sample_id, input, status, output, exception_message, "
+                        "line_steps, backend FROM runs ORDER BY sample_id, input") == [
+        ("given", "[1, 2]", "ok", "3", None, 2, "native"),
+        ("inputs", "[1], k=frozenset()", "refused", None, NOT_LITERAL, None, "native"),
+        ("inputs", "[5]", "ok", "5", None, 2, "native"),
+        ("inputs", "[6] * 2", "refused", None, NOT_LITERAL, None, "native"),
+        ("not-written", "[4]", "ok", "4", None, 2, "native"),
+        ("written", "[1, 2]", "refused", None, WRITTEN, None, "native"),
+        ("written-text", "[3]", "refused", None, WRITTEN, None, "native")]
     assert rows(native, "SELECT count(*) FROM steps JOIN runs USING (run_id) "
                         "WHERE status = 'refused'") == [(0,)]
     # the same records under WASI: a model's code runs there (job isolation)
     wasi = tmp_path / "wasi.duckdb"
-    assert dict(st.trace(corpus, wasi, workers=1).by_status) == {"ok": 4}
+    assert dict(st.trace(corpus, wasi, workers=1).by_status) == {"exception": 1, "ok": 6}
     # the CLI says it on its summary, as any status
     cli = tmp_path / "cli.duckdb"
     out = ok("trace", corpus, "--db", cli, "--backend", "native", "--python", "3.13",
              "--workers", 1, "--format", "json", "--quiet")
     assert (json.loads(out)["by_status"], json.loads(out)["store"]) == (
-        {"ok": 2, "refused": 2}, {"ok": 2, "refused": 2})
+        {"ok": 3, "refused": 4}, {"ok": 3, "refused": 4})
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +118,7 @@ def test_the_reward_service_refuses_them_as_score(scored):
     assert refused["detail"] == f"refused: {NOT_LITERAL}"
 
 
-def test_repair_and_harvest_refuse_a_native_lock(tmp_path):
+def test_repair_refuses_a_native_lock(tmp_path):
     lock = tmp_path / "native.lock"
     lock.write_text(resolve(["toolz==1.0.0"], python=find_python(None, "3.13").minor).text)
     corpus = tmp_path / "c.jsonl"
@@ -122,8 +130,3 @@ def test_repair_and_harvest_refuse_a_native_lock(tmp_path):
         "repair runs the code a model writes, which the native backend refuses "
         "(docs/guides/sandbox.md): repair with a lock for the WASI guest (steptrace build "
         "--with ... --lock FILE)")
-    assert_one_line_error(
-        invoke("harvest", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-               "--lock", lock, "--out", tmp_path / "harvest"),
-        "harvest builds and traces with the WASI guest: give it a lock for it (steptrace "
-        "build --with ... --lock FILE), not a native lock")

@@ -103,6 +103,22 @@ def test_a_lock_round_trips_and_its_digest_is_its_text():
     assert len({build.cache_key(), build.cache_key(LOCK), build.cache_key(with_import)}) == 3
 
 
+def test_a_lock_of_local_wheels_names_their_directory_and_keys_the_guest_by_hashes():
+    """``# wheels: DIR`` (harvest --source): round-trips; the digest (the guest's key)
+    leaves it out, so the same pinned wheels elsewhere are the same guest."""
+    local = PackageLock(LOCK.packages, ("toolz.curried",), find_links="/srv/out/wheels")
+    assert local.text == LOCK_TEXT.replace(
+        LOCK_HEADER + "\n", LOCK_HEADER + "\n# wheels: /srv/out/wheels\n") + (
+        "# import: toolz.curried\n")
+    assert parse_lock(local.text) == local
+    moved = PackageLock(LOCK.packages, ("toolz.curried",), find_links="/elsewhere")
+    assert local.digest == moved.digest == PackageLock(LOCK.packages, ("toolz.curried",)).digest
+    assert build.cache_key(local) == build.cache_key(moved)
+    with pytest.raises(PackageError) as caught:
+        parse_lock(LOCK_TEXT + "# wheels: out/wheels\n", "in.lock")
+    assert str(caught.value) == "in.lock line 5: '# wheels:' needs an absolute directory"
+
+
 @pytest.mark.parametrize("text, message", [
     ("", "lock names no packages"),
     ("toolz==1.0.0\n", "lock line 1 is not 'name==version --hash=sha256:<64 hex>'"),
