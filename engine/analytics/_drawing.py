@@ -25,7 +25,9 @@ HEADER = 8  # bytes of each message's length, big-endian
 # a plot not back in this long is drawn here (a stuck drawing process never stops the
 # report; a large report's slowest plot takes two seconds)
 PATIENCE = 300.0
-WORKER = [sys.executable, "-m", "steptrace.analytics._drawing"]
+# -P: the working directory is not put on the path (a stray steptrace/ folder there must
+# not stand in for the package)
+WORKER = [sys.executable, "-P", "-m", "steptrace.analytics._drawing"]
 
 
 def _send(stream, payload: object) -> None:
@@ -64,7 +66,7 @@ class Drawing:
                 self._process = subprocess.Popen(WORKER, stdin=subprocess.PIPE,
                                                  stdout=subprocess.PIPE,
                                                  stderr=subprocess.DEVNULL)
-            except OSError:
+            except (OSError, TypeError, ValueError):  # no interpreter to start: drawn here
                 return
             threading.Thread(target=self._serve, daemon=True).start()
 

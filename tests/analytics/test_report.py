@@ -201,7 +201,25 @@ BROKEN_DRAWERS = {
                 "import sys; sys.stdin.buffer.read(8); sys.stdout.buffer.write(b'\\x00' * 7 + b'\\x05junk!')"],
     "missing": ["/nonexistent/steptrace-drawing"],
     "stuck": [sys.executable, "-c", "import time; time.sleep(600)"],
+    "no interpreter": [None, "-m", "steptrace.analytics._drawing"],  # sys.executable empty
 }
+
+
+def test_the_drawing_process_draws_what_the_report_would(stores):
+    """A plot the drawing process gives back (the report not drawing from its end of the
+    queue) is the SVG the report draws itself."""
+    from steptrace.analytics._figures import plot_svg
+    from steptrace.analytics._report import _run
+    from steptrace.analytics._report_filter import ReportFilter, open_filtered
+    with open_filtered(stores[1], ReportFilter()) as con:
+        result = _run(con, "runs_by_status", str(stores[1]))
+    there = drawing.Drawing(parallel=True)
+    try:
+        answer = there.submit("status", result).result(timeout=120)
+    finally:
+        there.close()
+    assert answer == ("ok", plot_svg("status", result))
+    assert answer[1].startswith("<svg")
 
 
 def test_every_section_has_its_drawing():
