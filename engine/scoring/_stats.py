@@ -81,58 +81,39 @@ def _splitmix64(state: np.uint64) -> tuple:
 
 def _bootstrap_means(scores: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """Means of ``resamples`` paired resamples of the rows of ``scores`` (samples ×
-    models; ``_resampled_means``). Scores that are all small whole numbers (a 0/1
-    pass@1 of one sample per task: most of a report) are resampled as bytes and summed
-    as integers (``_resampled_sums``): a fifth of the memory traffic, and the same means
-    to the bit (whole numbers add up exactly either way; each sum is divided by n once)."""
+    models; ``_resampled_sums``, each sum divided by n once). Scores that are all small
+    whole numbers (a 0/1 pass@1 of one sample per task: most of a report) are resampled
+    as bytes and summed as integers: a fifth of the memory traffic, and the same means to
+    the bit (whole numbers add up exactly either way)."""
     scores = np.ascontiguousarray(scores, dtype=np.float64)
-    if scores.size and np.all(scores == np.rint(scores)) and np.all(np.abs(scores) <= 127):
-        sums = _resampled_sums(scores.astype(np.int8), resamples, seed)
-        return sums / scores.shape[0]
-    return _resampled_means(scores, resamples, seed)
+    small = scores.size and np.all(scores == np.rint(scores)) and np.all(np.abs(scores) <= 127)
+    if small:
+        scores = scores.astype(np.int8)
+    sums = np.empty((resamples, scores.shape[1]), np.int64 if small else np.float64)
+    _resampled_sums(scores, seed, sums)
+    return sums / scores.shape[0]
 
 
 @numba.njit(cache=True, parallel=True)
-def _resampled_sums(scores: np.ndarray, resamples: int, seed: int) -> np.ndarray:
-    """``_resampled_means``'s draws over small whole scores (int8), summed as integers."""
+def _resampled_sums(scores: np.ndarray, seed: int, sums: np.ndarray) -> None:
+    """Fill ``sums`` (resamples × models, its dtype the accumulator's) with the sums of
+    resamples (with replacement) of the rows of ``scores`` (samples × models): one
+    resample draws the same sample indices for every model, so the models stay paired.
+    Row ``i`` of a resample is ``bits % n`` of the next splitmix64 output. splitmix64's
+    state is a counter (the k-th output mixes seed + k × the golden constant), so
+    resample ``r`` starts at its own state, seed + r·n·golden, and the resamples run in
+    parallel with the same draws as one after the other."""
     n, models = scores.shape
     un = np.uint64(n)
-    sums = np.empty((resamples, models), np.int64)
-    for r in numba.prange(resamples):
+    for r in numba.prange(sums.shape[0]):
         state = np.uint64(seed) + np.uint64(r) * un * _GOLDEN
-        total = np.zeros(models, np.int64)
+        total = np.zeros_like(sums[r])
         for _ in range(n):
             state, bits = _splitmix64(state)
             row = np.int64(bits % un)
             for m in range(models):
                 total[m] += scores[row, m]
-        for m in range(models):
-            sums[r, m] = total[m]
-    return sums
-
-
-@numba.njit(cache=True, parallel=True)
-def _resampled_means(scores: np.ndarray, resamples: int, seed: int) -> np.ndarray:
-    """Means of ``resamples`` resamples (with replacement) of the rows of ``scores``
-    (samples × models): one resample draws the same sample indices for every model, so
-    the models stay paired. Row ``i`` of a resample is ``bits % n`` of the next
-    splitmix64 output. splitmix64's state is a counter (the k-th output mixes seed + k ×
-    the golden constant), so resample ``r`` starts at its own state, seed + r·n·golden,
-    and the resamples run in parallel with the same draws as one after the other."""
-    n, models = scores.shape
-    un = np.uint64(n)
-    means = np.empty((resamples, models))
-    for r in numba.prange(resamples):
-        state = np.uint64(seed) + np.uint64(r) * un * _GOLDEN
-        total = np.zeros(models)
-        for _ in range(n):
-            state, bits = _splitmix64(state)
-            row = np.int64(bits % un)
-            for m in range(models):
-                total[m] += scores[row, m]
-        for m in range(models):
-            means[r, m] = total[m] / n
-    return means
+        sums[r] = total
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steptrace.scoring._stats import (_bootstrap_means, _resampled_means, _resampled_sums,
-                                      bootstrap_interval, incremental_consistency,
-                                      normalised_edit_distances, pass_at_k, pass_at_k_many,
+from steptrace.scoring._stats import (_bootstrap_means, _resampled_sums, bootstrap_interval,
+                                      incremental_consistency, normalised_edit_distances, pass_at_k, pass_at_k_many,
                                       probability_a_beats_b)
 from helpers.splitmix import python_splitmix64  # noqa: F401
 
@@ -106,19 +105,22 @@ def test_bootstrap_kernel_matches_python_twin(rows, seed, resamples):
 @given(st.lists(st.tuples(st.integers(-127, 127), st.sampled_from([0, 1]), st.integers(-1, 1)),
                 min_size=1, max_size=60),
        st.integers(0, 2**32), st.integers(1, 50))
-def test_whole_scores_take_the_integer_kernel_with_the_same_means_to_the_bit(rows, seed,
-                                                                             resamples):
+def test_whole_scores_summed_as_integers_give_the_same_means_to_the_bit(rows, seed,
+                                                                       resamples):
     """Small whole scores (0/1 pass@1, a difference of two) are summed as integers: the
     means are those of the float kernel and of the Python twin, exactly."""
     scores = np.array(rows, np.float64)
     means = _bootstrap_means(scores, resamples, seed)
-    assert np.array_equal(means, _resampled_means(scores, resamples, seed))
+    as_floats = np.empty((resamples, scores.shape[1]))
+    _resampled_sums(scores, seed, as_floats)
+    as_integers = np.empty((resamples, scores.shape[1]), np.int64)
+    _resampled_sums(scores.astype(np.int8), seed, as_integers)
+    assert np.array_equal(means, as_floats / len(rows))
+    assert np.array_equal(means, as_integers / len(rows))
     assert np.array_equal(means, python_bootstrap_means(scores, resamples, seed))
-    assert np.array_equal(means, _resampled_sums(scores.astype(np.int8), resamples, seed)
-                          / len(rows))
 
 
-def test_scores_past_a_byte_or_not_whole_take_the_float_kernel():
+def test_scores_past_a_byte_or_not_whole_are_summed_as_floats():
     for scores in (np.array([[128.0], [0.0], [1.0]]), np.array([[0.5], [1.0], [0.0]])):
         assert np.array_equal(_bootstrap_means(scores, 40, 3),
                               python_bootstrap_means(scores, 40, 3))
