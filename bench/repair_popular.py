@@ -83,8 +83,9 @@ def main() -> None:
     out = options.out or Path(tempfile.mkdtemp(prefix="repair-popular-"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    sites = [out / lock_path.stem for lock_path in LOCKS]
-    for lock_path, site in zip(LOCKS, sites):
+    locks = [LOCKS["popular_a"], LOCKS["popular_b"]]  # the packages PACKAGES names
+    sites = [out / lock_path.stem for lock_path in locks]
+    for lock_path, site in zip(locks, sites):
         if not site.is_dir():
             install(read_lock(lock_path), site)
     records, excerpts, modules = {}, Counter(), {}
