@@ -461,6 +461,12 @@ class TraceWriter:
         finally:
             con.close()
 
+    def detach(self) -> None:
+        """From now on open the store for each transaction and close it after, as with
+        ``con=None`` (the connection given stays the caller's to close): ``trace`` reads
+        the ids and records the guest through the connection it has open already."""
+        self.con = None
+
     def register_guest(self) -> None:
         """Record the guest build now, in a transaction of its own, instead of with the
         first commit: a trace does it while its workers start, so that its last commit,

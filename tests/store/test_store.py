@@ -431,8 +431,10 @@ def test_tracing_reads_the_corpus_a_few_chunks_ahead_of_the_workers(tmp_path, mo
     jobs to the workers) is never more than a few chunks ahead of the finished runs.
     200 jobs in chunks of 4 on 2 workers: at most (IN_FLIGHT + 1) chunks a worker waiting
     or queued, IN_FLIGHT a worker in flight and one being assembled, i.e. 11 chunks = 44
-    jobs, read ahead; the store gets every job once."""
+    jobs, read ahead; the store gets every job once. (A corpus this small is parsed once
+    and kept: the cap is lowered so that it is read again, as a large one is.)"""
     from steptrace.sandbox._pool import IN_FLIGHT
+    monkeypatch.setattr(tracing, "KEEP_PARSED_CHARS", 1000)
     corpus = tmp_path / "many.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"j{i}", "code": "def f(x):\n    return x\n",
                                           "input": str(i)}) + "\n" for i in range(200)))
@@ -460,3 +462,34 @@ def test_tracing_reads_the_corpus_a_few_chunks_ahead_of_the_workers(tmp_path, mo
     bound = 4 * ((IN_FLIGHT + 1) * 2 + IN_FLIGHT * 2 + 1)
     assert bound == 44 and 0 < max(ahead) <= bound, ahead
     assert sorted(int(r[0]) for r in query(db, "SELECT input FROM runs").rows) == list(range(200))
+
+
+def test_a_small_corpus_is_parsed_once_and_a_large_one_again(tmp_path, monkeypatch):
+    """The first pass keeps the jobs of a corpus whose texts fit ``KEEP_PARSED_CHARS``
+    and the second hands those to the workers; one over it by a character is read again.
+    The runs stored are the same either way."""
+    corpus = tmp_path / "few.jsonl"
+    code = "def f(x):\n    return x * 2\n"
+    corpus.write_text("".join(json.dumps({"id": f"j{i}", "code": code, "input": str(i)})
+                              + "\n" for i in range(10)))
+    size = sum(tracing._job_chars(job) for job in load_corpus(corpus).jobs)
+    assert size == 10 * len(code) + sum(len(str(i)) for i in range(10))
+    passes: list[int] = []
+    original = tracing.iter_corpus
+
+    def counting(path):
+        passes.append(0)
+        yield from original(path)
+
+    monkeypatch.setattr(tracing, "iter_corpus", counting)
+    stored = []
+    for cap, reads in ((size, 1), (size - 1, 2)):
+        monkeypatch.setattr(tracing, "KEEP_PARSED_CHARS", cap)
+        passes.clear()
+        db = tmp_path / f"cap{cap}.duckdb"
+        summary = trace_corpus(corpus, db, TraceOptions(workers=0))
+        assert (len(passes), summary.jobs, summary.traced) == (reads, 10, 10)
+        stored.append(query(db, "SELECT run_id, input, output, status FROM runs "
+                                "ORDER BY run_id").rows)
+    assert stored[0] == stored[1]
+    assert [row[1:] for row in stored[0]] == [(str(i), str(2 * i), "ok") for i in range(10)]
