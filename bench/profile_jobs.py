@@ -42,10 +42,13 @@ CRUXEVAL = ROOT.parent / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
 WARM_UP = 50
 
 
+CORPUS = CRUXEVAL  # --corpus
+
+
 def _requests() -> list[dict]:
     from steptrace.corpus._formats import load_corpus
     from steptrace.tracing._trace import job_request
-    return [job_request(job) for job in load_corpus(CRUXEVAL).jobs]
+    return [job_request(job) for job in load_corpus(CORPUS).jobs]
 
 
 class PhaseClock:
@@ -88,7 +91,8 @@ def host_section() -> None:
     clock.wrap(ffi, "wasmtime_store_delete", "instance drop (memory reset)")
     clock.wrap(JobFiles, "finish", "job directories")
     clock.wrap(_runtime, "checked_outcome", "result parsed and checked")
-    print("host: one Sandbox in this process, the 800 CRUXEval jobs, µs a job (wall)")
+    print(f"host: one Sandbox in this process, the {len(requests)} jobs of {CORPUS.name}, "
+          "µs a job (wall)")
     rows = {}
     for isolation in ("job", "batch"):
         with _runtime.Sandbox(limits, prepare(limits)) as sandbox:
@@ -230,9 +234,10 @@ def guest_section(python_asked: str | None) -> None:
             walls = [json.loads(p.communicate()[0])["wall"] for p in both]
             pairs.append(max(walls))
             del started
-        print(f"physical limit: the 800 natively, one process {statistics.median(singles):.3f} s "
-              f"({statistics.median(singles) / 800 * 1e6:.0f} µs a job), two processes at "
-              f"once {statistics.median(pairs):.3f} s (median of 5; the jobs' own loop only)")
+        single, pair = statistics.median(singles), statistics.median(pairs)
+        print(f"physical limit: the {len(payloads)} jobs natively, one process {single:.3f} s "
+              f"({single / len(payloads) * 1e6:.0f} µs a job), two processes at once "
+              f"{pair:.3f} s (median of 5; the jobs' own loop only)")
     print()
 
 
@@ -244,7 +249,11 @@ def main() -> None:
     parser.add_argument("--python", default=None,
                         help="the native CPython for the guest section (path or 3.N)")
     parser.add_argument("--section", action="append", choices=["host", "trace", "guest"])
+    parser.add_argument("--corpus", type=Path, default=CRUXEVAL,
+                        help="the jobs of the host and guest sections (default: CRUXEval)")
     args = parser.parse_args()
+    global CORPUS
+    CORPUS = args.corpus
     print(f"cores: {os.cpu_count()}   host python: {sys.version.split()[0]}   "
           f"load average: {os.getloadavg()[0]:.2f}")
     for name in args.section or ["host", "trace", "guest"]:
