@@ -227,8 +227,9 @@ def _trace(corpus: str | Path | Spooled | Records | Corpus, db: str | Path, opti
     """Two passes over the corpus, so that memory does not grow with its size (beyond its
     job and program keys and their ids, ~400 bytes a job): the first counts jobs, bad
     records and duplicates, asks the store which keys it holds and gives every job its
-    run id; the second reads the jobs again and hands the ones to trace to the workers a
-    few chunks at a time."""
+    run id; the second reads the jobs again (or takes the ones the first kept, for a
+    corpus under ``KEEP_PARSED_CHARS``) and hands the ones to trace to the workers a few
+    chunks at a time."""
     name = corpus.name if isinstance(corpus, (Spooled, Records)) else corpus
     summary = TraceSummary(corpus=corpus_name or str(name), db=str(db), notes=list(options.notes))
     from steptrace.sharding._plan import is_shard_directory
