@@ -400,15 +400,28 @@ def first_line(exc: BaseException) -> str:
 
 # DuckDB's own memory while the writer inserts (its default is 80% of the machine's RAM,
 # which it fills with cached blocks as a long trace is written): beyond it, DuckDB writes
-# blocks out and spills to a temporary directory beside the store.
-WRITER_MEMORY_LIMIT = "128MB"
+# blocks out and spills to a temporary directory beside the store. What cannot spill is
+# the indexes of the unique keys (run_key, program_key, ...): a commit holds them, and
+# they grow with the store: a commit of 1,000 synthetic runs into a store of 495,000
+# failed under 128 MB ("could not allocate block") and passed under 160 MB, ~200 bytes
+# a stored run. So the cap is a base for the batch plus twice that per run stored.
+WRITER_MEMORY_BASE = 256 << 20
+WRITER_MEMORY_PER_RUN = 512
+
+
+def writer_memory_limit(runs: int) -> str:
+    """DuckDB's ``memory_limit`` for a writer of a store that holds ``runs`` runs."""
+    return f"{(WRITER_MEMORY_BASE + WRITER_MEMORY_PER_RUN * max(runs, 0)) >> 20}MiB"
+
+
 # Held Arrow rows up to this size are combined into one chunk per table before the insert.
 COMBINE_BYTES = 8 << 20
 
 
 class TraceWriter:
     """Appends batches of traced runs to a store; assigns run and program ids. Sets the
-    DuckDB instance's ``memory_limit`` to ``WRITER_MEMORY_LIMIT``.
+    DuckDB instance's ``memory_limit`` to ``writer_memory_limit`` of the runs the store
+    holds and the runs being committed.
 
     Given a connection, it writes through it; given ``con=None`` it opens the store at
     ``path`` for each transaction and closes it after (``trace``): DuckDB lets one process
@@ -436,8 +449,10 @@ class TraceWriter:
         self._saved: tuple | None = None  # the ids' state before the first held add
         self.held_bytes = 0  # Arrow bytes of the held tables
         self.stored = 0  # runs committed by this writer
+        self._runs_before = 0  # runs the store held when the writer began
         try:
             with self._open() as con:
+                self._runs_before = con.execute("SELECT count(*) FROM runs").fetchone()[0]
                 self.next_run_id = con.execute(
                     "SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
                 self.next_program_id = con.execute(
@@ -456,7 +471,8 @@ class TraceWriter:
             return
         con = connect(self.path)
         try:
-            con.execute(f"SET memory_limit = '{WRITER_MEMORY_LIMIT}'")
+            runs = self._runs_before + self.stored + len(self._held_ids)
+            con.execute(f"SET memory_limit = '{writer_memory_limit(runs)}'")
             yield con
         finally:
             con.close()

@@ -493,3 +493,22 @@ def test_a_small_corpus_is_parsed_once_and_a_large_one_again(tmp_path, monkeypat
                                 "ORDER BY run_id").rows)
     assert stored[0] == stored[1]
     assert [row[1:] for row in stored[0]] == [(str(i), str(2 * i), "ok") for i in range(10)]
+
+
+def test_the_writers_memory_cap_grows_with_the_runs_the_store_holds(tmp_path):
+    """DuckDB must hold the unique keys' indexes to commit, and they grow with the store:
+    a fixed 128 MB cap made a million-run trace fail at 495,000 runs. The cap is a base
+    plus room per run the store holds and the runs being committed, set at every open."""
+    from steptrace.store._store import writer_memory_limit
+    assert writer_memory_limit(0) == "256MiB"
+    assert writer_memory_limit(495_232) == "497MiB"  # 256 MiB + 512 bytes a run
+    assert writer_memory_limit(1_000_000) == "744MiB"
+    db = tmp_path / "cap.duckdb"
+    trace_corpus(demo_corpus_path(), db, TraceOptions(workers=0))
+    stored = query(db, "SELECT count(*) FROM runs").rows[0][0]
+    assert stored > 0
+    writer = TraceWriter(None, path=db)
+    with writer._open() as con:
+        setting = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    expected = (256 << 20) + 512 * stored
+    assert setting == f"{expected >> 20}.0 MiB"
