@@ -51,7 +51,8 @@ from steptrace.benchmark._synth import write_synth  # noqa: E402
 from steptrace.tracing._trace import TraceOptions, trace_corpus  # noqa: E402
 from features_bench import features_in_child  # noqa: E402
 
-QUERY_TARGET_S, FEATURES_TARGET_S, RSS_TARGET_MB = 2.0, 60.0, 4096
+QUERY_TARGET_S, FEATURES_TARGET_S = 2.0, 60.0
+RSS_TARGET_MB = 2048  # the process tree while tracing: issue 37 (issue 19 asked for 4,096)
 
 
 def _rss_kb(pid: int) -> int:

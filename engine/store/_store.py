@@ -401,17 +401,25 @@ def first_line(exc: BaseException) -> str:
 # DuckDB's own memory while the writer inserts (its default is 80% of the machine's RAM,
 # which it fills with cached blocks as a long trace is written): beyond it, DuckDB writes
 # blocks out and spills to a temporary directory beside the store. What cannot spill is
-# the indexes of the unique keys (run_key, program_key, ...): a commit holds them, and
-# they grow with the store: a commit of 1,000 synthetic runs into a store of 495,000
-# failed under 128 MB ("could not allocate block") and passed under 160 MB, ~200 bytes
-# a stored run. So the cap is a base for the batch plus twice that per run stored.
+# the indexes of the primary and unique keys, which a commit must hold, and they grow
+# with the store: a commit of 1,000 synthetic runs into a store of 495,000 runs, as many
+# programs and 925,000 objects failed under 128 MB ("could not allocate block") and
+# passed under 160 MB. So the cap is a base for the batch plus room per key held: about
+# twice what that store needed for a text key (runs.run_key, programs.program_key) and
+# for an integer pair (objects, files).
 WRITER_MEMORY_BASE = 256 << 20
-WRITER_MEMORY_PER_RUN = 512
+WRITER_MEMORY_PER_TEXT_KEY = 256
+WRITER_MEMORY_PER_PAIR_KEY = 64
+_KEYS_HELD = ("SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM programs), "
+              "(SELECT count(*) FROM objects) + (SELECT count(*) FROM files)")
 
 
-def writer_memory_limit(runs: int) -> str:
-    """DuckDB's ``memory_limit`` for a writer of a store that holds ``runs`` runs."""
-    return f"{(WRITER_MEMORY_BASE + WRITER_MEMORY_PER_RUN * max(runs, 0)) >> 20}MiB"
+def writer_memory_limit(text_keys: int, pair_keys: int) -> str:
+    """DuckDB's ``memory_limit`` for a writer of a store whose key indexes hold
+    ``text_keys`` text keys and ``pair_keys`` integer pairs."""
+    needed = (WRITER_MEMORY_BASE + WRITER_MEMORY_PER_TEXT_KEY * max(text_keys, 0)
+              + WRITER_MEMORY_PER_PAIR_KEY * max(pair_keys, 0))
+    return f"{needed >> 20}MiB"
 
 
 # Held Arrow rows up to this size are combined into one chunk per table before the insert.
@@ -420,8 +428,8 @@ COMBINE_BYTES = 8 << 20
 
 class TraceWriter:
     """Appends batches of traced runs to a store; assigns run and program ids. Sets the
-    DuckDB instance's ``memory_limit`` to ``writer_memory_limit`` of the runs the store
-    holds and the runs being committed.
+    DuckDB instance's ``memory_limit`` to ``writer_memory_limit`` of the keys the store
+    holds (when it opens the store itself: the batch being committed fits the base).
 
     Given a connection, it writes through it; given ``con=None`` it opens the store at
     ``path`` for each transaction and closes it after (``trace``): DuckDB lets one process
@@ -449,10 +457,8 @@ class TraceWriter:
         self._saved: tuple | None = None  # the ids' state before the first held add
         self.held_bytes = 0  # Arrow bytes of the held tables
         self.stored = 0  # runs committed by this writer
-        self._runs_before = 0  # runs the store held when the writer began
         try:
             with self._open() as con:
-                self._runs_before = con.execute("SELECT count(*) FROM runs").fetchone()[0]
                 self.next_run_id = con.execute(
                     "SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchone()[0]
                 self.next_program_id = con.execute(
@@ -471,8 +477,8 @@ class TraceWriter:
             return
         con = connect(self.path)
         try:
-            runs = self._runs_before + self.stored + len(self._held_ids)
-            con.execute(f"SET memory_limit = '{writer_memory_limit(runs)}'")
+            text_keys, pair_keys = con.execute(_KEYS_HELD).fetchone()
+            con.execute(f"SET memory_limit = '{writer_memory_limit(text_keys, pair_keys)}'")
             yield con
         finally:
             con.close()

@@ -495,20 +495,23 @@ def test_a_small_corpus_is_parsed_once_and_a_large_one_again(tmp_path, monkeypat
     assert [row[1:] for row in stored[0]] == [(str(i), str(2 * i), "ok") for i in range(10)]
 
 
-def test_the_writers_memory_cap_grows_with_the_runs_the_store_holds(tmp_path):
-    """DuckDB must hold the unique keys' indexes to commit, and they grow with the store:
-    a fixed 128 MB cap made a million-run trace fail at 495,000 runs. The cap is a base
-    plus room per run the store holds and the runs being committed, set at every open."""
+def test_the_writers_memory_cap_grows_with_the_keys_the_store_holds(tmp_path):
+    """DuckDB must hold the key indexes to commit, and they grow with the store: a fixed
+    128 MB cap made a million-run trace fail at 495,232 runs. The cap is a base plus room
+    per text key (runs, programs) and integer pair (objects, files) held, set at every
+    open of the writer."""
     from steptrace.store._store import writer_memory_limit
-    assert writer_memory_limit(0) == "256MiB"
-    assert writer_memory_limit(495_232) == "497MiB"  # 256 MiB + 512 bytes a run
-    assert writer_memory_limit(1_000_000) == "744MiB"
+    assert writer_memory_limit(0, 0) == "256MiB"
+    # the store that failed: 495,232 runs and programs each, 925,535 objects
+    assert writer_memory_limit(2 * 495_232, 925_535) == "554MiB"
     db = tmp_path / "cap.duckdb"
     trace_corpus(demo_corpus_path(), db, TraceOptions(workers=0))
-    stored = query(db, "SELECT count(*) FROM runs").rows[0][0]
-    assert stored > 0
+    (runs, programs, objects, files), = query(
+        db, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM programs), "
+            "(SELECT count(*) FROM objects), (SELECT count(*) FROM files)").rows
+    assert runs > 0 and programs > 0 and objects > 0
     writer = TraceWriter(None, path=db)
     with writer._open() as con:
         setting = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-    expected = (256 << 20) + 512 * stored
+    expected = (256 << 20) + 256 * (runs + programs) + 64 * (objects + files)
     assert setting == f"{expected >> 20}.0 MiB"
