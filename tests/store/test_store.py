@@ -434,7 +434,7 @@ def test_tracing_reads_the_corpus_a_few_chunks_ahead_of_the_workers(tmp_path, mo
     jobs, read ahead; the store gets every job once. (A corpus this small is parsed once
     and kept: the cap is lowered so that it is read again, as a large one is.)"""
     from steptrace.sandbox._pool import IN_FLIGHT
-    monkeypatch.setattr(tracing, "KEEP_PARSED_CHARS", 1000)
+    monkeypatch.setattr(tracing, "KEEP_PARSED_SIZE", 1000)
     corpus = tmp_path / "many.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"j{i}", "code": "def f(x):\n    return x\n",
                                           "input": str(i)}) + "\n" for i in range(200)))
@@ -465,15 +465,15 @@ def test_tracing_reads_the_corpus_a_few_chunks_ahead_of_the_workers(tmp_path, mo
 
 
 def test_a_small_corpus_is_parsed_once_and_a_large_one_again(tmp_path, monkeypatch):
-    """The first pass keeps the jobs of a corpus whose texts fit ``KEEP_PARSED_CHARS``
-    and the second hands those to the workers; one over it by a character is read again.
-    The runs stored are the same either way."""
+    """The first pass keeps the jobs of a corpus that fits ``KEEP_PARSED_SIZE`` (texts
+    and a fixed overhead a job) and the second hands those to the workers; one over it
+    by a character is read again. The runs stored are the same either way."""
     corpus = tmp_path / "few.jsonl"
     code = "def f(x):\n    return x * 2\n"
     corpus.write_text("".join(json.dumps({"id": f"j{i}", "code": code, "input": str(i)})
                               + "\n" for i in range(10)))
-    size = sum(tracing._job_chars(job) for job in load_corpus(corpus).jobs)
-    assert size == 10 * len(code) + sum(len(str(i)) for i in range(10))
+    size = sum(tracing._kept_size(job) for job in load_corpus(corpus).jobs)
+    assert size == 10 * (512 + len(code)) + sum(len(str(i)) for i in range(10))
     passes: list[int] = []
     original = tracing.iter_corpus
 
@@ -484,7 +484,7 @@ def test_a_small_corpus_is_parsed_once_and_a_large_one_again(tmp_path, monkeypat
     monkeypatch.setattr(tracing, "iter_corpus", counting)
     stored = []
     for cap, reads in ((size, 1), (size - 1, 2)):
-        monkeypatch.setattr(tracing, "KEEP_PARSED_CHARS", cap)
+        monkeypatch.setattr(tracing, "KEEP_PARSED_SIZE", cap)
         passes.clear()
         db = tmp_path / f"cap{cap}.duckdb"
         summary = trace_corpus(corpus, db, TraceOptions(workers=0))
