@@ -12,10 +12,11 @@ Sections (all by default; each prints a table):
   wrapping the functions that do them (the wrappers cost ~1 µs each).
 * ``trace``: a whole ``trace_corpus`` of the 800 (2 workers) and of its first 10 (the
   fixed cost), the CPU seconds of the main process (corpus, store) and of its workers.
-* ``guest``: the guest tracer itself run natively in ``--python`` (no sandbox; the
-  request the sandbox sends, batch isolation's checks on), its phases timed by wrapping
-  tracer/job.py's functions; and the physical limit: the same 800 in one native process
-  and split over two processes at once (the native baseline of issue 37).
+* ``guest``: the guest tracer itself run natively in ``--python`` (no sandbox, so a
+  corpus other than CRUXEval needs ``--trusted``; the request the sandbox sends, batch
+  isolation's checks on), its phases timed by wrapping tracer/job.py's functions; and the
+  physical limit: the same jobs in one native process and split over two processes at
+  once (the native baseline of issue 37).
 
 The guest's own phases cannot be timed inside wasm without a timing build; the
 ``host`` section's guest call against the ``guest`` section's total is the price of
@@ -148,35 +149,26 @@ def trace_section() -> None:
     print()
 
 
-# Run by the native interpreter: the guest tracer in that process, no sandbox.
+# Run by the native interpreter: the guest tracer in that process, no sandbox (its
+# phases timed by this file's PhaseClock, imported there from bench/).
 _NATIVE = r'''
 import json, os, sys, time
-from collections import Counter
-TRACER, REQUESTS, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
-sys.path.insert(0, TRACER)
-seconds = Counter()
+BENCH, TRACER, REQUESTS, MODE = sys.argv[1:5]
+sys.path[:0] = [BENCH, TRACER]
+from profile_jobs import PhaseClock
+clock = PhaseClock()
 def _wrap_all():
     import job, guard, shared_state, wire, sysmon_tracer
-    clock = time.perf_counter
-    def wrap(owner, name, phase):
-        inner = getattr(owner, name)
-        def timed(*args, **kwargs):
-            started = clock()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                seconds[phase] += clock() - started
-        setattr(owner, name, timed)
     for name in ("run_job", "_run", "_call", "compile_call_arguments", "_compare",
                  "_collect", "_fill_trace"):
-        wrap(job, name, "job." + name)
-    wrap(wire, "encode", "wire.encode")
-    wrap(wire, "decode", "wire.decode")
+        clock.wrap(job, name, "job." + name)
+    clock.wrap(wire, "encode", "wire.encode")
+    clock.wrap(wire, "decode", "wire.decode")
     for name in ("enter", "leave", "wind_down", "exposed_changed"):
-        wrap(guard, name, "guard." + name)
+        clock.wrap(guard, name, "guard." + name)
     for name in ("reaches_shared_state", "restore_cheap", "cheap_changed", "changed"):
-        wrap(shared_state, name, "shared_state." + name)
-    wrap(sysmon_tracer, "tamper_reasons", "tracer.tamper_reasons")
+        clock.wrap(shared_state, name, "shared_state." + name)
+    clock.wrap(sysmon_tracer, "tamper_reasons", "tracer.tamper_reasons")
 def _entry():
     import guest
     made = guest.WitWorld()
@@ -188,18 +180,19 @@ entry = _entry()
 requests = open(REQUESTS).read().splitlines()
 for request in requests[:50]:
     entry.run(request)
-seconds.clear()
+clock.seconds.clear()
 started = time.perf_counter()
 for request in requests:
     entry.run(request)
 wall = time.perf_counter() - started
-os.write(1, json.dumps({"wall": wall, "jobs": len(requests), "phases": dict(seconds)}).encode())
+os.write(1, json.dumps({"wall": wall, "jobs": len(requests),
+                        "phases": dict(clock.seconds)}).encode())
 '''
 
 
 def _native(python: str, tracer: Path, requests: Path, mode: str) -> subprocess.Popen:
-    return subprocess.Popen([python, "-I", "-S", "-c", _NATIVE, str(tracer), str(requests), mode],
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([python, "-I", "-S", "-c", _NATIVE, str(Path(__file__).parent),
+                             str(tracer), str(requests), mode], stdout=subprocess.PIPE, text=True)
 
 
 def guest_section(python_asked: str | None) -> None:
@@ -251,9 +244,15 @@ def main() -> None:
     parser.add_argument("--section", action="append", choices=["host", "trace", "guest"])
     parser.add_argument("--corpus", type=Path, default=CRUXEVAL,
                         help="the jobs of the host and guest sections (default: CRUXEval)")
+    parser.add_argument("--trusted", action="store_true",
+                        help="run --corpus's programs natively in the guest section: no "
+                             "sandbox, no jail (for a corpus you would run yourself)")
     args = parser.parse_args()
     global CORPUS
     CORPUS = args.corpus
+    if "guest" in (args.section or ["guest"]) and CORPUS != CRUXEVAL and not args.trusted:
+        parser.error("the guest section runs the corpus's programs natively, unsandboxed: "
+                     "give --trusted for a corpus you trust, or --section host/trace")
     print(f"cores: {os.cpu_count()}   host python: {sys.version.split()[0]}   "
           f"load average: {os.getloadavg()[0]:.2f}")
     for name in args.section or ["host", "trace", "guest"]:
