@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steptrace.scoring._stats import (_bootstrap_means, _resampled_sums, bootstrap_interval,
-                                      incremental_consistency, normalised_edit_distances, pass_at_k, pass_at_k_many,
-                                      probability_a_beats_b)
+                                      incremental_consistency, normalised_edit_distances,
+                                      pass_at_k, pass_at_k_many, probability_a_beats_b)
 from helpers.splitmix import python_splitmix64  # noqa: F401
 
 MASK = (1 << 64) - 1
