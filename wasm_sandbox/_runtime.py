@@ -85,13 +85,13 @@ def engine_fingerprint(limits: Limits) -> str:
 
 
 # Bytes of a freed instance's linear memory the pooling allocator resets in place and keeps
-# mapped for the next instance in its slot: all of it (the guest's memory is ~18 MiB).
+# mapped for the next instance in its slot: all of it (the guest's memory is ~27 MiB).
 # Otherwise every page a fresh instance writes copy-on-write faults from the snapshot: ~500
 # faults for a CRUXEval check, ~750 for a traced job, ~2.4 µs each here and more when two
 # workers fault at once. Kept resident, the pages are copied back from the snapshot at
-# teardown instead: only the pages written, where wasmtime's PAGEMAP_SCAN reset is on
-# (memory_reset.py; ~600 pages, ~0.3 ms), else every page of the region (wasmtime-py 50's
-# default: one ~18 MiB copy, ~1.3 ms). With the whole-memory copy, one process: the same
+# teardown instead: only the pages the slot has written, where wasmtime's PAGEMAP_SCAN
+# reset is on (memory_reset.py; ~1,300 after the 800 CRUXEval jobs), else every page of
+# the region (wasmtime-py 50's default: one whole-memory copy, ~1.3 ms at 18 MiB). With the whole-memory copy, one process: the same
 # either way (~2.5 ms a check); two workers: 2.6 s against 3.1 s for the 2,343 checks of
 # bench/score_cruxeval.py, 1.87 s against 2.25 s (2 MiB kept) for tracing the 800
 # (bench/README.md). Linux only; elsewhere wasmtime ignores it.
