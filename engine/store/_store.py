@@ -404,10 +404,11 @@ def first_line(exc: BaseException) -> str:
 # the indexes of the primary and unique keys, which a commit must hold, and they grow
 # with the store: a commit of 1,000 synthetic runs into a store of 495,000 runs, as many
 # programs and 925,000 objects failed under 128 MB ("could not allocate block") and
-# passed under 160 MB. So the cap is a base for the batch plus room per key held: about
+# passed under 160 MB. So the cap is the 128 MB a small store always had (what bounds the
+# host's memory for one corpus line: bench/host_memory.py) plus room per key held: about
 # twice what that store needed for a text key (runs.run_key, programs.program_key) and
 # for an integer pair (objects, files).
-WRITER_MEMORY_BASE = 256 << 20
+WRITER_MEMORY_BASE = 128 << 20
 WRITER_MEMORY_PER_TEXT_KEY = 256
 WRITER_MEMORY_PER_PAIR_KEY = 64
 _KEYS_HELD = ("SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM programs), "
@@ -429,7 +430,7 @@ COMBINE_BYTES = 8 << 20
 class TraceWriter:
     """Appends batches of traced runs to a store; assigns run and program ids. Sets the
     DuckDB instance's ``memory_limit`` to ``writer_memory_limit`` of the keys the store
-    holds (when it opens the store itself: the batch being committed fits the base).
+    holds (when it opens the store itself).
 
     Given a connection, it writes through it; given ``con=None`` it opens the store at
     ``path`` for each transaction and closes it after (``trace``): DuckDB lets one process

@@ -501,9 +501,9 @@ def test_the_writers_memory_cap_grows_with_the_keys_the_store_holds(tmp_path):
     per text key (runs, programs) and integer pair (objects, files) held, set at every
     open of the writer."""
     from steptrace.store._store import writer_memory_limit
-    assert writer_memory_limit(0, 0) == "256MiB"
+    assert writer_memory_limit(0, 0) == "128MiB"  # the cap a small store always had
     # the store that failed: 495,232 runs and programs each, 925,535 objects
-    assert writer_memory_limit(2 * 495_232, 925_535) == "554MiB"
+    assert writer_memory_limit(2 * 495_232, 925_535) == "426MiB"
     db = tmp_path / "cap.duckdb"
     trace_corpus(demo_corpus_path(), db, TraceOptions(workers=0))
     (runs, programs, objects, files), = query(
@@ -513,5 +513,5 @@ def test_the_writers_memory_cap_grows_with_the_keys_the_store_holds(tmp_path):
     writer = TraceWriter(None, path=db)
     with writer._open() as con:
         setting = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-    expected = (256 << 20) + 256 * (runs + programs) + 64 * (objects + files)
+    expected = (128 << 20) + 256 * (runs + programs) + 64 * (objects + files)
     assert setting == f"{expected >> 20}.0 MiB"
