@@ -73,6 +73,7 @@ import pyarrow as pa
 from steptrace.analytics._statement_scan import StatementLines, statement_lines
 from steptrace.analytics._step_kernels import (line_coverage, longest_cycles, loop_depths,
                                                transition_counts)
+from steptrace.store._arrow import arrow_array
 from steptrace.store._store import StoreError, connect, first_line
 from steptrace.store._tables import RUN_FEATURES
 from steptrace.store._transaction import transaction
@@ -241,7 +242,7 @@ def warm_up() -> float:
     transition_counts(offsets, frames, lines)
     loop_depths(offsets, frames, lines)
     longest_cycles(offsets, frames, lines)
-    statement_lines(pa.array(["def f(x):\n    return x\n"]))
+    statement_lines(arrow_array(["def f(x):\n    return x\n"], pa.string()))
     line_coverage(offsets, lines, np.zeros(1, np.int64), np.array([0, 1], np.int64),
                   np.array([2], np.int32))
     return time.perf_counter() - started

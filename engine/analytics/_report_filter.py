@@ -20,6 +20,7 @@ import duckdb
 import pyarrow as pa
 
 from steptrace.errors import InputError
+from steptrace.store._arrow import arrow_array
 from steptrace.store._store import connect
 
 
@@ -80,7 +81,7 @@ def _views(con: duckdb.DuckDBPyConnection, source: str, present: set[str],
     conditions: dict[str, list[str]] = {"runs": [], "programs": [], "tasks": [],
                                         "predictions": [], "scores": []}
     if runs is not None:
-        con.register("report_runs", pa.table({"run_id": pa.array(runs, pa.int64())}))
+        con.register("report_runs", pa.table({"run_id": arrow_array(runs, pa.int64())}))
         conditions["runs"].append("run_id IN (SELECT run_id FROM report_runs)")
         conditions["programs"].append("program_id IN (SELECT program_id FROM runs)")
         conditions["tasks"].append("run_id IN (SELECT run_id FROM report_runs)")

@@ -32,6 +32,7 @@ from typing import Callable, Mapping
 import duckdb
 import pyarrow as pa
 
+from steptrace.store._arrow import arrow_array
 from steptrace.tracing._analysis import ensure_analysed
 from steptrace.store._store import StoreError, connect, first_line, has_table, shape_columns
 from steptrace.errors import InputError
@@ -349,7 +350,7 @@ def _where_kept(con: duckdb.DuckDBPyConnection, where: str) -> pa.Table:
                             ).fetchall()
     except duckdb.Error as exc:
         raise InputError(f"invalid --where condition {where!r}: {first_line(exc)}") from exc
-    return pa.table({"run_id": pa.array([row[0] for row in found], pa.int64())})
+    return pa.table({"run_id": arrow_array([row[0] for row in found], pa.int64())})
 
 
 # ---------------------------------------------------------------- per-row facts
@@ -417,10 +418,10 @@ def _program_facts(con) -> pa.Table:
     rows = con.execute("SELECT program_id, code, entry FROM programs").fetchall()
     facts = [program_facts(code, entry) for _, code, entry in rows]
     return pa.table({
-        "program_id": pa.array([row[0] for row in rows], pa.int64()),
-        "code_length": pa.array([f.code_length for f in facts], pa.int64()),
-        "unused_args": pa.array([f.unused_args for f in facts], pa.string()),
-        "imports": pa.array([f.imports for f in facts], pa.bool_()),
+        "program_id": arrow_array([row[0] for row in rows], pa.int64()),
+        "code_length": arrow_array([f.code_length for f in facts], pa.int64()),
+        "unused_args": arrow_array([f.unused_args for f in facts], pa.string()),
+        "imports": arrow_array([f.imports for f in facts], pa.bool_()),
     })
 
 
@@ -433,8 +434,8 @@ def _text_facts(con) -> pa.Table:
             programs[code] = printable(code)
     ok = [programs[code] and printable(text) and printable(output)
           for _, code, text, output in rows]
-    return pa.table({"run_id": pa.array([row[0] for row in rows], pa.int64()),
-                     "printable": pa.array(ok, pa.bool_())})
+    return pa.table({"run_id": arrow_array([row[0] for row in rows], pa.int64()),
+                     "printable": arrow_array(ok, pa.bool_())})
 
 
 # ---------------------------------------------------------------- writing the kept runs

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 import duckdb
 import pyarrow as pa
 
+from steptrace.store._arrow import arrow_array
 from steptrace.tasks._answers import extract_answer
 from steptrace.predictions._experiments import (PREDICTIONS_DDL, SCORES_DDL, Experiment, ExperimentError,
                                 check, check_label, default_label, drop_if_empty,
@@ -278,7 +279,7 @@ def check_runs(tasks: list[Task], db: str | Path) -> list[Task]:
                              "were made from")
     con = connect(db, read_only=True)
     try:
-        con.register("asked_runs", pa.table({"run_id": pa.array(
+        con.register("asked_runs", pa.table({"run_id": arrow_array(
             sorted({task.run.run_id for task in asked}), pa.int64())}))
         found = {run_id: (key, entry) for run_id, key, entry in con.execute(
             "SELECT r.run_id, r.run_key, p.entry FROM runs r JOIN asked_runs a USING (run_id) "
@@ -355,8 +356,8 @@ class PredictionStore:
         scores, and refuse the run if a task was asked under this label with another
         prompt. Returns the (task_id, sample_index) pairs stored without an error, and
         the number of rows deleted."""
-        wanted = pa.table({"task_id": pa.array(list(prompts), pa.string()),
-                           "prompt_sha256": pa.array(list(prompts.values()), pa.string())})
+        wanted = pa.table({"task_id": arrow_array(list(prompts), pa.string()),
+                           "prompt_sha256": arrow_array(list(prompts.values()), pa.string())})
         key = [experiment.model, experiment.label]
 
         def work() -> tuple[set[tuple[str, int]], int]:
@@ -409,7 +410,7 @@ class PredictionStore:
         same transaction if it is not recorded yet."""
         if not rows:
             return
-        table = pa.table({name: pa.array([getattr(r, name) for r in rows], kind)
+        table = pa.table({name: arrow_array([getattr(r, name) for r in rows], kind)
                           for name, kind in PREDICTION_TYPES.items()})
         columns = ", ".join(PREDICTION_COLUMNS)
 

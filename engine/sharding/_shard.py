@@ -33,6 +33,7 @@ from steptrace.sharding._plan import (MANIFEST, FORMAT, FORMAT_VERSION, MAX_DONE
                                       GuestMismatchError, Plan, ShardError, guest_path,
                                       own_path, program_id, read_guest, read_own, read_plan,
                                       read_shard_jobs, shard_name, write_atomic)
+from steptrace.store._arrow import arrow_array
 from steptrace.store._store import SCHEMA_VERSION, RunRows, TracedRun, run_matches
 from steptrace.sandbox._backends import identity
 from steptrace.tracing._trace import chunks, job_request
@@ -311,7 +312,7 @@ def _write_shard(directory: Path, plan: Plan, index: int, pool, work: Path, chun
     try:
         now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         files.write("guests", pa.table({"guest": [plan.guest.key], "lock": [plan.guest.lock],
-                                        "first_used": pa.array([now], pa.timestamp("us"))}))
+                                        "first_used": arrow_array([now], pa.timestamp("us"))}))
         seen_programs: set[str] = set()
         held: dict[int, list[tuple[int, Job]]] = {}
 

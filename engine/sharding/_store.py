@@ -38,6 +38,7 @@ from steptrace.sharding._check import check_shard_files
 from steptrace.sharding._plan import (COMPANION, check_path, is_shard_directory, read_plan,
                                       shard_name)
 from steptrace.sharding._shard import SHARD_TABLES
+from steptrace.store._arrow import arrow_array
 from steptrace.store._ids import block_base, held_between, place, stored_ids, top_id
 from steptrace.store._tables import CONNECT_TABLES, PROGRAMS, RUNS, Table
 
@@ -227,8 +228,8 @@ def import_shards(directory: str | Path, db: str | Path, force: bool = False) ->
                 raise StoreError(f"{directory}: two programs share an id (a key collision); "
                                  "trace them into a store instead")
             fresh = set(added)
-            con.register("program_map", pa.table({"old_id": pa.array(old_ids, pa.int64()),
-                                                  "new_id": pa.array(new_ids, pa.int64()),
+            con.register("program_map", pa.table({"old_id": arrow_array(old_ids, pa.int64()),
+                                                  "new_id": arrow_array(new_ids, pa.int64()),
                                                   "added": [o in fresh for o in old_ids]}))
             summary.programs_added = len(added)
             con.execute(f"INSERT INTO programs SELECT {_select(PROGRAMS, {'program_id': 'm.new_id'})} "

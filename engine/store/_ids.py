@@ -27,6 +27,8 @@ from typing import Callable, Iterable
 import duckdb
 import pyarrow as pa
 
+from steptrace.store._arrow import arrow_array
+
 
 @dataclass
 class CorpusIds:
@@ -127,7 +129,7 @@ def corpus_ids(con: duckdb.DuckDBPyConnection, order: CorpusOrder) -> CorpusIds:
 def stored_ids(con: duckdb.DuckDBPyConnection, table: str, key_column: str,
                id_column: str, keys: Iterable[str]) -> dict[str, int]:
     """The stored ids of ``keys`` (one query: the keys go in as an Arrow table)."""
-    wanted = pa.table({"wanted_key": pa.array(list(keys), pa.string())})
+    wanted = pa.table({"wanted_key": arrow_array(list(keys), pa.string())})
     con.register("wanted_keys", wanted)
     try:
         return dict(con.execute(f"SELECT t.{key_column}, t.{id_column} FROM {table} t "

@@ -33,6 +33,7 @@ from steptrace.corpus._formats import Job, Program, stdout_matches
 from steptrace.errors import StoreError
 from steptrace.predictions._experiments import upgrade as upgrade_experiment_tables
 from steptrace.corpus._text import file_kind
+from steptrace.store._arrow import arrow_array
 from steptrace.store._defaults import DEFAULT_DB  # noqa: F401  (re-exported)
 from steptrace.store._ids import CorpusIds
 from steptrace.sandbox._packages import PackageLock, parse_lock
@@ -772,7 +773,7 @@ class _Names:
         self.indices.extend(map(local.__getitem__, indices))
 
     def array(self) -> pa.DictionaryArray:
-        return pa.DictionaryArray.from_arrays(pa.array(self.indices, pa.int32()),
+        return pa.DictionaryArray.from_arrays(arrow_array(self.indices, pa.int32()),
                                               _strings(list(self.codes)))
 
 
@@ -856,9 +857,10 @@ class _StepRows(_Rows):
 
     def arrays(self) -> list[pa.Array]:
         types = _STEP_TYPES  # event and func: dictionary-encoded names (DuckDB: VARCHAR)
-        return [pa.array(self.run_id, types["run_id"]), pa.array(self.step, types["step"]),
-                self.event.array(), self.func.array(), pa.array(self.line, types["line"]),
-                pa.array(self.depth, types["depth"]), pa.array(self.frame, types["frame"])]
+        return [arrow_array(self.run_id, types["run_id"]),
+                arrow_array(self.step, types["step"]), self.event.array(), self.func.array(),
+                arrow_array(self.line, types["line"]), arrow_array(self.depth, types["depth"]),
+                arrow_array(self.frame, types["frame"])]
 
 
 class _StateRows(_Rows):
@@ -890,10 +892,11 @@ class _StateRows(_Rows):
 
     def arrays(self) -> list[pa.Array]:
         types = _STATE_TYPES  # var and type: dictionary-encoded names (DuckDB: VARCHAR)
-        return [pa.array(self.run_id, types["run_id"]), pa.array(self.step, types["step"]),
-                self.var.array(), _strings(self.value), self.type.array(),
-                pa.array(self.truncated, types["truncated"]),
-                pa.array(self.object_id, types["object_id"])]
+        return [arrow_array(self.run_id, types["run_id"]),
+                arrow_array(self.step, types["step"]), self.var.array(), _strings(self.value),
+                self.type.array(),
+                arrow_array(self.truncated, types["truncated"]),
+                arrow_array(self.object_id, types["object_id"])]
 
 
 class _TableRows(_Rows):
@@ -932,7 +935,7 @@ class _TableRows(_Rows):
     def arrays(self) -> list[pa.Array]:
         return [values.array() if isinstance(values, _Names)
                 else _strings(values) if column.arrow == pa.string()
-                else pa.array(values, column.arrow)
+                else arrow_array(values, column.arrow)
                 for column, values in zip(self.TABLE.columns, self.columns.values())]
 
 
@@ -979,7 +982,7 @@ _STATE_TYPES = STATES.arrow_types()
 
 def _arrow(columns: dict, types: dict) -> pa.Table:
     return pa.Table.from_arrays([_strings(columns[name]) if kind == pa.string()
-                                 else pa.array(columns[name], kind)
+                                 else arrow_array(columns[name], kind)
                                  for name, kind in types.items()], names=list(types))
 
 
@@ -987,10 +990,10 @@ def _strings(values: list) -> pa.Array:
     """Text from the guest may hold lone surrogates (a program can print one; the checked
     result keeps them): store them escaped (``\\ud800``) rather than lose the run."""
     try:
-        return pa.array(values, pa.string())
+        return arrow_array(values, pa.string())
     except (pa.ArrowException, UnicodeEncodeError):
-        return pa.array([None if v is None else v.encode("utf-8", "backslashreplace")
-                         .decode("utf-8") for v in values], pa.string())
+        return arrow_array([None if v is None else v.encode("utf-8", "backslashreplace")
+                            .decode("utf-8") for v in values], pa.string())
 
 
 @dataclass

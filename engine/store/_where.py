@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from steptrace.corpus._meta import meta_values
 from steptrace.errors import InputError
+from steptrace.store._arrow import arrow_array
 
 # ``meta.KEY`` or ``meta."KEY"`` in a condition: the key is a field of ``meta`` even when
 # no program has it (then NULL everywhere, not an unknown field).
@@ -117,7 +118,7 @@ def meta_column(texts: list[str | None], where: str) -> pa.Array:
         return pa.nulls(len(texts), pa.string())
     values = [meta_values(text) for text in texts]
     return pa.StructArray.from_arrays(
-        [pa.array([v.get(key) for v in values], pa.string()) for key in keys], names=keys)
+        [arrow_array([v.get(key) for v in values], pa.string()) for key in keys], names=keys)
 
 
 def run_meta(con: duckdb.DuckDBPyConnection, where: str) -> pa.Table:

@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from steptrace.corpus._text import user_file
 from steptrace.errors import InputError
+from steptrace.store._arrow import arrow_array
 from steptrace.store._store import StoreError, connect, first_line
 from steptrace.store._tables import TASKS
 from steptrace.tasks._candidates import Candidate, run_facts, select, settrace_facts
@@ -323,7 +324,7 @@ def _sort_key(task: Task) -> tuple:
 def tasks_arrow(tasks: list[Task]) -> pa.Table:
     """``tasks`` as rows of the tasks table, in their order."""
     # getattr, not dataclasses.asdict: asdict deep-copies every field of every task
-    return pa.table({name: pa.array([getattr(task, name) for task in tasks], TASK_TYPES[name])
+    return pa.table({name: arrow_array([getattr(task, name) for task in tasks], TASK_TYPES[name])
                      for name in TASK_COLUMNS})
 
 
@@ -334,7 +335,7 @@ def store_tasks(con: duckdb.DuckDBPyConnection, db: str | Path,
     tasks = sorted(tasks, key=_sort_key)
     incoming = tasks_arrow(tasks)
     order = pa.table({"task_id": incoming.column("task_id"),
-                      "ord": pa.array(range(len(tasks)), pa.int64())})
+                      "ord": arrow_array(range(len(tasks)), pa.int64())})
     updates = ", ".join(f"{c} = excluded.{c}" for c in TASK_COLUMNS[1:] if c != "created_at")
     try:
         con.execute(TASKS.ddl())

@@ -32,6 +32,7 @@ import duckdb
 import pyarrow as pa
 
 from steptrace.corpus._formats import guest_request
+from steptrace.store._arrow import arrow_array
 from steptrace.store._store import (FINISHED_STATUSES, MEMORY_ADDRESS, StoreError,
                                     analysis_missing, connect, first_line, guest_locks)
 from steptrace.store._tables import ANALYSES, BRANCHES
@@ -316,7 +317,7 @@ def _sorted(rows: Iterator[tuple]) -> list[tuple]:
 
 
 def _stored_digests(con, run_ids: list[int]) -> dict[int, dict]:
-    con.register("wanted", pa.table({"run_id": pa.array(run_ids, pa.int64())}))
+    con.register("wanted", pa.table({"run_id": arrow_array(run_ids, pa.int64())}))
     wanted = "WHERE run_id IN (SELECT run_id FROM wanted)"
     try:
         steps = con.execute("SELECT run_id, event, func, line, depth, frame FROM steps "
@@ -400,8 +401,9 @@ def _store_determinism(con, db, runs: list[StoredRun], results: list[dict],
         notes.append(note)
         summary.determinism_checked += 1
         summary.nondeterministic += note is not None
-    table = pa.table({"run_id": pa.array(ids, pa.int64()), "deterministic": pa.array(flags),
-                      "note": pa.array(notes, pa.string())})
+    table = pa.table({"run_id": arrow_array(ids, pa.int64()),
+                      "deterministic": arrow_array(flags, pa.bool_()),
+                      "note": arrow_array(notes, pa.string())})
     try:
         con.register("checked", table)
         with transaction(con):
@@ -423,7 +425,7 @@ def _commit(con, db, tables: list[tuple[str, dict, dict]]) -> None:
     try:
         with transaction(con):
             for name, types, columns in tables:
-                table = pa.table({column: pa.array(values, types[column])
+                table = pa.table({column: arrow_array(values, types[column])
                                   for column, values in columns.items()})
                 if table.num_rows:
                     con.register("incoming", table)
