@@ -12,6 +12,10 @@ when nothing else is running).
 ``--baseline-steptrace PATH`` times another checkout's installed ``steptrace`` in the same
 run (e.g. /work/main/.venv/bin/steptrace, the code before a change): every round runs each
 command once with each executable, alternating which goes first, so both see the same load.
+``--trace-samples N`` also times a whole ``steptrace trace`` of the first N CRUXEval samples
+into a new store (default two workers), ``--trace-runs`` times per executable, alternating
+as above: a trace's fixed cost as a user meets it (imports, workers, the sandbox, the
+store), with no target of its own; each executable's ratio to the baseline's median.
 Figures go to bench/README.md by hand, with the date and the machine.
 """
 
@@ -24,10 +28,12 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 TARGET_S = 0.25
+CRUXEVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "cruxeval" / "cruxeval.jsonl"
 COMMANDS = (("--help",), ("--version",), ("trace", "--help"), ("sql", "--help"))
 
 
@@ -56,6 +62,24 @@ def measure(executables: dict[str, Path], runs: int, warmup: int) -> dict[tuple[
     return times
 
 
+def measure_trace(executables: dict[str, Path], samples: int, runs: int) -> dict[str, list[float]]:
+    """``{name: [seconds, ...]}`` of ``steptrace trace`` of the first ``samples`` CRUXEval
+    samples into a new store, each round alternating which executable goes first (one
+    untimed round first)."""
+    times: dict[str, list[float]] = {name: [] for name in executables}
+    names = list(executables)
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "first.jsonl"
+        corpus.write_text("".join(CRUXEVAL.read_text().splitlines(keepends=True)[:samples]))
+        for round_ in range(runs + 1):
+            for name in names if round_ % 2 == 0 else names[::-1]:
+                db = Path(tmp) / f"{name}-{round_}.duckdb"
+                seconds = time_once(executables[name], ("trace", str(corpus), "--db", str(db)))
+                if round_:
+                    times[name].append(seconds)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steptrace", type=Path, default=Path(sys.executable).parent / "steptrace",
@@ -64,6 +88,9 @@ def main() -> None:
                         help="Another checkout's steptrace, timed in the same run.")
     parser.add_argument("--runs", type=int, default=30, help="Timed runs per command.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed runs per command first.")
+    parser.add_argument("--trace-samples", type=int, default=0,
+                        help="Also time a trace of the first N CRUXEval samples [default: 0, not].")
+    parser.add_argument("--trace-runs", type=int, default=7, help="Timed traces per executable.")
     options = parser.parse_args()
     executables = {"this checkout": options.steptrace}
     if options.baseline_steptrace is not None:
@@ -74,6 +101,8 @@ def main() -> None:
 
     load_before = os.getloadavg()
     times = measure(executables, options.runs, options.warmup)
+    traces = (measure_trace(executables, options.trace_samples, options.trace_runs)
+              if options.trace_samples else {})
     load_after = os.getloadavg()
 
     print(f"{dt.date.today()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -97,6 +126,17 @@ def main() -> None:
         failed |= median > TARGET_S
         print(f"| `steptrace {command}` | " + " | ".join(cells)
               + f" | {TARGET_S:.2f} s | {'yes' if median <= TARGET_S else 'NO'} |")
+    if traces:
+        medians = {name: statistics.median(seconds) for name, seconds in traces.items()}
+        base = medians.get("baseline")
+        print(f"\n`steptrace trace` of the first {options.trace_samples} CRUXEval samples, "
+              f"a new store, {options.trace_runs} runs each (after one untimed):\n")
+        print("| executable | median | min-max | / baseline |")
+        print("|---|---:|---:|---:|")
+        for name, seconds in traces.items():
+            ratio = f"{medians[name] / base:.2f}x" if base else ""
+            print(f"| {name} | {medians[name]:.3f} s | {min(seconds):.3f}-{max(seconds):.3f} s "
+                  f"| {ratio} |")
     sys.exit(1 if failed else 0)
 
 
