@@ -8,7 +8,10 @@ writes the store (``trace``'s main process among them) although no value it conv
 a pandas object. :func:`arrow_array` builds the column types the store's tables use from
 buffers instead (``pa.Array.from_buffers``, the route pyarrow's maintainers give for
 buffer-backed values in apache/arrow#38137), which never reaches the probe; any other
-type, or values it does not take as they are, go to ``pa.array`` as before.
+type, or values it does not take as they are, go to ``pa.array`` as before, and so does
+everything once pandas is imported anyway (the probe then costs nothing, and pyarrow's
+converter, one C++ pass, is faster than these few passes over a list: a long trace's
+main process spends a few per cent more CPU here, bench/README.md).
 
 The arrays are equal to ``pa.array``'s (tests/store/test_arrow.py compares them), and a
 value ``pa.array`` refuses is refused here too: each fast path either takes every value
@@ -18,18 +21,18 @@ as pyarrow would or gives up and lets ``pa.array`` decide.
 from __future__ import annotations
 
 import datetime as dt
+import operator
+import sys
 from array import array as _buffer
-from itertools import accumulate, compress
-from typing import Sequence
+from functools import partial
+from itertools import compress, repeat
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["arrow_array"]
+__all__ = ["arrow_array", "from_buffers"]
 
-# Fixed-width types and the ``array`` type code whose items have their width and meaning.
-_FIXED = {pa.int64(): "q", pa.int32(): "i", pa.float64(): "d"}
-_TEXT = {pa.string(): str, pa.binary(): bytes}
 _TIMESTAMP_US = pa.timestamp("us")
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = _EPOCH.replace(tzinfo=dt.timezone.utc)
@@ -47,36 +50,63 @@ def arrow_array(values: Sequence, kind: pa.DataType) -> pa.Array:
     ``pa.array``."""
     if not isinstance(values, (list, tuple, range)):
         values = list(values)
+    if "pandas" not in sys.modules:  # else imported by someone else: the probe is free
+        built = from_buffers(values, kind)
+        if built is not None:
+            return built
+    return pa.array(values, kind)
+
+
+def from_buffers(values: Sequence, kind: pa.DataType) -> pa.Array | None:
+    """``values`` (a list, tuple or range) as an array of ``kind`` built from buffers,
+    equal to ``pa.array(values, kind)``; None for a type or a value it does not take as
+    pyarrow would (which includes every value ``pa.array`` refuses)."""
     try:
         return _build(values, kind)
     except _Refused:
-        return pa.array(values, kind)
+        return None
 
 
 def _build(values: Sequence, kind: pa.DataType) -> pa.Array:
-    if kind in _FIXED:
-        return _fixed(values, kind, _FIXED[kind])
-    if kind in _TEXT:
-        return _text(values, kind, _TEXT[kind])
-    if kind == pa.bool_():
-        return _booleans(values)
-    if kind == _TIMESTAMP_US:
-        return _timestamps(values)
-    raise _Refused
+    build = _BUILDERS.get(kind)
+    if build is None:
+        raise _Refused
+    return build(values, kind)
 
 
-def _validity(values: Sequence) -> tuple[int, pa.Buffer | None]:
-    """The null count and the validity bitmap (``None`` when nothing is null)."""
-    nulls = values.count(None)
-    if not nulls:
-        return 0, None
-    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
-    return nulls, pa.py_buffer(np.packbits(present, bitorder="little"))
+class _Nulls(NamedTuple):
+    """Where a column's nulls are: their count, Arrow's validity bitmap and the non-null
+    values (``None`` and the values themselves when nothing is null), and a mask of the
+    non-null places (numpy bools) to put per-value items back in their rows."""
+
+    count: int
+    validity: pa.Buffer | None
+    present: Sequence
+    mask: np.ndarray | None
+
+
+def _nulls(values: Sequence) -> _Nulls:
+    count = values.count(None)
+    if not count:
+        return _Nulls(0, None, values, None)
+    flags = bytes(map(operator.is_not, values, repeat(None)))
+    mask = np.frombuffer(flags, dtype=bool)
+    return _Nulls(count, pa.py_buffer(np.packbits(mask, bitorder="little")),
+                  list(compress(values, flags)), mask)
+
+
+def _in_rows(items: np.ndarray, nulls: _Nulls) -> np.ndarray:
+    """``items`` of the non-null values, with zeros in the null rows."""
+    if nulls.mask is None:
+        return items
+    full = np.zeros(len(nulls.mask), dtype=items.dtype)
+    full[nulls.mask] = items
+    return full
 
 
 def _fixed(values: Sequence, kind: pa.DataType, code: str) -> pa.Array:
-    nulls, validity = _validity(values)
-    present = [0 if v is None else v for v in values] if nulls else values
+    nulls = _nulls(values)
+    present = nulls.present
     # ``array`` takes exactly what pyarrow takes here, bar bools (pyarrow refuses them as
     # numbers) and, for float64, ints beyond 2**53 (pyarrow refuses what it cannot hold).
     if not set(map(type, present)) <= ({float, int} if code == "d" else {int}):
@@ -84,49 +114,54 @@ def _fixed(values: Sequence, kind: pa.DataType, code: str) -> pa.Array:
     if code == "d" and any(abs(v) > 1 << 53 for v in present if type(v) is int):
         raise _Refused
     try:
-        data = _buffer(code, present)
+        items = np.frombuffer(_buffer(code, present), dtype=code)
     except OverflowError:
         raise _Refused from None
-    return pa.Array.from_buffers(kind, len(values), [validity, pa.py_buffer(data)], nulls)
+    return pa.Array.from_buffers(kind, len(values),
+                                 [nulls.validity, pa.py_buffer(_in_rows(items, nulls))],
+                                 nulls.count)
 
 
 def _booleans(values: Sequence) -> pa.Array:
-    nulls, validity = _validity(values)
-    if not set(map(type, values)) <= {bool, type(None)}:
+    nulls = _nulls(values)
+    if not set(map(type, nulls.present)) <= {bool}:
         raise _Refused
-    bits = np.packbits(np.fromiter((v is True for v in values), dtype=bool,
-                                   count=len(values)), bitorder="little")
-    return pa.Array.from_buffers(pa.bool_(), len(values), [validity, pa.py_buffer(bits)],
-                                 nulls)
+    bits = np.packbits(np.frombuffer(bytes(map(operator.is_, values, repeat(True))),
+                                     dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(values), [nulls.validity, pa.py_buffer(bits)],
+                                 nulls.count)
 
 
 def _text(values: Sequence, kind: pa.DataType, item: type) -> pa.Array:
-    nulls, validity = _validity(values)
-    present = list(compress(values, (v is not None for v in values))) if nulls else values
+    nulls = _nulls(values)
+    present = nulls.present
     if not set(map(type, present)) <= {item}:
         raise _Refused
+    pieces = present
     if item is str:
         joined = "".join(present)
-        if joined.isascii():  # a character is a byte: the offsets are the lengths
-            data, sizes = joined.encode("ascii"), map(len, values if not nulls else
-                                                       (v or "" for v in values))
+        if joined.isascii():  # a character is a byte: the lengths are the characters
+            data = joined.encode("ascii")
         else:
             try:
-                encoded = [b"" if v is None else v.encode("utf-8") for v in values]
+                pieces = list(map(str.encode, present))
             except UnicodeEncodeError:  # a lone surrogate: pyarrow's error, not this one
                 raise _Refused from None
-            data, sizes = b"".join(encoded), map(len, encoded)
+            data = b"".join(pieces)
     else:
-        data, sizes = b"".join(present), map(len, (v or b"" for v in values))
+        data = b"".join(present)
     if len(data) > _INT32_MAX:  # pyarrow splits it into chunks: let it
         raise _Refused
-    offsets = _buffer("i", accumulate(sizes, initial=0))
-    return pa.Array.from_buffers(kind, len(values),
-                                 [validity, pa.py_buffer(offsets), pa.py_buffer(data)], nulls)
+    # (no sum overflows: the lengths add up to len(data))
+    sizes = _in_rows(np.fromiter(map(len, pieces), dtype=np.int32, count=len(pieces)), nulls)
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    return pa.Array.from_buffers(kind, len(values), [nulls.validity, pa.py_buffer(offsets),
+                                                     pa.py_buffer(data)], nulls.count)
 
 
 def _timestamps(values: Sequence) -> pa.Array:
-    nulls, validity = _validity(values)
+    nulls = _nulls(values)
     micros = []
     for value in values:
         if value is None:
@@ -138,4 +173,18 @@ def _timestamps(values: Sequence) -> pa.Array:
         else:
             raise _Refused
     return pa.Array.from_buffers(_TIMESTAMP_US, len(values),
-                                 [validity, pa.py_buffer(_buffer("q", micros))], nulls)
+                                 [nulls.validity, pa.py_buffer(_buffer("q", micros))],
+                                 nulls.count)
+
+
+# Each type the store's tables use, and how its array is built (a fixed-width type with
+# the ``array`` type code whose items have its width and meaning).
+_BUILDERS = {
+    pa.int64(): partial(_fixed, code="q"),
+    pa.int32(): partial(_fixed, code="i"),
+    pa.float64(): partial(_fixed, code="d"),
+    pa.string(): partial(_text, item=str),
+    pa.binary(): partial(_text, item=bytes),
+    pa.bool_(): lambda values, kind: _booleans(values),
+    _TIMESTAMP_US: lambda values, kind: _timestamps(values),
+}

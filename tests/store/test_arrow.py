@@ -13,20 +13,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steptrace.store._arrow import arrow_array
+from steptrace.store._arrow import arrow_array, from_buffers
 
 INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
 
-def same_as_pyarrow(values, kind: pa.DataType) -> None:
-    """``arrow_array`` gives ``pa.array``'s array, or fails where ``pa.array`` fails."""
+def same_as_pyarrow(values, kind: pa.DataType, built_here: bool = True) -> None:
+    """The array built from buffers is ``pa.array``'s, and none is built where
+    ``pa.array`` fails; ``built_here``: values of the types and kinds the buffers take
+    (so that a path that refused everything would fail). This process has pandas
+    imported by then, so ``arrow_array`` itself would only call ``pa.array``: the
+    buffers are called directly."""
     try:
         expected = pa.array(values, kind)
     except Exception:
-        with pytest.raises(Exception):
-            arrow_array(values, kind)
+        assert from_buffers(values, kind) is None
         return
-    built = arrow_array(values, kind)
+    built = from_buffers(values, kind)
+    assert (built is not None) == built_here
+    if built is None:
+        return
     built.validate(full=True)
     assert built.type == kind
     assert built.equals(expected)
@@ -93,9 +99,16 @@ def test_timestamp_columns_are_pyarrows(values):
     ([5, None], pa.timestamp("us")),              # a number as microseconds
 ])
 def test_edge_values_get_pyarrows_answer(values, kind):
-    """The fast paths take only values they convert as pyarrow does; the rest get
-    pyarrow's own array or error."""
-    same_as_pyarrow(values, kind)
+    """The buffers take no value they would convert otherwise than pyarrow: such values
+    get pyarrow's own array or error."""
+    same_as_pyarrow(values, kind, built_here=False)
+    try:
+        expected = pa.array(values, kind)
+    except Exception:
+        with pytest.raises(Exception):
+            arrow_array(values, kind)
+    else:
+        assert arrow_array(values, kind).equals(expected)
 
 
 @pytest.mark.parametrize("values, kind, expected", [
@@ -108,6 +121,10 @@ def test_ranges_tuples_iterators_and_other_types(values, kind, expected):
     array = arrow_array(values, kind)
     assert array.type == kind
     assert array.to_pylist() == expected
+    if isinstance(values, (range, tuple)):  # the buffers take them as they are
+        assert from_buffers(values, kind).to_pylist() == expected
+    if isinstance(kind, pa.ListType):  # not a type the buffers build
+        assert from_buffers(values, kind) is None
 
 
 PROBE = """
