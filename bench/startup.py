@@ -13,9 +13,10 @@ when nothing else is running).
 run (e.g. /work/main/.venv/bin/steptrace, the code before a change): every round runs each
 command once with each executable, alternating which goes first, so both see the same load.
 ``--trace-samples N`` also times a whole ``steptrace trace`` of the first N CRUXEval samples
-into a new store (default two workers), ``--trace-runs`` times per executable, alternating
-as above: a trace's fixed cost as a user meets it (imports, workers, the sandbox, the
-store), with no target of its own; each executable's ratio to the baseline's median.
+into a new store (its default workers: one per CPU), ``--trace-runs`` times per
+executable, alternating as above: a trace's fixed cost as a user meets it (imports,
+workers, the sandbox, the store), with no target of its own; each executable's ratio to
+the baseline's median.
 Figures go to bench/README.md by hand, with the date and the machine.
 """
 
