@@ -454,11 +454,10 @@ class TraceWriter:
         self._guest = guest
         self._ids = ids
         self._held: list[tuple] = []  # (runs, steps, states, programs, objects, attributes,
-        #                               global_states, settrace_lines, files) tables
-        self._rows: RunRows | None = None  # held runs not yet turned into Arrow
+        #                               global_states, settrace_lines, files) tables per add
         self._held_ids: list[int] = []  # the run ids of the held runs
         self._saved: tuple | None = None  # the ids' state before the first held add
-        self._arrow_bytes = 0  # Arrow bytes of the held tables
+        self.held_bytes = 0  # Arrow bytes of the held tables
         self.stored = 0  # runs committed by this writer
         try:
             with self._open() as con:
@@ -516,49 +515,24 @@ class TraceWriter:
         """Runs added and not yet committed."""
         return len(self._held_ids)
 
-    # Held runs are turned into Arrow this many at a time (or once their rows reach
-    # ``most_bytes``), not chunk by chunk: each column's conversion has a fixed cost
-    # (~10 µs), which for a chunk of 16 CRUXEval runs was most of it (~60 columns).
-    CONVERT_RUNS = 256
-
     def add(self, batch: Iterable[TracedRun], most_bytes: int | None = None) -> int:
-        """Take the runs of ``batch`` (giving run and program ids) into rows held for the
-        next :meth:`commit`, turned into Arrow every ``CONVERT_RUNS`` runs; return how
-        many runs were taken. ``trace_corpus`` adds each chunk as it comes back, while the
-        workers run on, so that its last commit mostly inserts. ``batch`` is read once, a
-        run at a time: an iterator that makes each run's result as it is reached holds one
-        large result at a time. With ``most_bytes`` the runs taken stop once the rows not
-        yet in Arrow reach it (counted every ``_Rows.FLUSH_ROWS`` rows of a table): the
-        rest of an iterator is left for the next call."""
+        """Turn ``batch`` into Arrow rows now (giving run and program ids) and hold them for
+        the next :meth:`commit`; return how many runs were taken. ``trace_corpus`` adds each
+        chunk as it comes back, while the workers run on, so that its last commit only
+        inserts. ``batch`` is read once, a run at a time: an iterator that makes each
+        run's result as it is reached holds one large result at a time. With
+        ``most_bytes`` the runs taken stop once their Arrow rows reach it (counted every
+        ``_Rows.FLUSH_ROWS`` rows): the rest of an iterator is left for the next call."""
         saved = self._saved
         if saved is None:
             self._saved = (self.next_run_id, self.next_program_id, dict(self.program_ids))
-        rows = self._rows if self._rows is not None else RunRows()
-        rows.now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)  # traced_at
-        count = self._take(batch, rows, most_bytes)
-        self._rows = rows if rows.count else None
+        count, tables = self._tables(batch, most_bytes)
         if not count:
             self._saved = saved
             return 0
-        if rows.count >= self.CONVERT_RUNS or (most_bytes is not None
-                                               and rows.nbytes >= most_bytes):
-            self._convert()
-        return count
-
-    @property
-    def held_bytes(self) -> int:
-        """Arrow bytes of the held runs (of the rows not yet turned into Arrow, the
-        ``_Rows.FLUSH_ROWS`` pieces made so far)."""
-        return self._arrow_bytes + (self._rows.nbytes if self._rows is not None else 0)
-
-    def _convert(self) -> None:
-        """The held rows not yet in Arrow turned into Arrow tables."""
-        if self._rows is None:
-            return
-        tables = self._rows.tables()
-        self._rows = None
         self._held.append(tables)
-        self._arrow_bytes += sum(table.get_total_buffer_size() for table in tables)
+        self.held_bytes += sum(table.get_total_buffer_size() for table in tables)
+        return count
 
     def commit(self, keep_if_busy: bool = False) -> list[int] | None:
         """Store the held runs in one transaction; return their run ids. When it fails
@@ -566,7 +540,7 @@ class TraceWriter:
         store another process holds past ``lock_wait_s()``: with ``keep_if_busy`` (a
         commit that can come later) None, the runs staying held for the next commit,
         else StoreLockedError."""
-        if not self._held and self._rows is None:
+        if not self._held:
             return []
         with ExitStack() as stack:
             try:
@@ -581,13 +555,12 @@ class TraceWriter:
         # Many small pieces are combined first (DuckDB inserts one Arrow chunk faster than
         # fifty: 20 ms for CRUXEval's 800 runs); large held rows are inserted as they are,
         # since combining copies every one of them at the moment the most is held.
-        self._convert()
         combine = self.held_bytes <= COMBINE_BYTES
         tables = [pa.concat_tables(parts).combine_chunks() if combine else pa.concat_tables(parts)
                   for parts in zip(*self._held)]
         saved = self._saved
         run_ids = self._held_ids
-        self._held, self._held_ids, self._saved, self._arrow_bytes = [], [], None, 0
+        self._held, self._held_ids, self._saved, self.held_bytes = [], [], None, 0
         try:
             with transaction(con):
                 if self._guest is not None:
@@ -648,20 +621,23 @@ class TraceWriter:
         self.next_run_id += 1
         return self.next_run_id - 1
 
-    def _take(self, batch: Iterable[TracedRun], rows: "RunRows",
-              most_bytes: int | None = None) -> int:
-        """The number of runs taken from ``batch`` into ``rows``, giving each run its id
-        (``_run_id``, noted in ``_held_ids``) and new programs theirs."""
-        taken = 0
+    def _tables(self, batch: Iterable[TracedRun], most_bytes: int | None = None
+                ) -> tuple[int, tuple[pa.Table, ...]]:
+        """The number of runs taken from ``batch`` and their (runs, steps, states,
+        programs, objects, attributes, global_states, settrace_lines, files) (none if no
+        run was), giving each run its id (``_run_id``, noted in ``_held_ids``) and new
+        programs theirs."""
+        rows = RunRows()
         for traced in batch:
             program_id = self._program_id(traced.job.program, rows)
             run_id = self._run_id(traced)
             self._held_ids.append(run_id)
             rows.add(traced, run_id, program_id)
-            taken += 1
             if most_bytes is not None and rows.nbytes >= most_bytes:
                 break
-        return taken
+        if not rows.count:
+            return 0, ()
+        return rows.count, rows.tables()
 
 
 class RunRows:

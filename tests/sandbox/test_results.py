@@ -484,9 +484,7 @@ def test_a_name_on_every_step_is_held_once(tmp_path):
     con = connect(tmp_path / "one.duckdb")
     try:
         writer = TraceWriter(con)
-        writer.CONVERT_RUNS = 1  # the run's rows in Arrow at once, so held_bytes counts them
         assert writer.add([TracedRun(job, result, 5, "job")]) == 1
-        assert writer.held_bytes > count * 8  # (they are there)
         # ~32 bytes a row (run id, step, line, depth, frame, two indices) and the name
         # once: 10,000 copies of it would be 10,000,000 more
         assert writer.held_bytes < count * 40

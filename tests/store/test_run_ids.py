@@ -113,43 +113,6 @@ def test_runs_added_in_reverse_get_the_same_ids(corpus, reference, tmp_path):
     assert assert_identical(reference, db)["runs"] == 14
 
 
-def test_runs_held_over_several_adds_make_the_same_store(corpus, reference, tmp_path):
-    """The writer keeps the rows of several adds and turns them into Arrow every
-    ``CONVERT_RUNS`` runs (here 3) or at a commit: adds of 1, 4, 2, ... runs, a commit
-    after the second and at the end, store what the in-process trace stored, and
-    ``held`` and ``held_bytes`` count what is held in between."""
-    jobs = (job for job in iter_corpus(corpus) if not isinstance(job, str))
-    finished = [run for chunk in run_jobs(jobs, TraceOptions(workers=0))
-                for run in chunk][:-1]  # the last is the duplicate
-    order = CorpusOrder()
-    for run in finished:
-        order.add(run.job.key, run.job.program.key)
-    db = tmp_path / "held.duckdb"
-    con = connect(db)
-    try:
-        writer = TraceWriter(con, guest=(finished[0].guest, None), ids=corpus_ids(con, order))
-        writer.CONVERT_RUNS = 3
-        sizes, start = [1, 4, 2, 5, 2], 0
-        assert sum(sizes) == len(finished) == 14
-        held = []
-        for number, size in enumerate(sizes):
-            assert writer.add(iter(finished[start:start + size])) == size
-            start += size
-            held.append((writer.held, writer.held_bytes > 0))
-            if number == 1:
-                assert len(writer.commit()) == 5
-        stored = writer.commit()
-    finally:
-        con.close()
-    # 1 run open (no Arrow yet); 5 converted; then 2 open; 7 (2 + 5: converted); 9 open
-    assert held == [(1, False), (5, True), (2, False), (7, True), (9, True)]
-    assert sorted(stored) == sorted(run_id for run_id, *_ in ids(db))[5:]
-    assert ids(db) == expected_ids()
-    assert differing_columns(reference, db) == {
-        "runs": ["duration_us", "call_us", "traced_at"], "guests": ["first_used"]}
-    assert assert_identical(reference, db)["runs"] == 14
-
-
 @pytest.mark.parametrize("workers,isolation", [(1, "job"), (2, "job"), (2, "batch")])
 def test_workers_and_isolations_make_the_same_store(corpus, reference, tmp_path, workers,
                                                     isolation):
