@@ -154,6 +154,27 @@ def test_building_the_columns_does_not_import_pandas():
     assert json.loads(out.stdout) is False
 
 
+SWITCH = """
+import json, sys
+import pyarrow as pa
+from steptrace.store import _arrow
+_arrow.arrow_array(list(range(_arrow.BUFFER_VALUES - 1)), pa.int64())
+before = "pandas" in sys.modules
+_arrow.arrow_array([1, 2], pa.int64())   # past BUFFER_VALUES: pa.array from here on
+after = _arrow.arrow_array([3], pa.int64())
+print(json.dumps([before, "pandas" in sys.modules, after.to_pylist()]))
+"""
+
+
+def test_a_process_past_buffer_values_goes_to_pyarrow():
+    """The buffers' extra passes stop costing once they would have paid for the import:
+    the process then converts with pa.array (which imports pandas, once)."""
+    pandas_is_installed()
+    out = subprocess.run([sys.executable, "-c", SWITCH], capture_output=True, text=True,
+                         check=True)
+    assert json.loads(out.stdout) == [False, True, [3]]
+
+
 TRACE = """
 import json, sys
 import steptrace
